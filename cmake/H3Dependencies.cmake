@@ -1,0 +1,17 @@
+# Every third-party library the project uses, found once here. Each comes from
+# Debian (scripts/install-deps.sh installs them); none is downloaded at build
+# time.
+find_package(Threads REQUIRED)
+find_package(absl CONFIG REQUIRED)
+
+if(H3_BUILD_SERVER)
+  find_package(Protobuf REQUIRED)            # CMake's module: Debian ships no config
+  find_package(gRPC CONFIG REQUIRED)
+  find_package(prometheus-cpp CONFIG REQUIRED)
+  find_package(CLI11 CONFIG REQUIRED)
+  find_program(H3_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+endif()
+
+if(H3_BUILD_TESTS)
+  find_package(GTest CONFIG REQUIRED)
+endif()

@@ -1,0 +1,27 @@
+# h3_cc_test(NAME name SRCS a.cc ... DEPS lib ... LABELS unit|gpu|e2e|slow ...)
+#
+# Builds one GoogleTest binary and registers each of its test cases with
+# ctest, carrying the given labels, so that `ctest -L unit` or `ctest -LE gpu`
+# select them. A test that calls GTEST_SKIP() is reported by ctest as skipped,
+# not passed, so a GPU test on a machine without a GPU is visible as such.
+include(GoogleTest)
+enable_testing()
+
+function(h3_cc_test)
+  cmake_parse_arguments(T "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT T_LABELS)
+    message(FATAL_ERROR "h3_cc_test(${T_NAME}): give at least one label")
+  endif()
+  foreach(label IN LISTS T_LABELS)
+    if(NOT label MATCHES "^(unit|gpu|e2e|slow)$")
+      message(FATAL_ERROR "h3_cc_test(${T_NAME}): unknown label '${label}'")
+    endif()
+  endforeach()
+  add_executable(${T_NAME} ${T_SRCS})
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(${T_NAME}
+    DISCOVERY_MODE PRE_TEST
+    PROPERTIES
+      LABELS "${T_LABELS}"
+      SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+endfunction()

@@ -1,0 +1,45 @@
+#ifndef H3_KERNELS_BIAS_GELU_H_
+#define H3_KERNELS_BIAS_GELU_H_
+
+// Bias + tanh-GELU: the epilogue of the MLP's first matrix product
+// (fc1 in H3_MODEL.md), out = gelu_tanh(x + bias). The CPU function here is
+// the specification; kernels/cuda/bias_gelu.cu is its GPU twin and takes the
+// same Params.
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define H3_HOST_DEVICE __host__ __device__
+#else
+#define H3_HOST_DEVICE
+#endif
+
+namespace h3::kernels {
+
+// The whole host/device interface of the op: plain pointers and sizes.
+// REQUIRES: x and out hold rows * cols floats, row-major and contiguous;
+// bias holds cols floats or is nullptr (no bias). out may equal x (in place);
+// otherwise they must not overlap. rows, cols >= 0.
+struct BiasGeluParams {
+  const float* x;     // [rows, cols]
+  const float* bias;  // [cols] or nullptr
+  float* out;         // [rows, cols]
+  int64_t rows;
+  int64_t cols;
+};
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as GPT-2 and the H3
+// reference compute it ("gelu_new" / approximate="tanh").
+H3_HOST_DEVICE inline float GeluTanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  constexpr float kCoeff = 0.044715f;
+  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kCoeff * x * x * x)));
+}
+
+// The CPU twin. Single-threaded; callers split rows across threads.
+void BiasGeluCpu(const BiasGeluParams& params);
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_BIAS_GELU_H_

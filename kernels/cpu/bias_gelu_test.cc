@@ -1,0 +1,51 @@
+#include "kernels/bias_gelu.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace h3::kernels {
+namespace {
+
+// Independent double-precision formula, written from the erf-free definition.
+double GeluTanhReference(double x) {
+  const double kPi = 3.14159265358979323846;
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) *
+                                    (x + 0.044715 * x * x * x)));
+}
+
+TEST(BiasGeluCpuTest, KnownValues) {
+  // Values of GPT-2's gelu_new, computed independently in double precision.
+  EXPECT_FLOAT_EQ(GeluTanh(0.0f), 0.0f);
+  EXPECT_NEAR(GeluTanh(1.0f), 0.8411920, 1e-6);
+  EXPECT_NEAR(GeluTanh(-1.0f), -0.1588080, 1e-6);
+  EXPECT_NEAR(GeluTanh(3.0f), 2.9963627, 1e-6);
+  EXPECT_NEAR(GeluTanh(-10.0f), 0.0, 1e-6);
+}
+
+TEST(BiasGeluCpuTest, AddsBiasPerColumnAndMatchesReference) {
+  const int64_t rows = 3, cols = 5;
+  std::vector<float> x(rows * cols), bias(cols), out(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) x[i] = 0.37f * (i - 7);
+  for (int64_t c = 0; c < cols; ++c) bias[c] = 0.1f * c - 0.2f;
+  BiasGeluCpu({x.data(), bias.data(), out.data(), rows, cols});
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      double want = GeluTanhReference(double{x[r * cols + c]} + bias[c]);
+      EXPECT_NEAR(out[r * cols + c], want, 1e-6 * (1 + std::abs(want)))
+          << "r=" << r << " c=" << c;
+    }
+  }
+}
+
+TEST(BiasGeluCpuTest, InPlaceWithoutBias) {
+  std::vector<float> x = {-2.0f, -0.5f, 0.5f, 2.0f};
+  std::vector<float> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = GeluTanhReference(x[i]);
+  BiasGeluCpu({x.data(), nullptr, x.data(), 2, 2});
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], want[i], 1e-6);
+}
+
+}  // namespace
+}  // namespace h3::kernels

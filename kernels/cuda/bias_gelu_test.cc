@@ -1,0 +1,81 @@
+// GPU twin vs CPU twin for BiasGelu (label gpu: skipped without a device).
+#include "kernels/cuda/bias_gelu.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/bias_gelu.h"
+#include "tests/support/gpu_test.h"
+
+namespace h3::kernels {
+namespace {
+
+#define ASSERT_CUDA_OK(expr) \
+  ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(cudaGetLastError())
+
+// (rows, cols, with_bias, in_place)
+using Shape = std::tuple<int64_t, int64_t, bool, bool>;
+
+class BiasGeluGpuTest : public h3::testing::GpuTestWithParam<Shape> {};
+
+TEST_P(BiasGeluGpuTest, MatchesCpuTwin) {
+  const auto [rows, cols, with_bias, in_place] = GetParam();
+  const int64_t n = rows * cols;
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  std::vector<float> x(n), bias(cols), cpu(n), gpu(n);
+  for (float& v : x) v = dist(rng);
+  for (float& v : bias) v = dist(rng);
+
+  float *d_x = nullptr, *d_bias = nullptr, *d_out = nullptr;
+  ASSERT_CUDA_OK(cudaMalloc(&d_x, std::max<int64_t>(n, 1) * sizeof(float)));
+  ASSERT_CUDA_OK(cudaMalloc(&d_bias, std::max<int64_t>(cols, 1) * sizeof(float)));
+  ASSERT_CUDA_OK(cudaMalloc(&d_out, std::max<int64_t>(n, 1) * sizeof(float)));
+  ASSERT_CUDA_OK(cudaMemcpy(d_x, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(cudaMemcpy(d_bias, bias.data(), cols * sizeof(float), cudaMemcpyHostToDevice));
+
+  const float* b = with_bias ? bias.data() : nullptr;
+  BiasGeluCpu({x.data(), b, cpu.data(), rows, cols});
+  float* d_dst = in_place ? d_x : d_out;
+  ASSERT_CUDA_OK(BiasGeluCuda(
+      {d_x, with_bias ? d_bias : nullptr, d_dst, rows, cols}, nullptr));
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
+  ASSERT_CUDA_OK(cudaMemcpy(gpu.data(), d_dst, n * sizeof(float), cudaMemcpyDeviceToHost));
+  cudaFree(d_x);
+  cudaFree(d_bias);
+  cudaFree(d_out);
+
+  // Hold the GPU to at most twice the CPU twin's error against a double
+  // reference (plus one float ulp at the value's scale for tanh's rounding).
+  double cpu_err = 0, gpu_err = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double in = double{x[i]} + (with_bias ? bias[i % cols] : 0.0);
+    const double want =
+        0.5 * in * (1 + std::tanh(0.7978845608028654 * (in + 0.044715 * in * in * in)));
+    const double scale = 1 + std::abs(want);
+    cpu_err = std::max(cpu_err, std::abs(cpu[i] - want) / scale);
+    gpu_err = std::max(gpu_err, std::abs(gpu[i] - want) / scale);
+  }
+  EXPECT_LE(gpu_err, 2 * cpu_err + 1.2e-7) << "cpu_err=" << cpu_err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, BiasGeluGpuTest,
+    ::testing::Values(Shape{0, 8, true, false}, Shape{1, 1, true, false},
+                      Shape{97, 1025, true, false}, Shape{64, 3072, true, true},
+                      Shape{5, 768, false, false}, Shape{1025, 97, false, true}),
+    [](const ::testing::TestParamInfo<Shape>& info) {
+      const auto [rows, cols, with_bias, in_place] = info.param;
+      return std::to_string(rows) + "x" + std::to_string(cols) +
+             (with_bias ? "_bias" : "_nobias") + (in_place ? "_inplace" : "");
+    });
+
+}  // namespace
+}  // namespace h3::kernels
