@@ -3,6 +3,7 @@
 # time.
 find_package(Threads REQUIRED)
 find_package(absl CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)  # header-only; the loader reads JSON headers
 
 if(H3_BUILD_SERVER)
   find_package(Protobuf REQUIRED)            # CMake's module: Debian ships no config

@@ -68,9 +68,13 @@ CudaInventory ListDevices() {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    inventory.no_device_reason = absl::StrCat(
-        "the CUDA runtime found no usable GPU: ", cudaGetErrorString(err),
-        " (", cudaGetErrorName(err), ")");
+    inventory.no_device_reason =
+        inventory.driver_version == 0
+            ? absl::StrCat("no NVIDIA driver is installed (the CUDA runtime "
+                           "says: ", cudaGetErrorString(err), ")")
+            : absl::StrCat("the CUDA runtime found no usable GPU: ",
+                           cudaGetErrorString(err), " (",
+                           cudaGetErrorName(err), ")");
     return inventory;
   }
   for (int i = 0; i < count; ++i) {

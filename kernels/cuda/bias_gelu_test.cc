@@ -23,6 +23,12 @@ namespace {
 // (rows, cols, with_bias, in_place)
 using Shape = std::tuple<int64_t, int64_t, bool, bool>;
 
+std::string ShapeName(const ::testing::TestParamInfo<Shape>& info) {
+  const auto [rows, cols, with_bias, in_place] = info.param;
+  return std::to_string(rows) + "x" + std::to_string(cols) +
+         (with_bias ? "_bias" : "_nobias") + (in_place ? "_inplace" : "");
+}
+
 class BiasGeluGpuTest : public h3::testing::GpuTestWithParam<Shape> {};
 
 TEST_P(BiasGeluGpuTest, MatchesCpuTwin) {
@@ -71,11 +77,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Shape{0, 8, true, false}, Shape{1, 1, true, false},
                       Shape{97, 1025, true, false}, Shape{64, 3072, true, true},
                       Shape{5, 768, false, false}, Shape{1025, 97, false, true}),
-    [](const ::testing::TestParamInfo<Shape>& info) {
-      const auto [rows, cols, with_bias, in_place] = info.param;
-      return std::to_string(rows) + "x" + std::to_string(cols) +
-             (with_bias ? "_bias" : "_nobias") + (in_place ? "_inplace" : "");
-    });
+    ShapeName);
 
 }  // namespace
 }  // namespace h3::kernels

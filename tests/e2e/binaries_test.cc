@@ -1,0 +1,147 @@
+// The h3 and h3serve binaries as a user runs them: flags, exit codes, and a
+// server on loopback queried by the h3 tool and through reflection.
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/subprocess.h"
+
+namespace h3 {
+namespace {
+
+using ::h3::testing::RunCommand;
+using ::h3::testing::RunResult;
+using ::h3::testing::Subprocess;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+using namespace std::chrono_literals;
+
+const std::string kH3 = H3_BIN;
+const std::string kH3serve = H3SERVE_BIN;
+
+TEST(BinariesTest, VersionAndHelp) {
+  for (const std::string& bin : {kH3, kH3serve}) {
+    RunResult version = RunCommand({bin, "--version"});
+    EXPECT_EQ(version.exit_code, 0) << version.out;
+    EXPECT_THAT(version.out, HasSubstr(" 0."));
+    EXPECT_THAT(version.out, HasSubstr("commit "));
+    RunResult help = RunCommand({bin, "--help"});
+    EXPECT_EQ(help.exit_code, 0) << help.out;
+    EXPECT_THAT(help.out, HasSubstr("Usage:"));
+  }
+}
+
+TEST(BinariesTest, H3WithoutCommandIsAUsageError) {
+  RunResult result = RunCommand({kH3});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_THAT(result.out, HasSubstr("subcommand"));
+}
+
+TEST(BinariesTest, BadServerFlagsAreRefused) {
+  RunResult result = RunCommand({kH3serve, "--port", "70000"});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_THAT(result.out, HasSubstr("--port"));
+  result = RunCommand({kH3serve, "--no-such-flag"});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_THAT(result.out, HasSubstr("--no-such-flag"));
+}
+
+TEST(BinariesTest, DevicesJsonIsWellFormed) {
+  RunResult result = RunCommand({kH3, "devices", "--json"});
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  nlohmann::json devices = nlohmann::json::parse(result.out);
+  ASSERT_TRUE(devices["devices"].is_array());
+  if (devices["devices"].empty()) {
+    EXPECT_FALSE(devices["no_device_reason"].get<std::string>().empty());
+  }
+  for (const auto& d : devices["devices"]) {
+    if (d["supported_by_this_build"].get<bool>()) {
+      EXPECT_TRUE(d["self_test"]["ok"].get<bool>()) << d.dump();
+    }
+  }
+}
+
+// Starts h3serve on free loopback ports and returns its gRPC port (0 on
+// failure).
+int StartServer(Subprocess& server) {
+  std::string line = server.WaitForLine("listening:", 30s);
+  const size_t at = line.find("grpc=127.0.0.1:");
+  if (at == std::string::npos) return 0;
+  return std::stoi(line.substr(at + std::string("grpc=127.0.0.1:").size()));
+}
+
+TEST(ServeTest, AnswersH3ToolReflectionAndStopsOnSigterm) {
+  Subprocess server({kH3serve, "--host", "127.0.0.1", "--port", "0",
+                     "--metrics-port", "0", "--shutdown-grace", "1"});
+  const int port = StartServer(server);
+  ASSERT_GT(port, 0) << server.output();
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+
+  RunResult info = RunCommand({kH3, "server-info", "--server", address, "--json"});
+  ASSERT_EQ(info.exit_code, 0) << info.out;
+  nlohmann::json json = nlohmann::json::parse(info.out);
+  EXPECT_EQ(json["health"], "NOT_SERVING");
+  EXPECT_EQ(json["model_loaded"], false);
+  EXPECT_FALSE(json["version"].get<std::string>().empty());
+
+  // Server reflection, as grpcurl uses it.
+  auto channel =
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub =
+      grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto stream = stub->ServerReflectionInfo(&context);
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
+  request.set_list_services("");
+  ASSERT_TRUE(stream->Write(request));
+  grpc::reflection::v1alpha::ServerReflectionResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  std::vector<std::string> services;
+  for (const auto& s : response.list_services_response().service()) {
+    services.push_back(s.name());
+  }
+  EXPECT_THAT(services,
+              UnorderedElementsAre("h3.v1.TextGeneration",
+                                   "grpc.health.v1.Health",
+                                   "grpc.reflection.v1alpha.ServerReflection"));
+  request.set_file_containing_symbol("h3.v1.GenerateRequest");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_GT(response.file_descriptor_response().file_descriptor_proto_size(),
+            0);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+
+  EXPECT_EQ(server.Stop(SIGTERM, 20s), 0) << server.output();
+  EXPECT_THAT(server.output(), HasSubstr("SIGTERM, shutting down"));
+}
+
+TEST(ServeTest, SecondServerOnTheSamePortFailsClearly) {
+  Subprocess first({kH3serve, "--host", "127.0.0.1", "--port", "0",
+                    "--metrics-port", "-1"});
+  const int port = StartServer(first);
+  ASSERT_GT(port, 0) << first.output();
+  RunResult second = RunCommand({kH3serve, "--host", "127.0.0.1", "--port",
+                          std::to_string(port), "--metrics-port", "-1"});
+  EXPECT_EQ(second.exit_code, 1) << second.out;
+  EXPECT_THAT(second.out, HasSubstr("cannot serve gRPC on 127.0.0.1:" +
+                                    std::to_string(port)));
+  EXPECT_EQ(first.Stop(SIGINT, 20s), 0) << first.output();
+}
+
+TEST(ServeTest, UnreachableServerIsAnErrorNotAHang) {
+  RunResult result =
+      RunCommand({kH3, "server-info", "--server", "127.0.0.1:1", "--timeout", "2"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.out, HasSubstr("127.0.0.1:1"));
+}
+
+}  // namespace
+}  // namespace h3
