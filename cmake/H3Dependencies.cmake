@@ -4,12 +4,12 @@
 find_package(Threads REQUIRED)
 find_package(absl CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)  # header-only; the loader reads JSON headers
+find_package(CLI11 CONFIG REQUIRED)          # header-only; flags of h3 and h3serve
 
 if(H3_BUILD_SERVER)
   find_package(Protobuf REQUIRED)            # CMake's module: Debian ships no config
   find_package(gRPC CONFIG REQUIRED)
   find_package(prometheus-cpp CONFIG REQUIRED)
-  find_package(CLI11 CONFIG REQUIRED)
   find_program(H3_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 endif()
 

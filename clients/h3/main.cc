@@ -2,7 +2,9 @@
 #include "CLI/CLI.hpp"
 #include "base/build_info.h"
 #include "clients/h3/devices_command.h"
+#if H3_WITH_SERVER_COMMANDS
 #include "clients/h3/server_info_command.h"
+#endif
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -15,7 +17,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   h3::cli::AddDevicesCommand(app, &exit_code);
+#if H3_WITH_SERVER_COMMANDS  // a build without gRPC has no server commands
   h3::cli::AddServerInfoCommand(app, &exit_code);
+#endif
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
