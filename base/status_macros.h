@@ -12,20 +12,21 @@
 
 // Evaluates `expr` (an absl::Status) once; returns it from the enclosing
 // function if it is not OK.
-#define H3_RETURN_IF_ERROR(expr)                         \
-  do {                                                   \
-    ::absl::Status h3_status_ = (expr);                  \
-    if (!h3_status_.ok()) return h3_status_;             \
+#define H3_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status h3_status_ = (expr);      \
+    if (!h3_status_.ok()) return h3_status_; \
   } while (false)
 
 // `H3_ASSIGN_OR_RETURN(auto x, MakeX());` or `H3_ASSIGN_OR_RETURN(x, ...)`:
 // evaluates the absl::StatusOr expression once; on error returns its status
 // from the enclosing function, else move-assigns the value to `lhs`.
-#define H3_ASSIGN_OR_RETURN(lhs, expr) \
-  H3_ASSIGN_OR_RETURN_IMPL_(H3_STATUS_CONCAT_(h3_statusor_, __LINE__), lhs, expr)
+#define H3_ASSIGN_OR_RETURN(lhs, expr)                                      \
+  H3_ASSIGN_OR_RETURN_IMPL_(H3_STATUS_CONCAT_(h3_statusor_, __LINE__), lhs, \
+                            expr)
 
-#define H3_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
-  auto statusor = (expr);                              \
+#define H3_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)     \
+  auto statusor = (expr);                                  \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
 

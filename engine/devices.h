@@ -13,16 +13,16 @@ namespace h3::engine {
 // One GPU as the CUDA runtime sees it.
 struct DeviceInfo {
   int index = 0;
-  std::string name;          // "NVIDIA H100 80GB HBM3"
-  std::string pci_bus_id;    // "0000:01:00.0"
-  int compute_major = 0;     // 9 for Hopper
+  std::string name;        // "NVIDIA H100 80GB HBM3"
+  std::string pci_bus_id;  // "0000:01:00.0"
+  int compute_major = 0;   // 9 for Hopper
   int compute_minor = 0;
   int multiprocessors = 0;
   int64_t total_memory_bytes = 0;
   int64_t free_memory_bytes = 0;
   int64_t l2_cache_bytes = 0;
   int64_t shared_memory_per_block_optin_bytes = 0;
-  bool supported = false;    // this build has machine code for its architecture
+  bool supported = false;  // this build has machine code for its architecture
 };
 
 // What the CUDA runtime offers this process.

@@ -46,8 +46,9 @@ TEST(ProtoTest, UnfinishedResponseHasNoFinishReason) {
 }
 
 TEST(ProtoTest, ServiceHasTheDocumentedMethods) {
-  const auto* service = v1::GenerateRequest::descriptor()->file()->FindServiceByName(
-      "TextGeneration");
+  const auto* service =
+      v1::GenerateRequest::descriptor()->file()->FindServiceByName(
+          "TextGeneration");
   ASSERT_NE(service, nullptr);
   EXPECT_EQ(service->full_name(), "h3.v1.TextGeneration");
   for (const char* name : {"Generate", "Complete", "Tokenize", "Detokenize",

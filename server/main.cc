@@ -77,8 +77,8 @@ int main(int argc, char** argv) {
     sigwait(&stop_signals, &signal);
     std::cout << "h3serve: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
               << ", shutting down" << std::endl;
-    (*server)->Shutdown(std::chrono::milliseconds(
-        static_cast<int64_t>(grace_seconds * 1000)));
+    (*server)->Shutdown(
+        std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
   });
   (*server)->Wait();
   signal_waiter.join();

@@ -30,9 +30,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   builder.RegisterService(server->service_.get());
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot serve gRPC on ", address,
-        " (is the port in use? choose another with --port)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve gRPC on ", address,
+                     " (is the port in use? choose another with --port)"));
   }
 
   // No model is loaded: say so to load balancers and probes.

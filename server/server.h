@@ -14,8 +14,8 @@ namespace h3::server {
 
 struct ServerOptions {
   std::string host = "0.0.0.0";
-  int port = 50051;          // 0: pick a free port
-  int metrics_port = 8000;   // 0: pick a free port; -1: no metrics endpoint
+  int port = 50051;         // 0: pick a free port
+  int metrics_port = 8000;  // 0: pick a free port; -1: no metrics endpoint
 };
 
 // h3serve: the TextGeneration service, the standard grpc.health.v1.Health

@@ -14,9 +14,9 @@ grpc::Status TextGenerationService::GetServerInfo(
   response->set_version(info.version);
   response->set_git_commit(info.git_commit);
   response->set_cuda_enabled(info.cuda_enabled);
-  response->set_uptime_seconds(std::chrono::duration<double>(
-                                   std::chrono::steady_clock::now() - start_)
-                                   .count());
+  response->set_uptime_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
+          .count());
   response->set_model_loaded(false);
   response->set_draining(draining_.load());
   return grpc::Status::OK;

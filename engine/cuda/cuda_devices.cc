@@ -70,11 +70,13 @@ CudaInventory ListDevices() {
     cudaGetLastError();
     inventory.no_device_reason =
         inventory.driver_version == 0
-            ? absl::StrCat("no NVIDIA driver is installed (the CUDA runtime "
-                           "says: ", cudaGetErrorString(err), ")")
+            ? absl::StrCat(
+                  "no NVIDIA driver is installed (the CUDA runtime "
+                  "says: ",
+                  cudaGetErrorString(err), ")")
             : absl::StrCat("the CUDA runtime found no usable GPU: ",
-                           cudaGetErrorString(err), " (",
-                           cudaGetErrorName(err), ")");
+                           cudaGetErrorString(err), " (", cudaGetErrorName(err),
+                           ")");
     return inventory;
   }
   for (int i = 0; i < count; ++i) {
@@ -86,7 +88,8 @@ CudaInventory ListDevices() {
     }
     inventory.devices.push_back(*std::move(info));
   }
-  if (count == 0) inventory.no_device_reason = "the CUDA runtime reports 0 GPUs";
+  if (count == 0)
+    inventory.no_device_reason = "the CUDA runtime reports 0 GPUs";
   return inventory;
 }
 

@@ -6,8 +6,9 @@
 
 namespace h3::engine::cuda {
 
-// CUDA implementations of ListCudaDevices and SelfTestDevice (engine/devices.h).
-// Both leave the calling thread's current device as they found it.
+// CUDA implementations of ListCudaDevices and SelfTestDevice
+// (engine/devices.h). Both leave the calling thread's current device as they
+// found it.
 CudaInventory ListDevices();
 absl::StatusOr<double> SelfTest(int index);
 

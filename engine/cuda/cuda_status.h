@@ -17,13 +17,13 @@ absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file,
 
 // Evaluates a CUDA runtime call; returns Internal from the enclosing function
 // when it fails.
-#define H3_CUDA_RETURN_IF_ERROR(expr)                                     \
-  do {                                                                    \
-    cudaError_t h3_cuda_err_ = (expr);                                    \
-    if (h3_cuda_err_ != cudaSuccess) {                                    \
+#define H3_CUDA_RETURN_IF_ERROR(expr)                                      \
+  do {                                                                     \
+    cudaError_t h3_cuda_err_ = (expr);                                     \
+    if (h3_cuda_err_ != cudaSuccess) {                                     \
       return ::h3::engine::cuda::CudaStatus(h3_cuda_err_, #expr, __FILE__, \
-                                            __LINE__);                    \
-    }                                                                     \
+                                            __LINE__);                     \
+    }                                                                      \
   } while (false)
 
 #endif  // H3_ENGINE_CUDA_CUDA_STATUS_H_

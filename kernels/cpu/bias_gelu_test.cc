@@ -11,8 +11,8 @@ namespace {
 // Independent double-precision formula, written from the erf-free definition.
 double GeluTanhReference(double x) {
   const double kPi = 3.14159265358979323846;
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) *
-                                    (x + 0.044715 * x * x * x)));
+  return 0.5 * x *
+         (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));
 }
 
 TEST(BiasGeluCpuTest, KnownValues) {

@@ -1,6 +1,6 @@
-#include "kernels/cuda/bias_gelu.h"
-
 #include <algorithm>
+
+#include "kernels/cuda/bias_gelu.h"
 
 namespace h3::kernels {
 namespace {

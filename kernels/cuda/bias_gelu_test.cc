@@ -42,10 +42,13 @@ TEST_P(BiasGeluGpuTest, MatchesCpuTwin) {
 
   float *d_x = nullptr, *d_bias = nullptr, *d_out = nullptr;
   ASSERT_CUDA_OK(cudaMalloc(&d_x, std::max<int64_t>(n, 1) * sizeof(float)));
-  ASSERT_CUDA_OK(cudaMalloc(&d_bias, std::max<int64_t>(cols, 1) * sizeof(float)));
+  ASSERT_CUDA_OK(
+      cudaMalloc(&d_bias, std::max<int64_t>(cols, 1) * sizeof(float)));
   ASSERT_CUDA_OK(cudaMalloc(&d_out, std::max<int64_t>(n, 1) * sizeof(float)));
-  ASSERT_CUDA_OK(cudaMemcpy(d_x, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-  ASSERT_CUDA_OK(cudaMemcpy(d_bias, bias.data(), cols * sizeof(float), cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(
+      cudaMemcpy(d_x, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(cudaMemcpy(d_bias, bias.data(), cols * sizeof(float),
+                            cudaMemcpyHostToDevice));
 
   const float* b = with_bias ? bias.data() : nullptr;
   BiasGeluCpu({x.data(), b, cpu.data(), rows, cols});
@@ -53,7 +56,8 @@ TEST_P(BiasGeluGpuTest, MatchesCpuTwin) {
   ASSERT_CUDA_OK(BiasGeluCuda(
       {d_x, with_bias ? d_bias : nullptr, d_dst, rows, cols}, nullptr));
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
-  ASSERT_CUDA_OK(cudaMemcpy(gpu.data(), d_dst, n * sizeof(float), cudaMemcpyDeviceToHost));
+  ASSERT_CUDA_OK(
+      cudaMemcpy(gpu.data(), d_dst, n * sizeof(float), cudaMemcpyDeviceToHost));
   cudaFree(d_x);
   cudaFree(d_bias);
   cudaFree(d_out);
@@ -64,7 +68,8 @@ TEST_P(BiasGeluGpuTest, MatchesCpuTwin) {
   for (int64_t i = 0; i < n; ++i) {
     const double in = double{x[i]} + (with_bias ? bias[i % cols] : 0.0);
     const double want =
-        0.5 * in * (1 + std::tanh(0.7978845608028654 * (in + 0.044715 * in * in * in)));
+        0.5 * in *
+        (1 + std::tanh(0.7978845608028654 * (in + 0.044715 * in * in * in)));
     const double scale = 1 + std::abs(want);
     cpu_err = std::max(cpu_err, std::abs(cpu[i] - want) / scale);
     gpu_err = std::max(gpu_err, std::abs(gpu[i] - want) / scale);
@@ -72,12 +77,14 @@ TEST_P(BiasGeluGpuTest, MatchesCpuTwin) {
   EXPECT_LE(gpu_err, 2 * cpu_err + 1.2e-7) << "cpu_err=" << cpu_err;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, BiasGeluGpuTest,
-    ::testing::Values(Shape{0, 8, true, false}, Shape{1, 1, true, false},
-                      Shape{97, 1025, true, false}, Shape{64, 3072, true, true},
-                      Shape{5, 768, false, false}, Shape{1025, 97, false, true}),
-    ShapeName);
+INSTANTIATE_TEST_SUITE_P(Shapes, BiasGeluGpuTest,
+                         ::testing::Values(Shape{0, 8, true, false},
+                                           Shape{1, 1, true, false},
+                                           Shape{97, 1025, true, false},
+                                           Shape{64, 3072, true, true},
+                                           Shape{5, 768, false, false},
+                                           Shape{1025, 97, false, true}),
+                         ShapeName);
 
 }  // namespace
 }  // namespace h3::kernels

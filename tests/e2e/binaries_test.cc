@@ -83,7 +83,8 @@ TEST(ServeTest, AnswersH3ToolReflectionAndStopsOnSigterm) {
   ASSERT_GT(port, 0) << server.output();
   const std::string address = "127.0.0.1:" + std::to_string(port);
 
-  RunResult info = RunCommand({kH3, "server-info", "--server", address, "--json"});
+  RunResult info =
+      RunCommand({kH3, "server-info", "--server", address, "--json"});
   ASSERT_EQ(info.exit_code, 0) << info.out;
   nlohmann::json json = nlohmann::json::parse(info.out);
   EXPECT_EQ(json["health"], "NOT_SERVING");
@@ -93,8 +94,7 @@ TEST(ServeTest, AnswersH3ToolReflectionAndStopsOnSigterm) {
   // Server reflection, as grpcurl uses it.
   auto channel =
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  auto stub =
-      grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 10s);
   auto stream = stub->ServerReflectionInfo(&context);
@@ -107,10 +107,9 @@ TEST(ServeTest, AnswersH3ToolReflectionAndStopsOnSigterm) {
   for (const auto& s : response.list_services_response().service()) {
     services.push_back(s.name());
   }
-  EXPECT_THAT(services,
-              UnorderedElementsAre("h3.v1.TextGeneration",
-                                   "grpc.health.v1.Health",
-                                   "grpc.reflection.v1alpha.ServerReflection"));
+  EXPECT_THAT(services, UnorderedElementsAre(
+                            "h3.v1.TextGeneration", "grpc.health.v1.Health",
+                            "grpc.reflection.v1alpha.ServerReflection"));
   request.set_file_containing_symbol("h3.v1.GenerateRequest");
   ASSERT_TRUE(stream->Write(request));
   ASSERT_TRUE(stream->Read(&response));
@@ -124,12 +123,12 @@ TEST(ServeTest, AnswersH3ToolReflectionAndStopsOnSigterm) {
 }
 
 TEST(ServeTest, SecondServerOnTheSamePortFailsClearly) {
-  Subprocess first({kH3serve, "--host", "127.0.0.1", "--port", "0",
-                    "--metrics-port", "-1"});
+  Subprocess first(
+      {kH3serve, "--host", "127.0.0.1", "--port", "0", "--metrics-port", "-1"});
   const int port = StartServer(first);
   ASSERT_GT(port, 0) << first.output();
   RunResult second = RunCommand({kH3serve, "--host", "127.0.0.1", "--port",
-                          std::to_string(port), "--metrics-port", "-1"});
+                                 std::to_string(port), "--metrics-port", "-1"});
   EXPECT_EQ(second.exit_code, 1) << second.out;
   EXPECT_THAT(second.out, HasSubstr("cannot serve gRPC on 127.0.0.1:" +
                                     std::to_string(port)));
@@ -137,8 +136,8 @@ TEST(ServeTest, SecondServerOnTheSamePortFailsClearly) {
 }
 
 TEST(ServeTest, UnreachableServerIsAnErrorNotAHang) {
-  RunResult result =
-      RunCommand({kH3, "server-info", "--server", "127.0.0.1:1", "--timeout", "2"});
+  RunResult result = RunCommand(
+      {kH3, "server-info", "--server", "127.0.0.1:1", "--timeout", "2"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.out, HasSubstr("127.0.0.1:1"));
 }

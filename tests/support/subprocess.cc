@@ -24,10 +24,12 @@ pid_t Spawn(const std::vector<std::string>& argv, int* fd) {
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) {
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) !=
+      0) {
     pid = -1;
   }
   posix_spawn_file_actions_destroy(&actions);
@@ -59,7 +61,7 @@ int DecodeStatus(int status) {
 }  // namespace
 
 RunResult RunCommand(const std::vector<std::string>& argv,
-              std::chrono::seconds timeout) {
+                     std::chrono::seconds timeout) {
   Subprocess process(argv);
   RunResult result;
   if (!process.started()) return result;

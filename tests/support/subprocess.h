@@ -17,7 +17,7 @@ struct RunResult {
 // Runs argv (argv[0] a path) to completion, killed after `timeout`, and
 // collects its output.
 RunResult RunCommand(const std::vector<std::string>& argv,
-              std::chrono::seconds timeout = std::chrono::seconds(60));
+                     std::chrono::seconds timeout = std::chrono::seconds(60));
 
 // A child process whose output is read line by line, for servers under test.
 // The destructor kills the child if it still runs. Not thread-safe.
@@ -38,8 +38,9 @@ class Subprocess {
   // Reads output until the child closes it or `timeout` passes.
   void ReadToEnd(std::chrono::milliseconds timeout);
 
-  // Sends `signal` (0: none) unless the child has already exited, and waits up to `timeout` for the exit; returns the exit
-  // code, or -1 when the child had to be killed or died of a signal.
+  // Sends `signal` (0: none) unless the child has already exited, and waits up
+  // to `timeout` for the exit; returns the exit code, or -1 when the child had
+  // to be killed or died of a signal.
   int Stop(int signal, std::chrono::milliseconds timeout);
 
   // Everything read so far.
