@@ -101,7 +101,7 @@ TEST_F(ServerTest, GenerationWithoutEngineIsUnimplemented) {
   grpc::ClientContext context;
   v1::GenerateRequest request;
   request.set_text("Hello");
-  v1::CompleteResponse response;
+  v1::GenerateResponse response;
   grpc::Status status = stub->Complete(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
 }
