@@ -70,8 +70,7 @@ int RunDevices(const DevicesOptions& options) {
             << ", driver " << out["cuda_driver"].get<std::string>()
             << ", runtime " << out["cuda_runtime"].get<std::string>() << "\n";
   if (inventory.devices.empty()) {
-    std::cout << "No GPUs: " << inventory.no_device_reason
-              << "\nThe CPU backend is used instead.\n";
+    std::cout << "No GPUs: " << inventory.no_device_reason << "\n";
     return exit_code;
   }
   for (const nlohmann::json& dev : out["devices"]) {
