@@ -5,6 +5,7 @@ find_package(Threads REQUIRED)
 find_package(absl CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)  # header-only; the loader reads JSON headers
 find_package(CLI11 CONFIG REQUIRED)          # header-only; flags of h3 and h3serve
+find_package(kissfft CONFIG REQUIRED COMPONENTS SHARED)  # CPU FFTs (H3 prefill); Debian ships only the shared library
 
 if(H3_BUILD_SERVER)
   find_package(Protobuf REQUIRED)            # CMake's module: Debian ships no config

@@ -1,0 +1,168 @@
+// H3 prefill on the CPU: FFT convolution of a chunk, plus the contribution of
+// the state carried in, plus the state handed on (paper section 4, state
+// passing). Work is split across heads: a head's p channels of k and v, its
+// p * p kv channels and its outputs depend on nothing else.
+#include <algorithm>
+#include <complex>
+#include <cstring>
+#include <vector>
+
+#include "base/parallel.h"
+#include "kernels/cpu/fft.h"
+#include "kernels/h3.h"
+
+namespace h3::kernels {
+namespace {
+
+using cdouble = std::complex<double>;
+
+// Per-thread scratch space for one head.
+struct Scratch {
+  explicit Scratch(int nfft, int64_t length, int p)
+      : fft(nfft),
+        kbar(static_cast<size_t>(p) * length),
+        v(static_cast<size_t>(p) * length),
+        y(static_cast<size_t>(p) * p * length),
+        time(nfft),
+        freq(nfft + 2) {}
+  RealFft fft;
+  std::vector<float> kbar;  // [p, L]: kbar of the head's channels
+  std::vector<float> v;     // [p, L]
+  std::vector<float> y;     // [p * p, L]: SSM output per kv channel
+  std::vector<float> time;  // [nfft]
+  std::vector<float> freq;  // [nfft/2 + 1] complex
+};
+
+// kbar[t] for channel c over the chunk, and c's shift state after it.
+// kbar[t] = sum_{j <= min(t, N-1)} kshift[j] k[t-j] + shift_D k[t]
+//         + sum_{n + t + 1 < N} C[n + t + 1] s0[n]      (the carried state)
+// s_end[n] = s0[n - L] (n >= L) + sum_{j <= min(n, L-1)} B[n - j] k[L-1-j]
+void ShiftSsm(const H3PrefillParams& p, int c, float* kbar) {
+  const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
+  const int64_t len = p.length;
+  const float* taps = p.w.shift_kernel + c * n_state;
+  const float* b = p.w.shift_B + c * n_state;
+  const float* cc = p.w.shift_C + c * n_state;
+  float* s = p.state.shift + c * n_state;
+  const float dk = p.w.shift_D[c];
+  auto k = [&](int64_t t) { return p.k[t * d + c]; };
+
+  for (int64_t t = 0; t < len; ++t) {
+    double sum = double{dk} * k(t);
+    const int64_t taps_used = std::min<int64_t>(t, n_state - 1);
+    for (int64_t j = 0; j <= taps_used; ++j) sum += double{taps[j]} * k(t - j);
+    for (int64_t n = 0; n + t + 1 < n_state; ++n)
+      sum += double{cc[n + t + 1]} * s[n];
+    kbar[t] = static_cast<float>(sum);
+  }
+  std::vector<float> next(n_state);
+  for (int n = 0; n < n_state; ++n) {
+    double sum = n >= len ? s[n - len] : 0.0;
+    const int64_t last = std::min<int64_t>(n, len - 1);
+    for (int64_t j = 0; j <= last; ++j)
+      sum += double{b[n - j]} * k(len - 1 - j);
+    next[n] = static_cast<float>(sum);
+  }
+  std::memcpy(s, next.data(), n_state * sizeof(float));
+}
+
+// y = K * kv + D kv + (carried state's output) for one kv channel, and the
+// channel's diagonal state after the chunk:
+//   y[t] += 2 Re(sum_m C[m] dA[m]^(t+1) x0[m])
+//   x_end = dA^L x0 + sum_j dA^(L-1-j) dB kv[j]
+void DiagSsm(const H3PrefillParams& p, int h, const float* kv, float* x,
+             float* y, Scratch& scratch) {
+  const int nfft = p.nfft, bins = nfft / 2 + 1, modes = p.w.shape.modes();
+  const int64_t len = p.length;
+
+  // Long convolution by FFT: zero-padded to nfft >= 2L, so no wrap-around.
+  std::fill(scratch.time.begin(), scratch.time.end(), 0.0f);
+  std::copy(kv, kv + len, scratch.time.begin());
+  scratch.fft.Forward(scratch.time.data(), scratch.freq.data());
+  const float* spectrum = p.kernel_spectrum + 2 * static_cast<size_t>(h) * bins;
+  for (int f = 0; f < bins; ++f) {
+    const std::complex<float> a(scratch.freq[2 * f], scratch.freq[2 * f + 1]);
+    const std::complex<float> b(spectrum[2 * f], spectrum[2 * f + 1]);
+    const std::complex<float> prod = a * b;
+    scratch.freq[2 * f] = prod.real();
+    scratch.freq[2 * f + 1] = prod.imag();
+  }
+  scratch.fft.Inverse(scratch.freq.data(), scratch.time.data());
+  const float scale = 1.0f / static_cast<float>(nfft);
+  const float skip = p.w.D[h];
+  for (int64_t t = 0; t < len; ++t)
+    y[t] = scratch.time[t] * scale + skip * kv[t];
+
+  // State passing, in double: one pass over the chunk per mode.
+  const float* dA = p.w.dA + 2 * static_cast<size_t>(h) * modes;
+  const float* dB = p.w.dB + 2 * static_cast<size_t>(h) * modes;
+  const float* C = p.w.C + 2 * static_cast<size_t>(h) * modes;
+  for (int m = 0; m < modes; ++m) {
+    const cdouble a(dA[2 * m], dA[2 * m + 1]);
+    const cdouble b(dB[2 * m], dB[2 * m + 1]);
+    const cdouble c(C[2 * m], C[2 * m + 1]);
+    cdouble carried(x[2 * m], x[2 * m + 1]);  // dA^(t+1) x0 after step t
+    cdouble fresh = 0;                        // sum_j dA^(t-j) dB kv[j]
+    const bool has_state = carried != 0.0;
+    for (int64_t t = 0; t < len; ++t) {
+      fresh = a * fresh + b * double{kv[t]};
+      if (has_state) {
+        carried *= a;
+        y[t] += static_cast<float>(2.0 * (c * carried).real());
+      }
+    }
+    const cdouble end = carried + fresh;
+    x[2 * m] = static_cast<float>(end.real());
+    x[2 * m + 1] = static_cast<float>(end.imag());
+  }
+}
+
+void PrefillHead(const H3PrefillParams& p, int h, Scratch& s) {
+  const H3Shape& shape = p.w.shape;
+  const int d = shape.d_model, pd = shape.head_dim, heads = shape.heads();
+  const int modes = shape.modes();
+  const int64_t len = p.length;
+
+  for (int i = 0; i < pd; ++i) {
+    const int c = h * pd + i;
+    ShiftSsm(p, c, s.kbar.data() + i * len);
+    for (int64_t t = 0; t < len; ++t) s.v[i * len + t] = p.v[t * d + c];
+  }
+  std::vector<float> kv(len);
+  for (int d1 = 0; d1 < pd; ++d1) {
+    for (int d2 = 0; d2 < pd; ++d2) {
+      for (int64_t t = 0; t < len; ++t) {
+        kv[t] = s.kbar[d1 * len + t] * s.v[d2 * len + t];
+      }
+      const size_t channel = static_cast<size_t>(d1 * pd + d2) * heads + h;
+      float* x = p.state.diag + 2 * channel * modes;
+      DiagSsm(p, h, kv.data(), x, s.y.data() + (d1 * pd + d2) * len, s);
+    }
+  }
+  // out[t][d2 * H + h] = sum_d1 q[t][h * p + d1] * y[(d1, d2)][t]
+  for (int64_t t = 0; t < len; ++t) {
+    for (int d2 = 0; d2 < pd; ++d2) {
+      float sum = 0;
+      for (int d1 = 0; d1 < pd; ++d1) {
+        sum += p.q[t * d + h * pd + d1] * s.y[(d1 * pd + d2) * len + t];
+      }
+      p.out[t * d + d2 * heads + h] = sum;
+    }
+  }
+}
+
+}  // namespace
+
+void H3PrefillCpu(const H3PrefillParams& p) {
+  if (p.length == 0) return;
+  const int heads = p.w.shape.heads(), pd = p.w.shape.head_dim;
+  ParallelFor(heads, std::max(1, 16 / (pd * pd)),
+              [&](int64_t begin, int64_t end) {
+                Scratch scratch(p.nfft, p.length, pd);
+                for (int64_t h = begin; h < end; ++h) {
+                  PrefillHead(p, static_cast<int>(h), scratch);
+                }
+              });
+}
+
+}  // namespace h3::kernels

@@ -1,0 +1,82 @@
+// One recurrent H3 step per sequence (H3_MODEL.md, "Recurrent form").
+#include <algorithm>
+#include <complex>
+#include <vector>
+
+#include "base/parallel.h"
+#include "kernels/h3.h"
+
+namespace h3::kernels {
+namespace {
+
+using cfloat = std::complex<float>;
+
+// Sequence b, head h: updates both states and writes the head's outputs.
+void StepHead(const H3StepParams& p, int b, int h, std::vector<float>& kbar,
+              std::vector<float>& y) {
+  const H3Shape& shape = p.w.shape;
+  const int d = shape.d_model, pd = shape.head_dim, heads = shape.heads();
+  const int n_state = shape.d_state, modes = shape.modes();
+  const float* q = p.q + static_cast<size_t>(b) * d;
+  const float* k = p.k + static_cast<size_t>(b) * d;
+  const float* v = p.v + static_cast<size_t>(b) * d;
+  const H3State& state = p.states[b];
+
+  // Shift SSM: s <- (0, s[0..N-2]) + B k;  kbar = C . s + shift_D k.
+  for (int i = 0; i < pd; ++i) {
+    const int c = h * pd + i;
+    float* s = state.shift + static_cast<size_t>(c) * n_state;
+    const float* bv = p.w.shift_B + static_cast<size_t>(c) * n_state;
+    const float* cv = p.w.shift_C + static_cast<size_t>(c) * n_state;
+    std::copy_backward(s, s + n_state - 1, s + n_state);
+    s[0] = 0.0f;
+    float sum = p.w.shift_D[c] * k[c];
+    for (int n = 0; n < n_state; ++n) {
+      s[n] += bv[n] * k[c];
+      sum += cv[n] * s[n];
+    }
+    kbar[i] = sum;
+  }
+  // Diagonal SSM per kv channel: x <- dA x + dB kv;  y = 2 Re(C . x) + D kv.
+  const size_t param = static_cast<size_t>(h) * modes;
+  const cfloat* dA = reinterpret_cast<const cfloat*>(p.w.dA) + param;
+  const cfloat* dB = reinterpret_cast<const cfloat*>(p.w.dB) + param;
+  const cfloat* C = reinterpret_cast<const cfloat*>(p.w.C) + param;
+  for (int d1 = 0; d1 < pd; ++d1) {
+    for (int d2 = 0; d2 < pd; ++d2) {
+      const float kv = kbar[d1] * v[h * pd + d2];
+      const size_t channel = static_cast<size_t>(d1 * pd + d2) * heads + h;
+      cfloat* x = reinterpret_cast<cfloat*>(state.diag) + channel * modes;
+      float sum = 0;
+      for (int m = 0; m < modes; ++m) {
+        x[m] = dA[m] * x[m] + dB[m] * kv;
+        sum += (C[m] * x[m]).real();
+      }
+      y[d1 * pd + d2] = 2.0f * sum + p.w.D[h] * kv;
+    }
+  }
+  float* out = p.out + static_cast<size_t>(b) * d;
+  for (int d2 = 0; d2 < pd; ++d2) {
+    float sum = 0;
+    for (int d1 = 0; d1 < pd; ++d1) sum += q[h * pd + d1] * y[d1 * pd + d2];
+    out[d2 * heads + h] = sum;
+  }
+}
+
+}  // namespace
+
+void H3StepCpu(const H3StepParams& p) {
+  const int heads = p.w.shape.heads(), pd = p.w.shape.head_dim;
+  const int64_t work = static_cast<int64_t>(p.batch) * heads;
+  // A head-step is ~N + p^2 M multiply-adds: keep thousands per task so that
+  // small batches do not pay for thread hand-offs.
+  ParallelFor(work, 1024, [&](int64_t begin, int64_t end) {
+    std::vector<float> kbar(pd), y(pd * pd);
+    for (int64_t i = begin; i < end; ++i) {
+      StepHead(p, static_cast<int>(i / heads), static_cast<int>(i % heads),
+               kbar, y);
+    }
+  });
+}
+
+}  // namespace h3::kernels

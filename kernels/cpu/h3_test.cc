@@ -1,0 +1,346 @@
+// The H3 CPU ops against an independent, direct double-precision evaluation
+// of H3_MODEL.md: the convolution as a plain sum, the kernel from powers of
+// dA, the states by the recurrence. And the ops against each other: chunked
+// prefill (state passing) equals one prefill, decoding continues a prefill.
+#include "kernels/h3.h"
+
+#include <cmath>
+#include <complex>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace h3::kernels {
+namespace {
+
+using cdouble = std::complex<double>;
+
+// One layer with random parameters in the ranges S4D initialises them to.
+struct Layer {
+  Layer(H3Shape s, uint32_t seed) : shape(s) {
+    const int d = s.d_model, n = s.d_state, heads = s.heads(), m = s.modes();
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    auto fill = [&](std::vector<float>& v, size_t size, float scale) {
+      v.resize(size);
+      for (float& x : v) x = scale * normal(rng);
+    };
+    fill(shift_B, d * n, 0.5f);
+    fill(shift_C, d * n, 0.3f);
+    fill(shift_D, d, 1.0f);
+    fill(B, heads * m * 2, 0.5f);
+    fill(C, heads * m * 2, 0.5f);
+    fill(D, heads, 1.0f);
+    log_dt.resize(heads);
+    for (float& x : log_dt)
+      x = std::log(0.001f) + uniform(rng) * std::log(100.0f);
+    inv_A_real.resize(heads * m);
+    A_imag.resize(heads * m);
+    for (int i = 0; i < heads * m; ++i) {
+      inv_A_real[i] = std::log(0.5f) + 0.1f * normal(rng);
+      A_imag[i] = 3.14159265f * (i % m);
+    }
+    shift_kernel.resize(d * n);
+    dA.resize(heads * m * 2);
+    dB.resize(heads * m * 2);
+    H3Discretize(
+        {shape, shift_B.data(), shift_C.data(), shift_D.data(), log_dt.data(),
+         inv_A_real.data(), A_imag.data(), B.data(), C.data(), D.data()},
+        {shift_kernel.data(), dA.data(), dB.data()});
+  }
+
+  H3Weights weights() const {
+    return {shape,          shift_kernel.data(), shift_B.data(), shift_C.data(),
+            shift_D.data(), dA.data(),           dB.data(),      C.data(),
+            D.data()};
+  }
+
+  H3Shape shape;
+  std::vector<float> shift_B, shift_C, shift_D, log_dt, inv_A_real, A_imag, B,
+      C, D, shift_kernel, dA, dB;
+};
+
+struct State {
+  explicit State(const H3Shape& s)
+      : shift(s.d_model * s.d_state, 0.0f),
+        diag(2 * s.kv_channels() * s.modes(), 0.0f) {}
+  H3State view() { return {shift.data(), diag.data()}; }
+  std::vector<float> shift, diag;
+};
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// The whole layer from token 0, evaluated directly from the raw parameters.
+std::vector<double> Direct(const Layer& layer, int64_t len,
+                           const std::vector<float>& q,
+                           const std::vector<float>& k,
+                           const std::vector<float>& v) {
+  const H3Shape& s = layer.shape;
+  const int d = s.d_model, n = s.d_state, p = s.head_dim, heads = s.heads();
+  const int modes = s.modes();
+  std::vector<double> kbar(len * d);
+  for (int c = 0; c < d; ++c) {
+    for (int64_t t = 0; t < len; ++t) {
+      double sum = double{layer.shift_D[c]} * k[t * d + c];
+      for (int j = 0; j < n && j <= t; ++j) {
+        double tap = 0;  // sum_n B[n] C[n + j]
+        for (int i = 0; i + j < n; ++i) {
+          tap +=
+              double{layer.shift_B[c * n + i]} * layer.shift_C[c * n + i + j];
+        }
+        sum += tap * k[(t - j) * d + c];
+      }
+      kbar[t * d + c] = sum;
+    }
+  }
+  std::vector<double> kernel(heads * len);
+  for (int h = 0; h < heads; ++h) {
+    const double dt = std::exp(double{layer.log_dt[h]});
+    for (int64_t l = 0; l < len; ++l) {
+      cdouble sum = 0;
+      for (int m = 0; m < modes; ++m) {
+        const int i = h * modes + m;
+        const cdouble a(-std::exp(double{layer.inv_A_real[i]}),
+                        layer.A_imag[i]);
+        const cdouble da = (1.0 + dt * a / 2.0) / (1.0 - dt * a / 2.0);
+        const cdouble db = cdouble(layer.B[2 * i], layer.B[2 * i + 1]) * dt /
+                           (1.0 - dt * a / 2.0);
+        sum += cdouble(layer.C[2 * i], layer.C[2 * i + 1]) * db *
+               std::pow(da, static_cast<double>(l));
+      }
+      kernel[h * len + l] = 2.0 * sum.real();
+    }
+  }
+  std::vector<double> out(len * d, 0.0);
+  for (int h = 0; h < heads; ++h) {
+    for (int d1 = 0; d1 < p; ++d1) {
+      for (int d2 = 0; d2 < p; ++d2) {
+        auto kv = [&](int64_t t) {
+          return kbar[t * d + h * p + d1] * v[t * d + h * p + d2];
+        };
+        for (int64_t t = 0; t < len; ++t) {
+          double y = layer.D[h] * kv(t);
+          for (int64_t j = 0; j <= t; ++j) y += kernel[h * len + j] * kv(t - j);
+          out[t * d + d2 * heads + h] += q[t * d + h * p + d1] * y;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// max |got - want| / max |want|: the error normalised by the output's scale.
+double NormalisedError(const std::vector<float>& got,
+                       const std::vector<double>& want) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return err / std::max(scale, 1e-30);
+}
+
+// Runs prefill chunks of the given lengths from a zero state; returns the
+// outputs of all tokens and leaves the end state in *state.
+std::vector<float> Prefill(const Layer& layer,
+                           const std::vector<int64_t>& chunks,
+                           const std::vector<float>& q,
+                           const std::vector<float>& k,
+                           const std::vector<float>& v, State* state) {
+  const int d = layer.shape.d_model;
+  int64_t total = 0;
+  for (int64_t c : chunks) total += c;
+  std::vector<float> out(total * d);
+  int64_t start = 0;
+  for (int64_t len : chunks) {
+    const int nfft = H3FftSize(len);
+    std::vector<float> spectrum(2 * layer.shape.heads() * (nfft / 2 + 1));
+    H3KernelSpectrum(layer.weights(), nfft, spectrum.data());
+    H3PrefillCpu({layer.weights(), len, q.data() + start * d,
+                  k.data() + start * d, v.data() + start * d,
+                  out.data() + start * d, state->view(), spectrum.data(),
+                  nfft});
+    start += len;
+  }
+  return out;
+}
+
+// Decodes tokens [start, end) one step at a time from *state.
+std::vector<float> Decode(const Layer& layer, int64_t start, int64_t end,
+                          const std::vector<float>& q,
+                          const std::vector<float>& k,
+                          const std::vector<float>& v, State* state) {
+  const int d = layer.shape.d_model;
+  std::vector<float> out((end - start) * d);
+  H3State view = state->view();
+  for (int64_t t = start; t < end; ++t) {
+    H3StepCpu({layer.weights(), 1, q.data() + t * d, k.data() + t * d,
+               v.data() + t * d, out.data() + (t - start) * d, &view});
+  }
+  return out;
+}
+
+// (d_model, head_dim, d_state, length)
+using Case = std::tuple<int, int, int, int64_t>;
+
+class H3CpuTest : public ::testing::TestWithParam<Case> {
+ protected:
+  H3Shape shape() const {
+    auto [d, p, n, len] = GetParam();
+    return {d, p, n};
+  }
+  int64_t length() const { return std::get<3>(GetParam()); }
+};
+
+TEST_P(H3CpuTest, PrefillMatchesDirectEvaluation) {
+  const Layer layer(shape(), 1);
+  const int64_t len = length();
+  const int d = shape().d_model;
+  auto q = Random(len * d, 2), k = Random(len * d, 3), v = Random(len * d, 4);
+  State state(shape());
+  std::vector<float> got = Prefill(layer, {len}, q, k, v, &state);
+  EXPECT_LT(NormalisedError(got, Direct(layer, len, q, k, v)), 2e-5);
+}
+
+TEST_P(H3CpuTest, DecodingMatchesDirectEvaluationAndPrefillState) {
+  const Layer layer(shape(), 5);
+  const int64_t len = std::min<int64_t>(length(), 300);
+  const int d = shape().d_model;
+  auto q = Random(len * d, 6), k = Random(len * d, 7), v = Random(len * d, 8);
+  State stepped(shape());
+  std::vector<float> got = Decode(layer, 0, len, q, k, v, &stepped);
+  EXPECT_LT(NormalisedError(got, Direct(layer, len, q, k, v)), 2e-5);
+
+  // The end state computed inside the prefill equals the recurrence's.
+  State prefilled(shape());
+  Prefill(layer, {len}, q, k, v, &prefilled);
+  for (size_t i = 0; i < stepped.shift.size(); ++i) {
+    ASSERT_NEAR(prefilled.shift[i], stepped.shift[i],
+                1e-5 * (1 + std::abs(stepped.shift[i])))
+        << "shift state " << i;
+  }
+  for (size_t i = 0; i < stepped.diag.size(); ++i) {
+    ASSERT_NEAR(prefilled.diag[i], stepped.diag[i],
+                1e-4 * (1 + std::abs(stepped.diag[i])))
+        << "diagonal state " << i;
+  }
+}
+
+TEST_P(H3CpuTest, ChunkedPrefillEqualsOnePrefill) {
+  const Layer layer(shape(), 9);
+  const int64_t len = length();
+  const int d = shape().d_model;
+  auto q = Random(len * d, 10), k = Random(len * d, 11),
+       v = Random(len * d, 12);
+  State whole(shape()), chunked(shape());
+  std::vector<float> want = Prefill(layer, {len}, q, k, v, &whole);
+  // Uneven chunks, some shorter than the shift state (N), one of length 1.
+  std::vector<int64_t> chunks;
+  for (int64_t left = len, i = 0; left > 0; ++i) {
+    const int64_t c = std::min<int64_t>(left, (i % 3 == 0) ? 1 : 5 + 17 * i);
+    chunks.push_back(c);
+    left -= c;
+  }
+  std::vector<float> got = Prefill(layer, chunks, q, k, v, &chunked);
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::abs(want[i]))) << i;
+  }
+  for (size_t i = 0; i < whole.diag.size(); ++i) {
+    ASSERT_NEAR(chunked.diag[i], whole.diag[i],
+                2e-5 * (1 + std::abs(whole.diag[i])));
+  }
+  EXPECT_EQ(chunked.shift.size(), whole.shift.size());
+  for (size_t i = 0; i < whole.shift.size(); ++i) {
+    ASSERT_NEAR(chunked.shift[i], whole.shift[i],
+                1e-5 * (1 + std::abs(whole.shift[i])));
+  }
+}
+
+TEST_P(H3CpuTest, DecodingContinuesAPrefill) {
+  const Layer layer(shape(), 13);
+  const int64_t len = length(), extra = 9;
+  const int d = shape().d_model;
+  const int64_t all = len + extra;
+  auto q = Random(all * d, 14), k = Random(all * d, 15),
+       v = Random(all * d, 16);
+  State ref(shape()), state(shape());
+  std::vector<float> want = Prefill(layer, {all}, q, k, v, &ref);
+  Prefill(layer, {len}, q, k, v, &state);
+  std::vector<float> got = Decode(layer, len, all, q, k, v, &state);
+  for (int64_t i = 0; i < extra * d; ++i) {
+    ASSERT_NEAR(got[i], want[len * d + i],
+                2e-5 * (1 + std::abs(want[len * d + i])))
+        << "token " << len + i / d;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, H3CpuTest,
+    ::testing::Values(Case{8, 1, 16, 1}, Case{8, 1, 16, 7}, Case{6, 1, 8, 97},
+                      Case{4, 1, 64, 1025}, Case{8, 2, 8, 97},
+                      Case{12, 4, 4, 33}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return "d" + std::to_string(std::get<0>(info.param)) + "_p" +
+             std::to_string(std::get<1>(info.param)) + "_N" +
+             std::to_string(std::get<2>(info.param)) + "_L" +
+             std::to_string(std::get<3>(info.param));
+    });
+
+TEST(H3StepCpuTest, BatchOfSequencesAtDifferentPositionsEqualsEachAlone) {
+  const H3Shape shape{8, 2, 8};
+  const Layer layer(shape, 21);
+  const int d = shape.d_model;
+  const std::vector<int64_t> prompt_lengths = {1, 40, 7};
+  const int batch = static_cast<int>(prompt_lengths.size());
+  std::vector<State> alone, batched;
+  std::vector<std::vector<float>> q, k, v;
+  for (int b = 0; b < batch; ++b) {
+    const int64_t all = prompt_lengths[b] + 1;
+    q.push_back(Random(all * d, 30 + b));
+    k.push_back(Random(all * d, 40 + b));
+    v.push_back(Random(all * d, 50 + b));
+    alone.emplace_back(shape);
+    Prefill(layer, {prompt_lengths[b]}, q[b], k[b], v[b], &alone.back());
+    batched.push_back(alone.back());
+  }
+  std::vector<float> bq, bk, bv;
+  std::vector<H3State> views;
+  for (int b = 0; b < batch; ++b) {
+    const int64_t t = prompt_lengths[b];
+    bq.insert(bq.end(), q[b].begin() + t * d, q[b].begin() + (t + 1) * d);
+    bk.insert(bk.end(), k[b].begin() + t * d, k[b].begin() + (t + 1) * d);
+    bv.insert(bv.end(), v[b].begin() + t * d, v[b].begin() + (t + 1) * d);
+    views.push_back(batched[b].view());
+  }
+  std::vector<float> out(batch * d);
+  H3StepCpu({layer.weights(), batch, bq.data(), bk.data(), bv.data(),
+             out.data(), views.data()});
+  for (int b = 0; b < batch; ++b) {
+    const int64_t t = prompt_lengths[b];
+    std::vector<float> single =
+        Decode(layer, t, t + 1, q[b], k[b], v[b], &alone[b]);
+    for (int i = 0; i < d; ++i) EXPECT_EQ(out[b * d + i], single[i]) << b;
+    EXPECT_EQ(batched[b].diag, alone[b].diag);
+    EXPECT_EQ(batched[b].shift, alone[b].shift);
+  }
+}
+
+TEST(H3FftSizeTest, PowerOfTwoAtLeastTwiceTheLength) {
+  EXPECT_EQ(H3FftSize(1), 2);
+  EXPECT_EQ(H3FftSize(2), 4);
+  EXPECT_EQ(H3FftSize(97), 256);
+  EXPECT_EQ(H3FftSize(1024), 2048);
+  EXPECT_EQ(H3FftSize(1025), 4096);
+}
+
+}  // namespace
+}  // namespace h3::kernels

@@ -1,0 +1,133 @@
+#ifndef H3_KERNELS_H3_H_
+#define H3_KERNELS_H3_H_
+
+// The H3 layer's inner operation (H3_MODEL.md), between its q/k/v projections
+// and its output projection:
+//
+//   kbar = shiftconv(k) + shift_D * k          shift SSM, N taps
+//   kv   = kbar (x) v                          per head, p x p outer products
+//   y    = K * kv + D * kv                     diagonal SSM, long convolution
+//   out  = contract(q, y)                      out[d2 * H + h] (the "(d2 h)"
+//   layout)
+//
+// for head_dim p = 1 this is out = q * (K * (kbar * v) + D * kbar * v).
+//
+// Two forms compute the same function: a prefill over a chunk of tokens that
+// starts from a saved state and leaves the end state (FFT convolution plus
+// state passing, paper section 4), and a recurrent step for one token per
+// sequence. The CPU functions declared here are the specification; the CUDA
+// kernels take the same structs.
+//
+// Everything is fp32; complex numbers are stored as interleaved (re, im).
+
+#include <cstdint>
+
+namespace h3::kernels {
+
+// The sizes of one H3 layer.
+struct H3Shape {
+  int d_model = 0;   // channels of q, k, v and of the output
+  int head_dim = 1;  // p; 1 in the released hybrid models
+  int d_state = 0;   // N: shift-SSM state size; the diagonal SSM has N/2 modes
+
+  int heads() const { return d_model / head_dim; }  // H
+  int modes() const { return d_state / 2; }         // M
+  // Channels of kv and of the diagonal state: p * p * H, ordered (d1, d2, h).
+  int kv_channels() const { return head_dim * head_dim * heads(); }
+};
+
+// One layer's SSM parameters after discretisation (see H3Discretize). All
+// pointers are borrowed; they must outlive every call that uses them.
+struct H3Weights {
+  H3Shape shape;
+  const float* shift_kernel = nullptr;  // [d, N]  kshift[c][j], tap j
+  const float* shift_B = nullptr;       // [d, N]  shift-SSM input vector
+  const float* shift_C = nullptr;       // [d, N]  shift-SSM output vector
+  const float* shift_D = nullptr;       // [d]     ssm_k_D
+  const float* dA = nullptr;            // [H, M] complex: discrete A
+  const float* dB = nullptr;            // [H, M] complex: discrete B
+  const float* C = nullptr;             // [H, M] complex
+  const float* D = nullptr;             // [H]    skip
+};
+
+// A sequence's state in one H3 layer, read and updated in place.
+struct H3State {
+  float* shift = nullptr;  // [d, N]: s[c][n], the last N inputs filtered by B
+  float* diag = nullptr;   // [p, p, H, M] complex: x[(d1, d2, h)][m]
+};
+
+// Prefill of one sequence's chunk of `length` tokens.
+// REQUIRES: q, k, v, out hold [length, d] row-major (token-major); the state
+// holds the state before the chunk (zeros for a new sequence) and receives the
+// state after it; kernel_spectrum is H3KernelSpectrum(weights, nfft) with
+// nfft >= 2 * length and nfft a power of two. `out` must not alias q, k or v.
+struct H3PrefillParams {
+  H3Weights w;
+  int64_t length = 0;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+  H3State state;
+  const float* kernel_spectrum = nullptr;  // [H, nfft/2 + 1] complex
+  int nfft = 0;
+};
+
+// One decoding step for a batch of sequences, each at its own position with
+// its own state. REQUIRES: q, k, v, out hold [batch, d]; states[b] is
+// sequence b's state.
+struct H3StepParams {
+  H3Weights w;
+  int batch = 0;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+  const H3State* states = nullptr;  // [batch]
+};
+
+// The checkpoint's SSM parameters of one layer (H3_MODEL.md names), fp32.
+struct H3RawParams {
+  H3Shape shape;
+  const float* shift_B = nullptr;     // ssm_k_kernel.kernel.B      [d, N]
+  const float* shift_C = nullptr;     // ssm_k_kernel.kernel.C      [1, d, N]
+  const float* shift_D = nullptr;     // ssm_k_D                    [d]
+  const float* log_dt = nullptr;      // kernel.kernel.log_dt       [H]
+  const float* inv_A_real = nullptr;  // kernel.kernel.inv_A_real   [H, M]
+  const float* A_imag = nullptr;      // kernel.kernel.A_imag       [H, M]
+  const float* B = nullptr;           // kernel.kernel.B            [H, M, 2]
+  const float* C = nullptr;           // kernel.kernel.C            [1, H, M, 2]
+  const float* D = nullptr;           // D                          [H]
+};
+
+// Output buffers of H3Discretize, sized as in H3Weights.
+struct H3DiscretizedBuffers {
+  float* shift_kernel;  // [d, N]
+  float* dA;            // [H, M, 2]
+  float* dB;            // [H, M, 2]
+};
+
+// Bilinear discretisation of the diagonal SSM and the shift SSM's kernel,
+// computed in double precision and rounded once:
+//   dA = (1 + dt A / 2) / (1 - dt A / 2),  dB = B dt / (1 - dt A / 2),
+//   A = -exp(inv_A_real) + i A_imag, dt = exp(log_dt),
+//   kshift[c][j] = sum_n B[c][n] C[c][n + j].
+void H3Discretize(const H3RawParams& raw, const H3DiscretizedBuffers& out);
+
+// The rFFT of the diagonal SSM's convolution kernel
+// K[h][l] = 2 Re(sum_m C[m] dB[m] dA[m]^l) for l < nfft / 2, zero-padded to
+// nfft. Precomputed once per layer and FFT size. `out`: [H, nfft/2 + 1]
+// complex. REQUIRES: nfft a power of two >= 2.
+void H3KernelSpectrum(const H3Weights& w, int nfft, float* out);
+
+// The CPU twins. Multi-threaded over channels (base/parallel.h).
+void H3PrefillCpu(const H3PrefillParams& params);
+void H3StepCpu(const H3StepParams& params);
+
+// The smallest power of two >= 2 * length: the FFT size a prefill of
+// `length` tokens needs.
+int H3FftSize(int64_t length);
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_H3_H_
