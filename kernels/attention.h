@@ -1,0 +1,59 @@
+#ifndef H3_KERNELS_ATTENTION_H_
+#define H3_KERNELS_ATTENTION_H_
+
+// Causal multi-head attention of the hybrid model's attention layers
+// (H3_MODEL.md), over a per-sequence KV cache, with optional rotary
+// embeddings in the GPT-NeoX "halves" convention. One sequence's chunk of new
+// tokens at a time: a prefill chunk, or one decoding step (length 1).
+//
+// The input is the Wqkv product laid out [length, 3, heads, head_dim];
+// queries attend to every cached position before them and to the new
+// positions up to their own, with scale 1 / sqrt(head_dim). The CPU function
+// is the specification; the CUDA kernels take the same Params.
+
+#include <cstdint>
+
+namespace h3::kernels {
+
+struct AttentionShape {
+  int heads = 0;
+  int head_dim = 0;
+  int rotary_dim = 0;  // 0: no rotary; else even and <= head_dim
+  int d_model() const { return heads * head_dim; }
+};
+
+// A sequence's K/V cache for one attention layer: position i of the sequence
+// (after rotary) at k[i][heads][head_dim], v likewise.
+struct KvCache {
+  float* k = nullptr;    // [capacity, heads, head_dim]
+  float* v = nullptr;    // [capacity, heads, head_dim]
+  int64_t capacity = 0;  // positions the cache can hold
+};
+
+// REQUIRES: start + length <= cache.capacity; positions [0, start) of the
+// cache hold the sequence's earlier tokens. Writes the new tokens' rotated
+// keys and values at [start, start + length) and their attention output.
+struct AttentionParams {
+  AttentionShape shape;
+  int64_t start = 0;           // position of the first new token
+  int64_t length = 0;          // new tokens
+  const float* qkv = nullptr;  // [length, 3, heads, head_dim]
+  const float* inv_freq =
+      nullptr;  // [rotary_dim / 2]; null when rotary_dim = 0
+  KvCache cache;
+  float* out = nullptr;  // [length, heads * head_dim]
+};
+
+// Rotates the first rotary_dim dims of one head vector `x` at `position`:
+// for i < r/2, with angle = position * inv_freq[i] rounded to fp32 as the
+// reference computes it, (x[i], x[i + r/2]) becomes
+// (x[i] cos - x[i + r/2] sin, x[i + r/2] cos + x[i] sin).
+void ApplyRotary(float* x, int rotary_dim, const float* inv_freq,
+                 int64_t position);
+
+// The CPU twin. Multi-threaded over heads (and query rows when long).
+void AttentionCpu(const AttentionParams& params);
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_ATTENTION_H_
