@@ -1,0 +1,33 @@
+#ifndef H3_KERNELS_LAYER_NORM_H_
+#define H3_KERNELS_LAYER_NORM_H_
+
+// Residual add + layer norm, as the prenorm blocks use it (H3_MODEL.md):
+//   residual = x + residual   (residual = x when there is none yet)
+//   out      = LayerNorm(residual) * gamma + beta
+// with mean and variance over the row, eps inside the square root. The CPU
+// function is the specification; the CUDA kernel takes the same Params.
+
+#include <cstdint>
+
+namespace h3::kernels {
+
+// REQUIRES: x, residual, out hold [rows, cols]; gamma and beta [cols].
+// residual is read (unless add_residual is false) and overwritten with the
+// sum. out may alias x.
+struct AddLayerNormParams {
+  const float* x = nullptr;
+  float* residual = nullptr;
+  bool add_residual = true;  // false for the first block: residual = x
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  float* out = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  float eps = 1e-5f;
+};
+
+void AddLayerNormCpu(const AddLayerNormParams& params);
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_LAYER_NORM_H_
