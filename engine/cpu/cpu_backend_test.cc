@@ -1,0 +1,84 @@
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/backend.h"
+#include "gtest/gtest.h"
+#include "kernels/bias_gelu.h"
+
+namespace h3::engine {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+class CpuBackendTest : public ::testing::TestWithParam<Epilogue> {
+ protected:
+  std::unique_ptr<Backend> backend_ = MakeCpuBackend();
+};
+
+TEST_P(CpuBackendTest, LinearIsXTimesWTransposedPlusBias) {
+  const int64_t rows = 5, n = 7, k = 33;
+  auto x = Random(rows * k, 1), w = Random(n * k, 2), bias = Random(n, 3);
+  std::vector<float> y(rows * n);
+  ASSERT_TRUE(backend_
+                  ->Linear({x.data(), w.data(), bias.data(), y.data(), rows, n,
+                            k, GetParam()})
+                  .ok());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      double sum = bias[c];
+      for (int64_t i = 0; i < k; ++i)
+        sum += double{x[r * k + i]} * w[c * k + i];
+      const double want = GetParam() == Epilogue::kGeluTanh
+                              ? kernels::GeluTanh(static_cast<float>(sum))
+                              : sum;
+      EXPECT_NEAR(y[r * n + c], want, 1e-4 * (1 + std::abs(want)));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Epilogues, CpuBackendTest,
+                         ::testing::Values(Epilogue::kNone,
+                                           Epilogue::kGeluTanh));
+
+TEST(CpuBackendMemoryTest, AllocateFillCopyAndEmbed) {
+  auto backend = MakeCpuBackend();
+  EXPECT_EQ(backend->name(), "cpu");
+  auto table = backend->Allocate(12);
+  ASSERT_TRUE(table.ok());
+  std::vector<float> host = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};
+  ASSERT_TRUE(backend->CopyFromHost(host.data(), 12, table->data()).ok());
+  auto out = backend->Allocate(6);
+  ASSERT_TRUE(out.ok());
+  ASSERT_TRUE(backend->Fill(out->data(), 6, -1).ok());
+  const int32_t ids[] = {3, 1};
+  ASSERT_TRUE(backend->Embedding(ids, 2, table->data(), 3, out->data()).ok());
+  std::vector<float> got(6);
+  ASSERT_TRUE(backend->CopyToHost(out->data(), 6, got.data()).ok());
+  EXPECT_EQ(got, (std::vector<float>{30, 31, 32, 10, 11, 12}));
+  EXPECT_FALSE(backend->Allocate(-1).ok());
+}
+
+TEST(CpuBackendMemoryTest, OpsRefuseBrokenContracts) {
+  auto backend = MakeCpuBackend();
+  kernels::H3PrefillParams prefill;
+  prefill.length = 100;
+  prefill.nfft = 128;
+  EXPECT_EQ(backend->H3Prefill(prefill).code(),
+            absl::StatusCode::kInvalidArgument);
+  kernels::AttentionParams attention;
+  attention.start = 10;
+  attention.length = 5;
+  attention.cache.capacity = 12;
+  EXPECT_EQ(backend->Attention(attention).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace h3::engine
