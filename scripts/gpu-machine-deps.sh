@@ -20,4 +20,7 @@ mkdir -p .device-deps/debs "$root"
 (cd .device-deps/debs && apt-get download "${packages[@]}" >/dev/null 2>&1)
 for deb in .device-deps/debs/*.deb; do dpkg -x "$deb" "$root"; done
 rm -rf .device-deps/debs
+# Only what a shared build needs: the device's working tree limit is 64 MiB.
+find "$root" \( -name 'libopenblas*.a' -o -name 'liblapack*' \) -delete
+rm -rf "$root/usr/share/doc" "$root/usr/share/man" "$root/usr/src"
 du -sh .device-deps | sed 's/^/carry: /'
