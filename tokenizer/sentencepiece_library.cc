@@ -1,6 +1,7 @@
 // No abseil header may be included here (see sentencepiece_library.h).
 #include "tokenizer/sentencepiece_library.h"
 
+#include <dlfcn.h>
 #include <sentencepiece_processor.h>
 
 namespace h3::tokenizer::internal {
@@ -10,8 +11,23 @@ SentencePieceLibrary::SentencePieceLibrary()
 
 SentencePieceLibrary::~SentencePieceLibrary() = default;
 
+bool SentencePieceLibrary::ProcessHasFullProtobuf() {
+  // DescriptorPool is in the full libprotobuf, not in protobuf-lite.
+  return dlsym(RTLD_DEFAULT,
+               "_ZN6google8protobuf14DescriptorPool14generated_poolEv") !=
+         nullptr;
+}
+
 std::unique_ptr<SentencePieceLibrary> SentencePieceLibrary::Load(
     std::string_view model, std::string* error) {
+  if (ProcessHasFullProtobuf()) {
+    *error =
+        "this program also loads libprotobuf, whose version clashes with the "
+        "protobuf built into Debian's libsentencepiece (using it would abort "
+        "the process); sentencepiece models work only in programs without "
+        "libprotobuf for now";
+    return nullptr;
+  }
   auto library =
       std::unique_ptr<SentencePieceLibrary>(new SentencePieceLibrary());
   const sentencepiece::util::Status status =

@@ -6,6 +6,15 @@
 // abseil (whose string_view is its own class), so no file may include both:
 // this header uses only the standard library, and sentencepiece_library.cc
 // includes no abseil header.
+//
+// Debian's libsentencepiece also carries its own protobuf-lite (3.14) and
+// exports its symbols. In a process that links libprotobuf (3.21: gRPC, the
+// h3.v1 API), libprotobuf must come first in the link order or the process
+// crashes at start-up; even then, sentencepiece's protobuf version check
+// aborts the process on the first model. So Load refuses, with an error,
+// in a process where libprotobuf is loaded: such a process cannot use
+// sentencepiece models until the library is built against the system
+// protobuf or loaded in isolation.
 
 #include <memory>
 #include <string>
@@ -26,6 +35,9 @@ class SentencePieceLibrary {
   static std::unique_ptr<SentencePieceLibrary> Load(std::string_view model,
                                                     std::string* error);
   ~SentencePieceLibrary();
+
+  // Whether the full libprotobuf is loaded in this process (see above).
+  static bool ProcessHasFullProtobuf();
 
   // On failure return false and set *error to the library's message.
   bool Encode(std::string_view text, std::vector<int>* ids,

@@ -11,6 +11,12 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>>
 SentencePieceTokenizer::Create(absl::string_view serialized_model) {
   auto t =
       std::unique_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer());
+  if (internal::SentencePieceLibrary::ProcessHasFullProtobuf()) {
+    return absl::FailedPreconditionError(
+        "sentencepiece models cannot be used by this program: it also loads "
+        "libprotobuf, whose version clashes with the protobuf built into "
+        "Debian's libsentencepiece (see tokenizer/sentencepiece_library.h)");
+  }
   std::string error;
   t->library_ = internal::SentencePieceLibrary::Load(
       std::string_view(serialized_model.data(), serialized_model.size()),
