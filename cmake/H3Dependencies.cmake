@@ -29,3 +29,26 @@ endif()
 if(H3_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
 endif()
+
+# The tokenizer module needs RE2 (GPT-2's pre-tokenizer) and sentencepiece,
+# found through their Debian pkg-config files; its tests read gzipped
+# fixtures with zlib. A full build requires them; a build without the server
+# (the gpu-machine preset) skips the module when they are missing.
+find_package(PkgConfig)
+if(PkgConfig_FOUND)
+  pkg_check_modules(H3_RE2 IMPORTED_TARGET re2)
+  pkg_check_modules(H3_SENTENCEPIECE IMPORTED_TARGET sentencepiece)
+endif()
+if(H3_BUILD_TESTS)
+  find_package(ZLIB)
+endif()
+if(H3_RE2_FOUND AND H3_SENTENCEPIECE_FOUND AND
+   (ZLIB_FOUND OR NOT H3_BUILD_TESTS))
+  set(H3_BUILD_TOKENIZER ON)
+elseif(H3_BUILD_SERVER)
+  message(FATAL_ERROR "The tokenizer needs pkg-config, RE2 and sentencepiece "
+    "(and zlib for its tests): run scripts/install-deps.sh")
+else()
+  set(H3_BUILD_TOKENIZER OFF)
+  message(STATUS "RE2, sentencepiece or zlib not found: skipping tokenizer/")
+endif()

@@ -2,6 +2,9 @@
 #include "CLI/CLI.hpp"
 #include "base/build_info.h"
 #include "clients/h3/devices_command.h"
+#if H3_WITH_TOKENIZER
+#include "clients/h3/tokenize_command.h"
+#endif
 #if H3_WITH_SERVER_COMMANDS
 #include "clients/h3/server_info_command.h"
 #endif
@@ -10,13 +13,16 @@ int main(int argc, char** argv) {
   CLI::App app{
       "h3: the command-line tool of h3serve.\n"
       "Commands for converting checkpoints (convert), inspecting model files "
-      "(inspect), offline runs (run), tokenizing (tokenize), generating "
+      "(inspect), offline runs (run), generating "
       "through a server (generate) and load tests (bench) are not built yet.",
       "h3"};
   app.set_version_flag("--version", h3::VersionLine("h3"));
   app.require_subcommand(1);
   int exit_code = 0;
   h3::cli::AddDevicesCommand(app, &exit_code);
+#if H3_WITH_TOKENIZER  // a build without RE2/sentencepiece has no tokenizer
+  h3::cli::AddTokenizeCommand(app, &exit_code);
+#endif
 #if H3_WITH_SERVER_COMMANDS  // a build without gRPC has no server commands
   h3::cli::AddServerInfoCommand(app, &exit_code);
 #endif

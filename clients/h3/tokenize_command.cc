@@ -1,0 +1,96 @@
+#include "clients/h3/tokenize_command.h"
+
+#include <cstdint>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "tokenizer/load.h"
+
+namespace h3::cli {
+namespace {
+
+struct TokenizeOptions {
+  std::string tokenizer_path;
+  std::string text;
+  std::string decode;
+  bool parse_special = false;
+};
+
+absl::StatusOr<std::vector<int32_t>> ParseIds(absl::string_view list) {
+  std::vector<int32_t> ids;
+  for (absl::string_view item :
+       absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    int32_t id;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--decode: \"", item, "\" is not a token id"));
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+absl::Status RunTokenize(const TokenizeOptions& options) {
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> t,
+                      tokenizer::LoadTokenizerFromPath(options.tokenizer_path));
+  if (!options.decode.empty()) {
+    H3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIds(options.decode));
+    H3_ASSIGN_OR_RETURN(std::string text, t->Decode(ids));
+    std::cout << text << "\n";
+    return absl::OkStatus();
+  }
+  std::string text = options.text;
+  if (text == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin),
+                std::istreambuf_iterator<char>());
+  }
+  H3_ASSIGN_OR_RETURN(
+      std::vector<int32_t> ids,
+      t->Encode(text, {.parse_special = options.parse_special}));
+  std::cout << nlohmann::json(ids).dump() << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddTokenizeCommand(CLI::App& app, int* exit_code) {
+  auto options = std::make_shared<TokenizeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "tokenize", "Print the token ids of a text as JSON, or decode ids");
+  cmd->add_option("--tokenizer", options->tokenizer_path,
+                  "A sentencepiece .model, a tokenizer.json, or a directory "
+                  "with vocab.json + merges.txt or encoder.json + vocab.bpe")
+      ->required();
+  cmd->add_option("text", options->text, "The text, or - to read stdin");
+  cmd->add_option("--decode", options->decode,
+                  "Comma-separated ids to turn into text instead");
+  cmd->add_flag("--parse-special", options->parse_special,
+                "Turn special-token text such as <|endoftext|> into its id");
+  cmd->callback([cmd, options, exit_code] {
+    absl::Status status;
+    if (cmd->count("text") == 0 && options->decode.empty()) {
+      status =
+          absl::InvalidArgumentError("give TEXT, - for stdin, or --decode");
+    } else if (cmd->count("text") > 0 && !options->decode.empty()) {
+      status =
+          absl::InvalidArgumentError("give either TEXT or --decode, not both");
+    } else {
+      status = RunTokenize(*options);
+    }
+    if (!status.ok()) {
+      std::cerr << "h3 tokenize: " << status.message() << "\n";
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace h3::cli

@@ -1,0 +1,139 @@
+#include "tokenizer/load.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "tokenizer/gpt2_bpe.h"
+#include "tokenizer/gpt2_vocab_files.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
+
+namespace h3::tokenizer {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kExpected[] =
+    "a sentencepiece .model file, a Hugging Face tokenizer.json, or a "
+    "directory with vocab.json + merges.txt or encoder.json + vocab.bpe";
+
+absl::StatusOr<std::string> ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) {
+    return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
+  }
+  return std::move(contents).str();
+}
+
+std::string FileNames(const std::map<std::string, std::string_view>& files) {
+  std::vector<std::string> names;
+  for (const auto& [name, contents] : files) names.push_back(name);
+  return names.empty() ? "no files" : absl::StrJoin(names, ", ");
+}
+
+// Debian's abseil has its own string_view class; the contract uses std's.
+absl::string_view Absl(std::string_view s) { return {s.data(), s.size()}; }
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGpt2(
+    const std::map<std::string, std::string_view>& files) {
+  auto has = [&](const char* name) { return files.count(name) > 0; };
+  auto at = [&](const char* name) { return Absl(files.at(name)); };
+  absl::StatusOr<Gpt2Vocabulary> vocabulary;
+  if (files.size() == 2 && has("vocab.json") && has("merges.txt")) {
+    vocabulary = ParseGpt2VocabAndMerges(at("vocab.json"), at("merges.txt"));
+  } else if (files.size() == 2 && has("encoder.json") && has("vocab.bpe")) {
+    vocabulary = ParseGpt2VocabAndMerges(at("encoder.json"), at("vocab.bpe"));
+  } else if (files.size() == 1 && has("tokenizer.json")) {
+    vocabulary = ParseHfTokenizerJson(at("tokenizer.json"));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a gpt2-bpe tokenizer needs vocab.json + merges.txt, encoder.json + "
+        "vocab.bpe, or tokenizer.json; got ",
+        FileNames(files)));
+  }
+  if (!vocabulary.ok()) return vocabulary.status();
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<Gpt2BpeTokenizer> t,
+                      Gpt2BpeTokenizer::Create(*vocabulary));
+  return std::unique_ptr<Tokenizer>(std::move(t));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
+    std::string_view kind,
+    const std::map<std::string, std::string_view>& files) {
+  if (kind == "gpt2-bpe") return LoadGpt2(files);
+  if (kind == "sentencepiece") {
+    if (files.size() != 1 || !files.begin()->first.ends_with(".model")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a sentencepiece tokenizer needs exactly one <name>.model file; got ",
+          FileNames(files)));
+    }
+    H3_ASSIGN_OR_RETURN(
+        std::unique_ptr<SentencePieceTokenizer> t,
+        SentencePieceTokenizer::Create(Absl(files.begin()->second)));
+    return std::unique_ptr<Tokenizer>(std::move(t));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown tokenizer kind \"", Absl(kind),
+                   "\" (expected \"gpt2-bpe\" or \"sentencepiece\")"));
+}
+
+absl::StatusOr<TokenizerFiles> ReadTokenizerFiles(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::file_status status = fs::status(p, ec);
+  if (ec || !fs::exists(status)) {
+    return absl::NotFoundError(
+        absl::StrCat("tokenizer path ", path, " does not exist"));
+  }
+  TokenizerFiles out;
+  if (fs::is_directory(status)) {
+    auto try_pair = [&](const char* a, const char* b) -> absl::Status {
+      H3_ASSIGN_OR_RETURN(out.files[a], ReadFile(p / a));
+      H3_ASSIGN_OR_RETURN(out.files[b], ReadFile(p / b));
+      return absl::OkStatus();
+    };
+    out.kind = "gpt2-bpe";
+    if (fs::exists(p / "vocab.json") && fs::exists(p / "merges.txt")) {
+      H3_RETURN_IF_ERROR(try_pair("vocab.json", "merges.txt"));
+      return out;
+    }
+    if (fs::exists(p / "encoder.json") && fs::exists(p / "vocab.bpe")) {
+      H3_RETURN_IF_ERROR(try_pair("encoder.json", "vocab.bpe"));
+      return out;
+    }
+  } else {
+    const std::string name = p.filename().string();
+    if (name.ends_with(".model")) {
+      out.kind = "sentencepiece";
+    } else if (name == "tokenizer.json") {
+      out.kind = "gpt2-bpe";
+    }
+    if (!out.kind.empty()) {
+      H3_ASSIGN_OR_RETURN(out.files[name], ReadFile(p));
+      return out;
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("tokenizer path ", path, " is not ", kExpected));
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromPath(
+    const std::string& path) {
+  H3_ASSIGN_OR_RETURN(TokenizerFiles read, ReadTokenizerFiles(path));
+  const std::map<std::string, std::string_view> views(read.files.begin(),
+                                                      read.files.end());
+  return LoadTokenizer(read.kind, views);
+}
+
+}  // namespace h3::tokenizer
