@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run HERE (a Debian machine with apt), not on the GPU machine: downloads the
 # Debian packages that the gpu-machine preset needs beyond CUDA and CMake
-# (abseil, GoogleTest, nlohmann-json, CLI11) and unpacks them under .device-deps/
+# (abseil, GoogleTest, nlohmann-json, CLI11, libzip) and unpacks them under .device-deps/
 # (git-ignored), ready to be carried to a GPU machine that has no apt and no
 # network. See docs/gpu-machine.md for the commands to run there.
 set -euo pipefail
@@ -11,6 +11,7 @@ packages=(
   libabsl-dev libabsl20220623
   libgtest-dev libgmock-dev googletest
   nlohmann-json3-dev libcli11-dev
+  libzip-dev libzip4
 )
 root=.device-deps/root
 rm -rf .device-deps
