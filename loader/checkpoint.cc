@@ -94,8 +94,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
   c->path_ = path;
   H3_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> probe,
                       MappedFile::Open(path));
-  absl::Span<const uint8_t> head =
+  // The first 9 bytes tell the format; copied before the probe is unmapped.
+  const absl::Span<const uint8_t> first =
       probe->data().first(std::min<size_t>(probe->size(), 9));
+  const std::vector<uint8_t> head(first.begin(), first.end());
   c->file_size_ = probe->size();
   probe.reset();
   if ((head.size() >= 4 && std::memcmp(head.data(), "PK\x03\x04", 4) == 0) ||

@@ -182,6 +182,17 @@ absl::Status TorchArchive::ReadEntryInto(const std::string& name, uint8_t* dst,
     }
     done += static_cast<uint64_t>(got);
   }
+  if (status.ok()) {
+    // libzip compares the entry's CRC-32 when a read reaches the end: ask for
+    // one byte more, which must find the end and a matching checksum.
+    uint8_t extra;
+    zip_int64_t got = zip_fread(f, &extra, 1);
+    if (got != 0) {
+      status = absl::DataLossError(absl::StrCat(
+          file_->path(), ": entry ", name, " is damaged: ",
+          got < 0 ? zip_file_strerror(f) : "longer than its size"));
+    }
+  }
   zip_fclose(f);
   return status;
 }
