@@ -38,8 +38,8 @@ int RunDevices(const DevicesOptions& options) {
         {"index", d.index},
         {"name", d.name},
         {"pci_bus_id", d.pci_bus_id},
-        {"compute_capability", absl::StrFormat("%d.%d", d.compute_major,
-                                               d.compute_minor)},
+        {"compute_capability",
+         absl::StrFormat("%d.%d", d.compute_major, d.compute_minor)},
         {"multiprocessors", d.multiprocessors},
         {"total_memory_bytes", d.total_memory_bytes},
         {"free_memory_bytes", d.free_memory_bytes},
@@ -65,7 +65,8 @@ int RunDevices(const DevicesOptions& options) {
     std::cout << out.dump(2) << std::endl;
     return exit_code;
   }
-  std::cout << "CUDA: " << (inventory.built_with_cuda ? "built in" : "not built in")
+  std::cout << "CUDA: "
+            << (inventory.built_with_cuda ? "built in" : "not built in")
             << ", driver " << out["cuda_driver"].get<std::string>()
             << ", runtime " << out["cuda_runtime"].get<std::string>() << "\n";
   if (inventory.devices.empty()) {

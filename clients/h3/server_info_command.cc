@@ -20,9 +20,9 @@ struct ServerInfoOptions {
 };
 
 void SetDeadline(grpc::ClientContext& context, double seconds) {
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(
-                           static_cast<int64_t>(seconds * 1000)));
+  context.set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
 }
 
 int RunServerInfo(const ServerInfoOptions& options) {
@@ -36,9 +36,8 @@ int RunServerInfo(const ServerInfoOptions& options) {
     grpc::Status status = v1::TextGeneration::NewStub(channel)->GetServerInfo(
         &context, v1::GetServerInfoRequest(), &info);
     if (!status.ok()) {
-      std::cerr << "h3: " << options.server << ": "
-                << status.error_message() << " (gRPC code "
-                << status.error_code() << ")\n";
+      std::cerr << "h3: " << options.server << ": " << status.error_message()
+                << " (gRPC code " << status.error_code() << ")\n";
       return 1;
     }
   }
