@@ -221,6 +221,16 @@ absl::Status Checkpoint::Read(const std::string& name,
   return absl::OkStatus();
 }
 
+absl::StatusOr<absl::Span<const uint8_t>> Checkpoint::View(
+    const std::string& name, std::vector<uint8_t>* scratch) {
+  auto it = tensors_.find(name);
+  if (it != tensors_.end() && safetensors_ != nullptr) {
+    return safetensors_->Bytes(*safetensors_->Find(it->second.source_name));
+  }
+  H3_RETURN_IF_ERROR(Read(name, scratch));
+  return absl::MakeConstSpan(*scratch);
+}
+
 bool Checkpoint::SameData(const std::string& a, const std::string& b) const {
   auto ia = tensors_.find(a);
   auto ib = tensors_.find(b);

@@ -64,6 +64,13 @@ class Checkpoint {
   // DataLoss when its bytes are missing or too short.
   absl::Status Read(const std::string& name, std::vector<uint8_t>* out);
 
+  // Like Read, but may return a view of the mapped file instead of copying
+  // (safetensors); otherwise fills `scratch` and returns a view of it. The
+  // view lives until the next call with the same scratch or until the
+  // checkpoint is destroyed.
+  absl::StatusOr<absl::Span<const uint8_t>> View(const std::string& name,
+                                                 std::vector<uint8_t>* scratch);
+
   // True when `a` and `b` are the same view of the same bytes in the file
   // (tied weights saved once).
   bool SameData(const std::string& a, const std::string& b) const;

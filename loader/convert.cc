@@ -138,18 +138,24 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(
     const DType out_dtype = t.keep_fp32 ? DType::kF32 : options.dtype;
     auto it = ckpt->tensors().find(t.name);
     DType in_dtype = DType::kF32;
+    absl::Span<const uint8_t> bytes;
     if (it == ckpt->tensors().end()) {
       buffer = RotaryInvFreq(config.rotary_dim);  // computable, not stored
+      bytes = buffer;
     } else {
-      H3_RETURN_IF_ERROR(ckpt->Read(t.name, &buffer));
+      H3_ASSIGN_OR_RETURN(bytes, ckpt->View(t.name, &buffer));
       in_dtype = it->second.dtype;
-      done += buffer.size();
+      done += bytes.size();
     }
-    converted.resize(buffer.size() / DTypeSize(in_dtype) *
-                     DTypeSize(out_dtype));
-    H3_RETURN_IF_ERROR(
-        ConvertFloats(in_dtype, buffer, out_dtype, absl::MakeSpan(converted)));
-    H3_RETURN_IF_ERROR(writer->Append(converted));
+    if (in_dtype == out_dtype) {
+      H3_RETURN_IF_ERROR(writer->Append(bytes));
+    } else {
+      converted.resize(bytes.size() / DTypeSize(in_dtype) *
+                       DTypeSize(out_dtype));
+      H3_RETURN_IF_ERROR(
+          ConvertFloats(in_dtype, bytes, out_dtype, absl::MakeSpan(converted)));
+      H3_RETURN_IF_ERROR(writer->Append(converted));
+    }
     if (progress) progress(done, total);
   }
   for (const std::string& data : tokenizer_data) {

@@ -225,6 +225,25 @@ absl::Status TorchArchive::ReadTensor(const TensorRef& tensor,
         file_->path(), ": storage ", tensor.storage_key, " is too large"));
   }
   const uint64_t declared = tensor.storage_numel * esize;
+  absl::StatusOr<uint64_t> numel = NumElements(tensor.shape);
+  if (!numel.ok()) return numel.status();
+  bool contiguous = tensor.shape.size() == tensor.strides.size();
+  int64_t expect = 1;
+  for (size_t i = tensor.shape.size(); contiguous && i-- > 0;) {
+    if (tensor.shape[i] != 1 && tensor.strides[i] != expect) contiguous = false;
+    expect *= tensor.shape[i];
+  }
+  // The common case, a tensor that is its whole storage: read it straight
+  // into `out`, with no intermediate copy.
+  zip_stat_t st;
+  zip_stat_init(&st);
+  if (contiguous && tensor.offset == 0 && declared > 0 &&
+      *numel * esize == declared &&
+      zip_stat(archive_, name.c_str(), 0, &st) == 0 &&
+      (st.valid & ZIP_STAT_SIZE) && st.size == declared) {
+    out->resize(declared);
+    return ReadEntryInto(name, out->data(), declared);
+  }
   if (cached_key_ != tensor.storage_key) {
     cached_key_.clear();
     absl::StatusOr<std::vector<uint8_t>> bytes = ReadEntry(name, kMaxElements);
