@@ -19,6 +19,16 @@ target_include_directories(h3_openblas SYSTEM INTERFACE "${H3_CBLAS_INCLUDE_DIR}
 target_link_libraries(h3_openblas INTERFACE "${H3_OPENBLAS_LIBRARY}")
 find_package(kissfft CONFIG REQUIRED COMPONENTS SHARED)  # CPU FFTs (H3 prefill); Debian ships only the shared library
 
+# libzip: the loader reads torch.save zip archives. Found by hand because
+# Debian's libzip-config.cmake requires the zipcmp/zipmerge tools, which live
+# in another package; CMAKE_PREFIX_PATH finds a carried copy too.
+find_path(H3_LIBZIP_INCLUDE_DIR zip.h REQUIRED)
+find_library(H3_LIBZIP_LIBRARY zip REQUIRED)
+add_library(h3_libzip INTERFACE IMPORTED)
+set_target_properties(h3_libzip PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${H3_LIBZIP_INCLUDE_DIR}"
+  INTERFACE_LINK_LIBRARIES "${H3_LIBZIP_LIBRARY}")
+
 if(H3_BUILD_SERVER)
   find_package(Protobuf REQUIRED)            # CMake's module: Debian ships no config
   find_package(gRPC CONFIG REQUIRED)

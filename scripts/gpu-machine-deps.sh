@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run HERE (a Debian machine with apt), not on the GPU machine: downloads the
 # Debian packages that the gpu-machine preset needs beyond CUDA and CMake
-# (abseil, GoogleTest, nlohmann-json, CLI11, kissfft, OpenBLAS) and unpacks them under .device-deps/
+# (abseil, GoogleTest, nlohmann-json, CLI11, kissfft, OpenBLAS, libzip) and unpacks them under .device-deps/
 # (git-ignored), ready to be carried to a GPU machine that has no apt and no
 # network. See docs/gpu-machine.md for the commands to run there.
 set -euo pipefail
@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev
   libkissfft-dev libkissfft-float131
   libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5
+  libzip-dev libzip4
 )
 root=.device-deps/root
 rm -rf .device-deps

@@ -1,7 +1,9 @@
 // h3: the command-line tool of h3serve.
 #include "CLI/CLI.hpp"
 #include "base/build_info.h"
+#include "clients/h3/convert_command.h"
 #include "clients/h3/devices_command.h"
+#include "clients/h3/inspect_command.h"
 #if H3_WITH_TOKENIZER
 #include "clients/h3/tokenize_command.h"
 #endif
@@ -12,14 +14,15 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "h3: the command-line tool of h3serve.\n"
-      "Commands for converting checkpoints (convert), inspecting model files "
-      "(inspect), offline runs (run), generating "
+      "Commands for offline runs (run), generating "
       "through a server (generate) and load tests (bench) are not built yet.",
       "h3"};
   app.set_version_flag("--version", h3::VersionLine("h3"));
   app.require_subcommand(1);
   int exit_code = 0;
   h3::cli::AddDevicesCommand(app, &exit_code);
+  h3::cli::AddConvertCommand(app, &exit_code);
+  h3::cli::AddInspectCommand(app, &exit_code);
 #if H3_WITH_TOKENIZER  // a build without RE2/sentencepiece has no tokenizer
   h3::cli::AddTokenizeCommand(app, &exit_code);
 #endif

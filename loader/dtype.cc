@@ -1,0 +1,259 @@
+#include "loader/dtype.h"
+
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
+#include "absl/strings/str_cat.h"
+
+namespace h3::loader {
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  absl::string_view name;
+  size_t size;
+};
+
+constexpr DTypeInfo kDTypes[] = {
+    {DType::kF64, "F64", 8},   {DType::kF32, "F32", 4}, {DType::kF16, "F16", 2},
+    {DType::kBF16, "BF16", 2}, {DType::kI64, "I64", 8}, {DType::kI32, "I32", 4},
+    {DType::kI16, "I16", 2},   {DType::kI8, "I8", 1},   {DType::kU8, "U8", 1},
+    {DType::kBool, "BOOL", 1},
+};
+
+const DTypeInfo& Info(DType dtype) {
+  for (const DTypeInfo& info : kDTypes) {
+    if (info.dtype == dtype) return info;
+  }
+  return kDTypes[0];  // unreachable: every enumerator is listed
+}
+
+uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+float BitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Reads element `i` of a little-endian float array of type `from` as float.
+float LoadAsFloat(DType from, const uint8_t* p, size_t i) {
+  switch (from) {
+    case DType::kF64: {
+      double d;
+      std::memcpy(&d, p + 8 * i, 8);
+      return static_cast<float>(d);
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return HalfToFloat(h);
+    }
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return BFloat16ToFloat(h);
+    }
+    default: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+  }
+}
+
+void F32ToF16Scalar(const uint8_t* s, uint8_t* d, size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) {
+    float f;
+    std::memcpy(&f, s + 4 * i, 4);
+    const uint16_t h = FloatToHalf(f);
+    std::memcpy(d + 2 * i, &h, 2);
+  }
+}
+
+#if defined(__x86_64__)
+// VCVTPS2PH with round-to-nearest-even: the same results as FloatToHalf for
+// every non-NaN input (NaNs stay NaN, with their payload).
+__attribute__((target("avx,f16c"))) void F32ToF16Hardware(const uint8_t* s,
+                                                          uint8_t* d,
+                                                          size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 v = _mm256_loadu_ps(reinterpret_cast<const float*>(s + 4 * i));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2 * i),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  F32ToF16Scalar(s, d, i, count);
+}
+
+// CPUID: F16C and AVX, and the OS saving the YMM registers.
+bool HasF16C() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  if (!(c & bit_F16C) || !(c & bit_AVX) || !(c & bit_OSXSAVE)) return false;
+  unsigned lo, hi;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 6) == 6;
+}
+#endif
+
+void F32ToF16(const uint8_t* s, uint8_t* d, size_t count) {
+#if defined(__x86_64__)
+  static const bool f16c = HasF16C();
+  if (f16c) return F32ToF16Hardware(s, d, count);
+#endif
+  F32ToF16Scalar(s, d, 0, count);
+}
+
+}  // namespace
+
+size_t DTypeSize(DType dtype) { return Info(dtype).size; }
+
+absl::string_view DTypeName(DType dtype) { return Info(dtype).name; }
+
+absl::StatusOr<DType> DTypeFromName(absl::string_view name) {
+  for (const DTypeInfo& info : kDTypes) {
+    if (info.name == name) return info.dtype;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unsupported tensor dtype '", name, "'"));
+}
+
+absl::StatusOr<DType> DTypeFromFlag(absl::string_view flag) {
+  if (flag == "fp32") return DType::kF32;
+  if (flag == "fp16") return DType::kF16;
+  if (flag == "bf16") return DType::kBF16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype must be fp32, fp16 or bf16, not '", flag, "'"));
+}
+
+absl::string_view DTypeFlag(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "fp32";
+    case DType::kF16:
+      return "fp16";
+    case DType::kBF16:
+      return "bf16";
+    default:
+      return DTypeName(dtype);
+  }
+}
+
+bool IsFloatingPoint(DType dtype) {
+  return dtype == DType::kF64 || dtype == DType::kF32 || dtype == DType::kF16 ||
+         dtype == DType::kBF16;
+}
+
+uint16_t FloatToHalf(float value) {
+  const uint32_t f = FloatBits(value);
+  const uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000u);
+  const uint32_t abs = f & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // inf or NaN
+    return sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u);
+  }
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: inf
+  const int32_t exp = static_cast<int32_t>(abs >> 23) - 127;
+  if (exp >= -14) {  // normal half
+    const uint32_t mant = abs & 0x7fffffu;
+    uint32_t h = (static_cast<uint32_t>(exp + 15) << 10) | (mant >> 13);
+    const uint32_t rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // may carry
+    return sign | static_cast<uint16_t>(h);
+  }
+  if (exp < -25) return sign;  // below half the smallest subnormal: zero
+  // Subnormal half: value = m * 2^-24, m = full mantissa >> shift.
+  const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+  const int shift = -exp - 1;  // 14..24: 2^-24 units
+  uint32_t h = mant >> shift;
+  const uint32_t rest = mant & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (h & 1u))) ++h;
+  return sign | static_cast<uint16_t>(h);
+}
+
+float HalfToFloat(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exp = (bits >> 10) & 0x1fu;
+  uint32_t mant = bits & 0x3ffu;
+  if (exp == 0x1f) return BitsFloat(sign | 0x7f800000u | (mant << 13));
+  if (exp != 0) return BitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
+  if (mant == 0) return BitsFloat(sign);
+  int e = -1;  // normalise the subnormal
+  do {
+    ++e;
+    mant <<= 1;
+  } while ((mant & 0x400u) == 0);
+  return BitsFloat(sign | (static_cast<uint32_t>(112 - e) << 23) |
+                   ((mant & 0x3ffu) << 13));
+}
+
+uint16_t FloatToBFloat16(float value) {
+  const uint32_t f = FloatBits(value);
+  if ((f & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it quiet
+    return static_cast<uint16_t>((f >> 16) | 0x40u);
+  }
+  const uint32_t rounding = 0x7fffu + ((f >> 16) & 1u);
+  return static_cast<uint16_t>((f + rounding) >> 16);
+}
+
+float BFloat16ToFloat(uint16_t bits) {
+  return BitsFloat(static_cast<uint32_t>(bits) << 16);
+}
+
+absl::Status ConvertFloats(DType from, absl::Span<const uint8_t> src, DType to,
+                           absl::Span<uint8_t> dst) {
+  if (!IsFloatingPoint(from) ||
+      !(to == DType::kF32 || to == DType::kF16 || to == DType::kBF16)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot convert ", DTypeName(from), " to ", DTypeName(to)));
+  }
+  const size_t count = src.size() / DTypeSize(from);
+  if (src.size() % DTypeSize(from) != 0 ||
+      dst.size() != count * DTypeSize(to)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ConvertFloats: ", src.size(), " bytes of ", DTypeName(from),
+        " do not fill ", dst.size(), " bytes of ", DTypeName(to)));
+  }
+  if (from == to) {
+    if (count > 0) std::memcpy(dst.data(), src.data(), src.size());
+    return absl::OkStatus();
+  }
+  const uint8_t* s = src.data();
+  uint8_t* d = dst.data();
+  // The conversions a checkpoint conversion spends its time in get tight
+  // loops (F16C instructions where the CPU has them); the rest goes through
+  // float one element at a time.
+  if (from == DType::kF32 && to == DType::kF16) {
+    F32ToF16(s, d, count);
+  } else if (from == DType::kF32 && to == DType::kBF16) {
+    for (size_t i = 0; i < count; ++i) {
+      float f;
+      std::memcpy(&f, s + 4 * i, 4);
+      const uint16_t h = FloatToBFloat16(f);
+      std::memcpy(d + 2 * i, &h, 2);
+    }
+  } else {
+    for (size_t i = 0; i < count; ++i) {
+      const float f = LoadAsFloat(from, s, i);
+      if (to == DType::kF32) {
+        std::memcpy(d + 4 * i, &f, 4);
+      } else {
+        const uint16_t h =
+            to == DType::kF16 ? FloatToHalf(f) : FloatToBFloat16(f);
+        std::memcpy(d + 2 * i, &h, 2);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace h3::loader
