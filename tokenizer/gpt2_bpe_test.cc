@@ -20,22 +20,9 @@ using testing::Gpt2;
 using ::testing::HasSubstr;
 using testing::ReadTestJson;
 
-class Gpt2ReferenceTest : public ::testing::Test {
+class Gpt2ReferenceTest : public testing::ReferenceTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<nlohmann::json> corpus = ReadTestJson("corpus.json");
-    absl::StatusOr<nlohmann::json> reference =
-        ReadTestJson("gpt2/reference.json");
-    ASSERT_TRUE(corpus.ok()) << corpus.status();
-    ASSERT_TRUE(reference.ok()) << reference.status();
-    corpus_ = corpus->get<std::vector<std::string>>();
-    reference_ = *std::move(reference);
-    ASSERT_EQ(reference_["encode"].size(), corpus_.size())
-        << "regenerate the fixtures: testdata/make_fixtures.sh";
-  }
-
-  std::vector<std::string> corpus_;
-  nlohmann::json reference_;
+  void SetUp() override { LoadReference("gpt2/reference.json"); }
 };
 
 TEST_F(Gpt2ReferenceTest, EncodeAgreesExactly) {

@@ -19,22 +19,9 @@ using ::testing::HasSubstr;
 using testing::ReadTestJson;
 using testing::SentencePiece;
 
-class SentencePieceReferenceTest : public ::testing::Test {
+class SentencePieceReferenceTest : public testing::ReferenceTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<nlohmann::json> corpus = ReadTestJson("corpus.json");
-    absl::StatusOr<nlohmann::json> reference =
-        ReadTestJson("spm/reference.json");
-    ASSERT_TRUE(corpus.ok()) << corpus.status();
-    ASSERT_TRUE(reference.ok()) << reference.status();
-    corpus_ = corpus->get<std::vector<std::string>>();
-    reference_ = *std::move(reference);
-    ASSERT_EQ(reference_["encode"].size(), corpus_.size())
-        << "regenerate the fixtures: testdata/make_fixtures.sh";
-  }
-
-  std::vector<std::string> corpus_;
-  nlohmann::json reference_;
+  void SetUp() override { LoadReference("spm/reference.json"); }
 };
 
 TEST_F(SentencePieceReferenceTest, VocabularyFacts) {

@@ -101,4 +101,15 @@ const Tokenizer& SentencePiece() {
   return *tokenizer;
 }
 
+void ReferenceTest::LoadReference(const std::string& reference) {
+  absl::StatusOr<nlohmann::json> corpus = ReadTestJson("corpus.json");
+  absl::StatusOr<nlohmann::json> expected = ReadTestJson(reference);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  corpus_ = corpus->get<std::vector<std::string>>();
+  reference_ = *std::move(expected);
+  ASSERT_EQ(reference_["encode"].size(), corpus_.size())
+      << "regenerate the fixtures: testdata/make_fixtures.sh";
+}
+
 }  // namespace h3::tokenizer::testing

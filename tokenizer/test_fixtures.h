@@ -5,8 +5,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/tokenizer.h"
 
@@ -33,6 +35,17 @@ const Tokenizer& Gpt2();
 
 // The sentencepiece model of testdata/, loaded once per process.
 const Tokenizer& SentencePiece();
+
+// A fixture holding the corpus (testdata/corpus.json) and one reference's
+// expected output for it; call LoadReference from SetUp.
+class ReferenceTest : public ::testing::Test {
+ protected:
+  // `reference`: "gpt2/reference.json" or "spm/reference.json".
+  void LoadReference(const std::string& reference);
+
+  std::vector<std::string> corpus_;
+  nlohmann::json reference_;
+};
 
 }  // namespace h3::tokenizer::testing
 

@@ -5,17 +5,10 @@
 #include "engine/backend.h"
 #include "gtest/gtest.h"
 #include "kernels/bias_gelu.h"
+#include "tests/support/random.h"
 
 namespace h3::engine {
 namespace {
-
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
 
 class CpuBackendTest : public ::testing::TestWithParam<Epilogue> {
  protected:
@@ -24,7 +17,9 @@ class CpuBackendTest : public ::testing::TestWithParam<Epilogue> {
 
 TEST_P(CpuBackendTest, LinearIsXTimesWTransposedPlusBias) {
   const int64_t rows = 5, n = 7, k = 33;
-  auto x = Random(rows * k, 1), w = Random(n * k, 2), bias = Random(n, 3);
+  auto x = h3::testing::RandomNormal(rows * k, 1),
+       w = h3::testing::RandomNormal(n * k, 2),
+       bias = h3::testing::RandomNormal(n, 3);
   std::vector<float> y(rows * n);
   ASSERT_TRUE(backend_
                   ->Linear({x.data(), w.data(), bias.data(), y.data(), rows, n,

@@ -8,17 +8,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/random.h"
 
 namespace h3::kernels {
 namespace {
-
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
 
 std::vector<float> InvFreq(int rotary_dim) {
   std::vector<float> f(rotary_dim / 2);
@@ -91,7 +84,7 @@ class AttentionCpuTest : public ::testing::TestWithParam<int /*rotary_dim*/> {};
 TEST_P(AttentionCpuTest, PrefillMatchesDirectEvaluation) {
   const AttentionShape s{3, 8, GetParam()};
   const int len = 37, d = s.d_model();
-  auto qkv = Random(len * 3 * d, 1);
+  auto qkv = h3::testing::RandomNormal(len * 3 * d, 1);
   auto inv_freq = InvFreq(std::max(s.rotary_dim, 2));
   Cache cache(s, 64);
   std::vector<float> out(len * d);
@@ -106,7 +99,7 @@ TEST_P(AttentionCpuTest, PrefillMatchesDirectEvaluation) {
 TEST_P(AttentionCpuTest, ChunksAndDecodeStepsEqualOnePrefill) {
   const AttentionShape s{2, 16, GetParam()};
   const int len = 50, d = s.d_model();
-  auto qkv = Random(len * 3 * d, 2);
+  auto qkv = h3::testing::RandomNormal(len * 3 * d, 2);
   auto inv_freq = InvFreq(std::max(s.rotary_dim, 2));
   Cache whole(s, len), parts(s, len);
   std::vector<float> want(len * d), got(len * d);
@@ -131,7 +124,8 @@ INSTANTIATE_TEST_SUITE_P(Rotary, AttentionCpuTest, ::testing::Values(0, 4, 8));
 TEST(RotaryTest, DotProductDependsOnlyOnRelativePosition) {
   const int hd = 16;
   auto inv_freq = InvFreq(hd);
-  auto q = Random(hd, 3), k = Random(hd, 4);
+  auto q = h3::testing::RandomNormal(hd, 3),
+       k = h3::testing::RandomNormal(hd, 4);
   auto dot_at = [&](int m, int n) {
     std::vector<float> a = q, b = k;
     ApplyRotary(a.data(), hd, inv_freq.data(), m);

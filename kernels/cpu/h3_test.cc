@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/random.h"
 
 namespace h3::kernels {
 namespace {
@@ -70,14 +71,6 @@ struct State {
   H3State view() { return {shift.data(), diag.data()}; }
   std::vector<float> shift, diag;
 };
-
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
 
 // The whole layer from token 0, evaluated directly from the raw parameters.
 std::vector<double> Direct(const Layer& layer, int64_t len,
@@ -205,7 +198,9 @@ TEST_P(H3CpuTest, PrefillMatchesDirectEvaluation) {
   const Layer layer(shape(), 1);
   const int64_t len = length();
   const int d = shape().d_model;
-  auto q = Random(len * d, 2), k = Random(len * d, 3), v = Random(len * d, 4);
+  auto q = h3::testing::RandomNormal(len * d, 2),
+       k = h3::testing::RandomNormal(len * d, 3),
+       v = h3::testing::RandomNormal(len * d, 4);
   State state(shape());
   std::vector<float> got = Prefill(layer, {len}, q, k, v, &state);
   EXPECT_LT(NormalisedError(got, Direct(layer, len, q, k, v)), 2e-5);
@@ -215,7 +210,9 @@ TEST_P(H3CpuTest, DecodingMatchesDirectEvaluationAndPrefillState) {
   const Layer layer(shape(), 5);
   const int64_t len = std::min<int64_t>(length(), 300);
   const int d = shape().d_model;
-  auto q = Random(len * d, 6), k = Random(len * d, 7), v = Random(len * d, 8);
+  auto q = h3::testing::RandomNormal(len * d, 6),
+       k = h3::testing::RandomNormal(len * d, 7),
+       v = h3::testing::RandomNormal(len * d, 8);
   State stepped(shape());
   std::vector<float> got = Decode(layer, 0, len, q, k, v, &stepped);
   EXPECT_LT(NormalisedError(got, Direct(layer, len, q, k, v)), 2e-5);
@@ -239,8 +236,9 @@ TEST_P(H3CpuTest, ChunkedPrefillEqualsOnePrefill) {
   const Layer layer(shape(), 9);
   const int64_t len = length();
   const int d = shape().d_model;
-  auto q = Random(len * d, 10), k = Random(len * d, 11),
-       v = Random(len * d, 12);
+  auto q = h3::testing::RandomNormal(len * d, 10),
+       k = h3::testing::RandomNormal(len * d, 11),
+       v = h3::testing::RandomNormal(len * d, 12);
   State whole(shape()), chunked(shape());
   std::vector<float> want = Prefill(layer, {len}, q, k, v, &whole);
   // Uneven chunks, some shorter than the shift state (N), one of length 1.
@@ -270,8 +268,9 @@ TEST_P(H3CpuTest, DecodingContinuesAPrefill) {
   const int64_t len = length(), extra = 9;
   const int d = shape().d_model;
   const int64_t all = len + extra;
-  auto q = Random(all * d, 14), k = Random(all * d, 15),
-       v = Random(all * d, 16);
+  auto q = h3::testing::RandomNormal(all * d, 14),
+       k = h3::testing::RandomNormal(all * d, 15),
+       v = h3::testing::RandomNormal(all * d, 16);
   State ref(shape()), state(shape());
   std::vector<float> want = Prefill(layer, {all}, q, k, v, &ref);
   Prefill(layer, {len}, q, k, v, &state);
@@ -305,9 +304,9 @@ TEST(H3StepCpuTest, BatchOfSequencesAtDifferentPositionsEqualsEachAlone) {
   std::vector<std::vector<float>> q, k, v;
   for (int b = 0; b < batch; ++b) {
     const int64_t all = prompt_lengths[b] + 1;
-    q.push_back(Random(all * d, 30 + b));
-    k.push_back(Random(all * d, 40 + b));
-    v.push_back(Random(all * d, 50 + b));
+    q.push_back(h3::testing::RandomNormal(all * d, 30 + b));
+    k.push_back(h3::testing::RandomNormal(all * d, 40 + b));
+    v.push_back(h3::testing::RandomNormal(all * d, 50 + b));
     alone.emplace_back(shape);
     Prefill(layer, {prompt_lengths[b]}, q[b], k[b], v[b], &alone.back());
     batched.push_back(alone.back());
