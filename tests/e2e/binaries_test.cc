@@ -1,6 +1,7 @@
 // The h3 and h3serve binaries as a user runs them: flags, exit codes, and a
 // server on loopback queried by the h3 tool and through reflection.
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -24,6 +25,7 @@ using namespace std::chrono_literals;
 
 const std::string kH3 = H3_BIN;
 const std::string kH3serve = H3SERVE_BIN;
+const std::string kLoaderTestdata = H3_LOADER_TESTDATA;
 
 TEST(BinariesTest, VersionAndHelp) {
   for (const std::string& bin : {kH3, kH3serve}) {
@@ -64,6 +66,39 @@ TEST(BinariesTest, DevicesJsonIsWellFormed) {
     if (d["supported_by_this_build"].get<bool>()) {
       EXPECT_TRUE(d["self_test"]["ok"].get<bool>()) << d.dump();
     }
+  }
+}
+
+TEST(BinariesTest, ConvertThenInspect) {
+  const std::string out = ::testing::TempDir() + "/e2e_model.h3";
+  RunResult convert = RunCommand(
+      {kH3, "convert", kLoaderTestdata + "/model_lightning.pt", "-o", out,
+       "--n-heads", "2", "--vocab-size", "61", "--dtype", "bf16"});
+  ASSERT_EQ(convert.exit_code, 0) << convert.out;
+  EXPECT_THAT(convert.out, HasSubstr("lightning"));
+  RunResult inspect = RunCommand({kH3, "inspect", out, "--json"});
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.out;
+  nlohmann::json info = nlohmann::json::parse(inspect.out);
+  for (const char* key :
+       {"d_model", "n_layer", "attn_layer_idx", "n_heads", "head_dim",
+        "d_state", "vocab_size", "rotary_dim", "dtype"}) {
+    EXPECT_TRUE(info.contains(key)) << key;
+  }
+  EXPECT_EQ(info["d_model"], 16);
+  EXPECT_EQ(info["n_heads"], 2);
+  EXPECT_EQ(info["vocab_size"], 61);
+  EXPECT_EQ(info["dtype"], "bf16");
+}
+
+TEST(BinariesTest, ConvertRefusesHostileAndBrokenCheckpoints) {
+  const std::string out = ::testing::TempDir() + "/e2e_refused.h3";
+  for (const char* name : {"hostile_os_system.pt", "hostile_eval.pt",
+                           "short_storage.pt", "bad_shape.pt"}) {
+    RunResult result = RunCommand({kH3, "convert", kLoaderTestdata + "/" + name,
+                                   "-o", out, "--n-heads", "2"});
+    EXPECT_EQ(result.exit_code, 1) << name << ": " << result.out;
+    EXPECT_THAT(result.out, HasSubstr(name));
+    EXPECT_NE(access(out.c_str(), F_OK), 0) << name << " left " << out;
   }
 }
 
