@@ -3,13 +3,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "loader/checkpoint.h"
+#include "loader/mapped_file.h"
 #include "loader/model_file.h"
 #include "loader/safetensors.h"
 #include "loader/tokenizer_files.h"
@@ -31,15 +30,6 @@ std::vector<uint8_t> RotaryInvFreq(int64_t rotary_dim) {
     std::memcpy(out.data() + 4 * i, &f, 4);
   }
   return out;
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::string s((std::istreambuf_iterator<char>(in)),
-                std::istreambuf_iterator<char>());
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  return s;
 }
 
 std::string LayoutName(const Checkpoint& c) {
@@ -119,7 +109,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(
     tokenizer_json =
         nlohmann::json{{"kind", tok.kind}, {"files", tok.names}}.dump();
     for (size_t i = 0; i < tok.names.size(); ++i) {
-      H3_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(tok.paths[i]));
+      H3_ASSIGN_OR_RETURN(std::string data, ReadFileToString(tok.paths[i]));
       layout.push_back({absl::StrCat(kTokenizerTensorPrefix, tok.names[i]),
                         DType::kU8,
                         {static_cast<int64_t>(data.size())}});

@@ -63,6 +63,13 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(
   return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
+  if (!file.ok()) return file.status();
+  const absl::Span<const uint8_t> data = (*file)->data();
+  return std::string(reinterpret_cast<const char*>(data.data()), data.size());
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -42,6 +42,9 @@ class MappedFile {
   size_t size_;
 };
 
+// The whole contents of `path`, copied out of a MappedFile (same errors).
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
 }  // namespace h3::loader
 
 #endif  // H3_LOADER_MAPPED_FILE_H_

@@ -40,7 +40,7 @@ absl::StatusOr<TokenizerFiles> ResolveTokenizer(const std::string& path) {
   return absl::InvalidArgumentError(absl::StrCat(
       "tokenizer ", path,
       ": expected a sentencepiece file ending in .model, a tokenizer.json, or "
-      "a directory holding vocab.json and merges.txt (or encoder.json and "
+      "a directory holding vocab.json + merges.txt (or encoder.json + "
       "vocab.bpe)"));
 }
 

@@ -1,38 +1,16 @@
 #include "tokenizer/load.h"
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <system_error>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "loader/mapped_file.h"
+#include "loader/tokenizer_files.h"
 #include "tokenizer/gpt2_bpe.h"
 #include "tokenizer/gpt2_vocab_files.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 
 namespace h3::tokenizer {
 namespace {
-
-namespace fs = std::filesystem;
-
-constexpr char kExpected[] =
-    "a sentencepiece .model file, a Hugging Face tokenizer.json, or a "
-    "directory with vocab.json + merges.txt or encoder.json + vocab.bpe";
-
-absl::StatusOr<std::string> ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) {
-    return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
-  }
-  return std::move(contents).str();
-}
 
 std::string FileNames(const std::map<std::string, std::string_view>& files) {
   std::vector<std::string> names;
@@ -89,43 +67,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
 }
 
 absl::StatusOr<TokenizerFiles> ReadTokenizerFiles(const std::string& path) {
-  std::error_code ec;
-  const fs::path p(path);
-  const fs::file_status status = fs::status(p, ec);
-  if (ec || !fs::exists(status)) {
-    return absl::NotFoundError(
-        absl::StrCat("tokenizer path ", path, " does not exist"));
-  }
+  // Which files a path names is the model file's rule; the loader states it.
+  H3_ASSIGN_OR_RETURN(loader::TokenizerFiles found,
+                      loader::ResolveTokenizer(path));
   TokenizerFiles out;
-  if (fs::is_directory(status)) {
-    auto try_pair = [&](const char* a, const char* b) -> absl::Status {
-      H3_ASSIGN_OR_RETURN(out.files[a], ReadFile(p / a));
-      H3_ASSIGN_OR_RETURN(out.files[b], ReadFile(p / b));
-      return absl::OkStatus();
-    };
-    out.kind = "gpt2-bpe";
-    if (fs::exists(p / "vocab.json") && fs::exists(p / "merges.txt")) {
-      H3_RETURN_IF_ERROR(try_pair("vocab.json", "merges.txt"));
-      return out;
-    }
-    if (fs::exists(p / "encoder.json") && fs::exists(p / "vocab.bpe")) {
-      H3_RETURN_IF_ERROR(try_pair("encoder.json", "vocab.bpe"));
-      return out;
-    }
-  } else {
-    const std::string name = p.filename().string();
-    if (name.ends_with(".model")) {
-      out.kind = "sentencepiece";
-    } else if (name == "tokenizer.json") {
-      out.kind = "gpt2-bpe";
-    }
-    if (!out.kind.empty()) {
-      H3_ASSIGN_OR_RETURN(out.files[name], ReadFile(p));
-      return out;
-    }
+  out.kind = found.kind;
+  for (size_t i = 0; i < found.names.size(); ++i) {
+    H3_ASSIGN_OR_RETURN(out.files[found.names[i]],
+                        loader::ReadFileToString(found.paths[i]));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("tokenizer path ", path, " is not ", kExpected));
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromPath(

@@ -32,13 +32,8 @@ struct TokenizerFiles {
   std::map<std::string, std::string> files;
 };
 
-// The kind and files of the tokenizer at `path`, read from disk:
-//   a file ending in ".model"           -> sentencepiece
-//   a file named "tokenizer.json"       -> gpt2-bpe
-//   a directory with vocab.json + merges.txt, or encoder.json + vocab.bpe
-//                                       -> gpt2-bpe
-// InvalidArgument naming what was expected for anything else; NotFound if
-// `path` does not exist.
+// The kind and files of the tokenizer at `path`, read from disk, by the rules
+// of loader::ResolveTokenizer (the ones `h3 convert --tokenizer` embeds by).
 absl::StatusOr<TokenizerFiles> ReadTokenizerFiles(const std::string& path);
 
 // LoadTokenizer(ReadTokenizerFiles(path)).
