@@ -64,6 +64,8 @@ class Backend {
   virtual absl::Status CopyFromHost(const float* host, int64_t n,
                                     float* dst) = 0;
   virtual absl::Status CopyToHost(const float* src, int64_t n, float* host) = 0;
+  // Copies within this backend's memory; the ranges must not overlap.
+  virtual absl::Status Copy(const float* src, int64_t n, float* dst) = 0;
   virtual absl::Status Fill(float* dst, int64_t n, float value) = 0;
 
   // out[i] = table[ids[i]] for i < n; ids (host) in [0, rows).

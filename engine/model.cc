@@ -11,19 +11,12 @@ namespace h3::engine {
 
 namespace {
 
-// A weight of the model file as fp32 host values, checked to hold `numel`.
+// A weight of the model file as fp32 host values. ModelFile::Open has
+// checked every weight's shape and dtype against the config.
 absl::StatusOr<std::vector<float>> ReadWeight(const loader::ModelFile& file,
-                                              const std::string& name,
-                                              int64_t numel) {
+                                              const std::string& name) {
   H3_ASSIGN_OR_RETURN(loader::WeightView view, file.Weight(name));
-  const int64_t count =
-      static_cast<int64_t>(view.bytes.size() / loader::DTypeSize(view.dtype));
-  if (count != numel) {
-    return absl::DataLossError(absl::StrCat(file.path(), ": ", name, " has ",
-                                            count, " elements, expected ",
-                                            numel));
-  }
-  std::vector<float> values(count);
+  std::vector<float> values(view.bytes.size() / loader::DTypeSize(view.dtype));
   H3_RETURN_IF_ERROR(loader::ConvertFloats(
       view.dtype, view.bytes, loader::DType::kF32,
       absl::Span<uint8_t>(reinterpret_cast<uint8_t*>(values.data()),
@@ -59,112 +52,115 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(
 }
 
 absl::Status Model::LoadWeights(const loader::ModelFile& file) {
-  const int64_t d = config_.d_model, n = config_.d_state;
-  const int64_t inner = config_.d_inner, vocab = config_.padded_vocab_size;
-  const int64_t heads = config_.ssm_heads(), modes = n / 2;
-  auto upload = [&](const std::string& name, int64_t numel,
-                    Buffer* out) -> absl::Status {
-    H3_ASSIGN_OR_RETURN(std::vector<float> host, ReadWeight(file, name, numel));
-    H3_ASSIGN_OR_RETURN(*out, backend_->Allocate(numel));
-    return backend_->CopyFromHost(host.data(), numel, out->data());
-  };
   auto upload_host = [&](const std::vector<float>& host,
                          Buffer* out) -> absl::Status {
     H3_ASSIGN_OR_RETURN(*out, backend_->Allocate(host.size()));
     return backend_->CopyFromHost(host.data(), host.size(), out->data());
   };
+  auto upload = [&](const std::string& name, Buffer* out) -> absl::Status {
+    H3_ASSIGN_OR_RETURN(std::vector<float> host, ReadWeight(file, name));
+    return upload_host(host, out);
+  };
 
-  H3_RETURN_IF_ERROR(upload("backbone.embeddings.word_embeddings.weight",
-                            vocab * d, &embedding_));
-  H3_RETURN_IF_ERROR(upload("backbone.ln_f.weight", d, &ln_f_weight_));
-  H3_RETURN_IF_ERROR(upload("backbone.ln_f.bias", d, &ln_f_bias_));
+  H3_RETURN_IF_ERROR(
+      upload(std::string(loader::kEmbeddingTensor), &embedding_));
+  H3_RETURN_IF_ERROR(upload("backbone.ln_f.weight", &ln_f_weight_));
+  H3_RETURN_IF_ERROR(upload("backbone.ln_f.bias", &ln_f_bias_));
   layers_.resize(config_.n_layer);
   for (int64_t i = 0; i < config_.n_layer; ++i) {
     Layer& layer = layers_[i];
-    const std::string p = absl::StrCat("backbone.layers.", i, ".");
+    auto name = [i](absl::string_view rest) {
+      return loader::LayerTensorName(i, rest);
+    };
     layer.attention = config_.IsAttention(i);
-    H3_RETURN_IF_ERROR(upload(p + "norm1.weight", d, &layer.norm1_w));
-    H3_RETURN_IF_ERROR(upload(p + "norm1.bias", d, &layer.norm1_b));
-    H3_RETURN_IF_ERROR(upload(p + "norm2.weight", d, &layer.norm2_w));
-    H3_RETURN_IF_ERROR(upload(p + "norm2.bias", d, &layer.norm2_b));
-    H3_RETURN_IF_ERROR(upload(p + "mlp.fc1.weight", inner * d, &layer.fc1_w));
-    H3_RETURN_IF_ERROR(upload(p + "mlp.fc1.bias", inner, &layer.fc1_b));
-    H3_RETURN_IF_ERROR(upload(p + "mlp.fc2.weight", d * inner, &layer.fc2_w));
-    H3_RETURN_IF_ERROR(upload(p + "mlp.fc2.bias", d, &layer.fc2_b));
-    const std::string m = p + "mixer.";
+    for (auto [rest, buffer] : {std::pair{"norm1.weight", &layer.norm1_w},
+                                std::pair{"norm1.bias", &layer.norm1_b},
+                                std::pair{"norm2.weight", &layer.norm2_w},
+                                std::pair{"norm2.bias", &layer.norm2_b},
+                                std::pair{"mlp.fc1.weight", &layer.fc1_w},
+                                std::pair{"mlp.fc1.bias", &layer.fc1_b},
+                                std::pair{"mlp.fc2.weight", &layer.fc2_w},
+                                std::pair{"mlp.fc2.bias", &layer.fc2_b}}) {
+      H3_RETURN_IF_ERROR(upload(name(rest), buffer));
+    }
     if (layer.attention) {
-      H3_RETURN_IF_ERROR(upload(m + "Wqkv.weight", 3 * d * d, &layer.wqkv_w));
-      H3_RETURN_IF_ERROR(upload(m + "Wqkv.bias", 3 * d, &layer.wqkv_b));
-      H3_RETURN_IF_ERROR(upload(m + "out_proj.weight", d * d, &layer.out_w));
-      H3_RETURN_IF_ERROR(upload(m + "out_proj.bias", d, &layer.out_b));
+      for (auto [rest, buffer] :
+           {std::pair{"mixer.Wqkv.weight", &layer.wqkv_w},
+            std::pair{"mixer.Wqkv.bias", &layer.wqkv_b},
+            std::pair{"mixer.out_proj.weight", &layer.out_w},
+            std::pair{"mixer.out_proj.bias", &layer.out_b}}) {
+        H3_RETURN_IF_ERROR(upload(name(rest), buffer));
+      }
       if (config_.rotary_dim > 0) {
-        H3_RETURN_IF_ERROR(upload(m + "rotary_emb.inv_freq",
-                                  config_.rotary_dim / 2, &layer.inv_freq));
+        H3_RETURN_IF_ERROR(
+            upload(name("mixer.rotary_emb.inv_freq"), &layer.inv_freq));
       }
       continue;
     }
-    for (auto [name, w, b] :
-         {std::tuple{"q_proj", &layer.q_w, &layer.q_b},
-          std::tuple{"k_proj", &layer.k_w, &layer.k_b},
-          std::tuple{"v_proj", &layer.v_w, &layer.v_b},
-          std::tuple{"output_linear", &layer.out_w, &layer.out_b}}) {
-      H3_RETURN_IF_ERROR(upload(absl::StrCat(m, name, ".weight"), d * d, w));
-      H3_RETURN_IF_ERROR(upload(absl::StrCat(m, name, ".bias"), d, b));
+    for (auto [rest, buffer] :
+         {std::pair{"mixer.q_proj.weight", &layer.q_w},
+          std::pair{"mixer.q_proj.bias", &layer.q_b},
+          std::pair{"mixer.k_proj.weight", &layer.k_w},
+          std::pair{"mixer.k_proj.bias", &layer.k_b},
+          std::pair{"mixer.v_proj.weight", &layer.v_w},
+          std::pair{"mixer.v_proj.bias", &layer.v_b},
+          std::pair{"mixer.output_linear.weight", &layer.out_w},
+          std::pair{"mixer.output_linear.bias", &layer.out_b}}) {
+      H3_RETURN_IF_ERROR(upload(name(rest), buffer));
     }
     // SSM parameters: discretised once, here, on the host.
-    const std::string sk = m + "ssm_k_kernel.kernel.",
-                      dk = m + "kernel.kernel.";
-    H3_ASSIGN_OR_RETURN(auto shift_B, ReadWeight(file, sk + "B", d * n));
-    H3_ASSIGN_OR_RETURN(auto shift_C, ReadWeight(file, sk + "C", d * n));
-    H3_ASSIGN_OR_RETURN(auto shift_D, ReadWeight(file, m + "ssm_k_D", d));
-    H3_ASSIGN_OR_RETURN(auto log_dt, ReadWeight(file, dk + "log_dt", heads));
-    H3_ASSIGN_OR_RETURN(auto inv_A_real,
-                        ReadWeight(file, dk + "inv_A_real", heads * modes));
+    H3_ASSIGN_OR_RETURN(auto shift_B,
+                        ReadWeight(file, name("mixer.ssm_k_kernel.kernel.B")));
+    H3_ASSIGN_OR_RETURN(auto shift_C,
+                        ReadWeight(file, name("mixer.ssm_k_kernel.kernel.C")));
+    H3_ASSIGN_OR_RETURN(auto shift_D, ReadWeight(file, name("mixer.ssm_k_D")));
+    H3_ASSIGN_OR_RETURN(auto log_dt,
+                        ReadWeight(file, name("mixer.kernel.kernel.log_dt")));
+    H3_ASSIGN_OR_RETURN(
+        auto inv_A_real,
+        ReadWeight(file, name("mixer.kernel.kernel.inv_A_real")));
     H3_ASSIGN_OR_RETURN(auto A_imag,
-                        ReadWeight(file, dk + "A_imag", heads * modes));
-    H3_ASSIGN_OR_RETURN(auto B, ReadWeight(file, dk + "B", heads * modes * 2));
-    H3_ASSIGN_OR_RETURN(auto C, ReadWeight(file, dk + "C", heads * modes * 2));
-    H3_ASSIGN_OR_RETURN(auto D, ReadWeight(file, m + "D", heads));
-    const kernels::H3Shape shape{static_cast<int>(d),
-                                 static_cast<int>(config_.head_dim),
-                                 static_cast<int>(n)};
-    std::vector<float> shift_kernel(d * n), dA(heads * modes * 2),
-        dB(heads * modes * 2);
+                        ReadWeight(file, name("mixer.kernel.kernel.A_imag")));
+    H3_ASSIGN_OR_RETURN(auto B,
+                        ReadWeight(file, name("mixer.kernel.kernel.B")));
+    H3_ASSIGN_OR_RETURN(auto C,
+                        ReadWeight(file, name("mixer.kernel.kernel.C")));
+    H3_ASSIGN_OR_RETURN(auto D, ReadWeight(file, name("mixer.D")));
+    const kernels::H3Shape shape = H3ShapeOf();
+    std::vector<float> shift_kernel(shift_B.size()), dA(B.size()), dB(B.size());
     kernels::H3Discretize(
         {shape, shift_B.data(), shift_C.data(), shift_D.data(), log_dt.data(),
          inv_A_real.data(), A_imag.data(), B.data(), C.data(), D.data()},
         {shift_kernel.data(), dA.data(), dB.data()});
-    H3_RETURN_IF_ERROR(upload_host(shift_kernel, &layer.shift_kernel));
-    H3_RETURN_IF_ERROR(upload_host(shift_B, &layer.shift_B));
-    H3_RETURN_IF_ERROR(upload_host(shift_C, &layer.shift_C));
-    H3_RETURN_IF_ERROR(upload_host(shift_D, &layer.shift_D));
-    H3_RETURN_IF_ERROR(upload_host(dA, &layer.dA));
-    H3_RETURN_IF_ERROR(upload_host(dB, &layer.dB));
-    H3_RETURN_IF_ERROR(upload_host(C, &layer.C));
-    H3_RETURN_IF_ERROR(upload_host(D, &layer.D));
+    for (auto [host, buffer] :
+         {std::pair{&shift_kernel, &layer.shift_kernel},
+          std::pair{&shift_B, &layer.shift_B},
+          std::pair{&shift_C, &layer.shift_C},
+          std::pair{&shift_D, &layer.shift_D}, std::pair{&dA, &layer.dA},
+          std::pair{&dB, &layer.dB}, std::pair{&C, &layer.C},
+          std::pair{&D, &layer.D}}) {
+      H3_RETURN_IF_ERROR(upload_host(*host, buffer));
+    }
   }
   return absl::OkStatus();
 }
 
+kernels::H3Shape Model::H3ShapeOf() const {
+  return {static_cast<int>(config_.d_model), static_cast<int>(config_.head_dim),
+          static_cast<int>(config_.d_state)};
+}
+
 kernels::H3Weights Model::H3WeightsOf(const Layer& layer) const {
-  return {
-      {static_cast<int>(config_.d_model), static_cast<int>(config_.head_dim),
-       static_cast<int>(config_.d_state)},
-      layer.shift_kernel.data(),
-      layer.shift_B.data(),
-      layer.shift_C.data(),
-      layer.shift_D.data(),
-      layer.dA.data(),
-      layer.dB.data(),
-      layer.C.data(),
-      layer.D.data()};
+  return {H3ShapeOf(),          layer.shift_kernel.data(),
+          layer.shift_B.data(), layer.shift_C.data(),
+          layer.shift_D.data(), layer.dA.data(),
+          layer.dB.data(),      layer.C.data(),
+          layer.D.data()};
 }
 
 absl::StatusOr<std::unique_ptr<SequenceState>> Model::NewSequence() {
   std::unique_ptr<SequenceState> seq(new SequenceState());
-  const kernels::H3Shape shape{static_cast<int>(config_.d_model),
-                               static_cast<int>(config_.head_dim),
-                               static_cast<int>(config_.d_state)};
+  const kernels::H3Shape shape = H3ShapeOf();
   for (const Layer& layer : layers_) {
     const int64_t size =
         layer.attention ? 2 * options_.max_sequence_length * config_.d_model
@@ -178,20 +174,18 @@ absl::StatusOr<std::unique_ptr<SequenceState>> Model::NewSequence() {
 }
 
 absl::Status Model::CopySequence(const SequenceState& from, SequenceState* to) {
+  const int64_t kv_half = options_.max_sequence_length * config_.d_model;
   for (size_t i = 0; i < from.layers_.size(); ++i) {
-    // Attention caches: only the filled positions matter.
-    const int64_t n = layers_[i].attention ? from.position_ * config_.d_model
-                                           : from.layers_[i].size();
-    std::vector<float> host(n);
     const float* src = from.layers_[i].data();
     float* dst = to->layers_[i].data();
-    H3_RETURN_IF_ERROR(backend_->CopyToHost(src, n, host.data()));
-    H3_RETURN_IF_ERROR(backend_->CopyFromHost(host.data(), n, dst));
-    if (layers_[i].attention) {  // V follows K at max_sequence_length * d
-      const int64_t offset = options_.max_sequence_length * config_.d_model;
-      H3_RETURN_IF_ERROR(backend_->CopyToHost(src + offset, n, host.data()));
-      H3_RETURN_IF_ERROR(backend_->CopyFromHost(host.data(), n, dst + offset));
+    if (!layers_[i].attention) {
+      H3_RETURN_IF_ERROR(backend_->Copy(src, from.layers_[i].size(), dst));
+      continue;
     }
+    // Attention caches: only the filled positions of K and of V matter.
+    const int64_t filled = from.position_ * config_.d_model;
+    H3_RETURN_IF_ERROR(backend_->Copy(src, filled, dst));
+    H3_RETURN_IF_ERROR(backend_->Copy(src + kv_half, filled, dst + kv_half));
   }
   to->position_ = from.position_;
   return absl::OkStatus();

@@ -97,6 +97,7 @@ class Model {
   absl::StatusOr<const float*> Spectrum(Layer& layer, int nfft);
   absl::Status EnsureScratch(int64_t rows);
 
+  kernels::H3Shape H3ShapeOf() const;
   kernels::H3Weights H3WeightsOf(const Layer& layer) const;
 
   loader::ModelConfig config_;

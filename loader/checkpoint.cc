@@ -34,7 +34,7 @@ std::string PrefixMapped(std::string name) {
 }
 
 std::string Norm(int64_t layer, int which, absl::string_view param) {
-  return absl::StrCat("backbone.layers.", layer, ".norm", which, ".", param);
+  return LayerTensorName(layer, absl::StrCat("norm", which, ".", param));
 }
 
 }  // namespace

@@ -11,16 +11,15 @@
 #include "nlohmann/json.hpp"
 
 namespace h3::loader {
+
+std::string LayerTensorName(int64_t layer, absl::string_view rest) {
+  return absl::StrCat("backbone.layers.", layer, ".", rest);
+}
+
 namespace {
 
-constexpr absl::string_view kEmbedding =
-    "backbone.embeddings.word_embeddings.weight";
 constexpr int64_t kGpt2Vocab = 50257;
 constexpr int64_t kMaxSize = int64_t{1} << 24;  // bounds every dimension
-
-std::string Layer(int64_t i, absl::string_view rest) {
-  return absl::StrCat("backbone.layers.", i, ".", rest);
-}
 
 absl::StatusOr<std::vector<int64_t>> ShapeOf(const ShapeMap& shapes,
                                              const std::string& name,
@@ -188,7 +187,7 @@ absl::StatusOr<ModelConfig> InferConfig(const ShapeMap& shapes,
                                         const ConfigHints& hints) {
   ModelConfig c;
   H3_ASSIGN_OR_RETURN(std::vector<int64_t> emb,
-                      ShapeOf(shapes, std::string(kEmbedding), 2));
+                      ShapeOf(shapes, std::string(kEmbeddingTensor), 2));
   c.padded_vocab_size = emb[0];
   c.d_model = emb[1];
 
@@ -214,21 +213,22 @@ absl::StatusOr<ModelConfig> InferConfig(const ShapeMap& shapes,
   std::sort(c.attn_layer_idx.begin(), c.attn_layer_idx.end());
 
   H3_ASSIGN_OR_RETURN(std::vector<int64_t> fc1,
-                      ShapeOf(shapes, Layer(0, "mlp.fc1.weight"), 2));
+                      ShapeOf(shapes, LayerTensorName(0, "mlp.fc1.weight"), 2));
   c.d_inner = fc1[0];
 
   for (int64_t i = 0; i < c.n_layer; ++i) {
     if (c.IsAttention(i)) continue;
     H3_ASSIGN_OR_RETURN(
         std::vector<int64_t> log_dt,
-        ShapeOf(shapes, Layer(i, "mixer.kernel.kernel.log_dt"), 1));
+        ShapeOf(shapes, LayerTensorName(i, "mixer.kernel.kernel.log_dt"), 1));
     H3_ASSIGN_OR_RETURN(
         std::vector<int64_t> a_real,
-        ShapeOf(shapes, Layer(i, "mixer.kernel.kernel.inv_A_real"), 2));
+        ShapeOf(shapes, LayerTensorName(i, "mixer.kernel.kernel.inv_A_real"),
+                2));
     if (log_dt[0] <= 0 || c.d_model % log_dt[0] != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", Layer(i, "mixer.kernel.kernel.log_dt"), " has ", log_dt[0],
-          " heads, which do not divide d_model ", c.d_model));
+          "tensor ", LayerTensorName(i, "mixer.kernel.kernel.log_dt"), " has ",
+          log_dt[0], " heads, which do not divide d_model ", c.d_model));
     }
     c.head_dim = c.d_model / log_dt[0];
     c.d_state = 2 * a_real[1];
@@ -237,7 +237,7 @@ absl::StatusOr<ModelConfig> InferConfig(const ShapeMap& shapes,
 
   if (!c.attn_layer_idx.empty()) {
     const std::string inv_freq =
-        Layer(c.attn_layer_idx[0], "mixer.rotary_emb.inv_freq");
+        LayerTensorName(c.attn_layer_idx[0], "mixer.rotary_emb.inv_freq");
     if (shapes.contains(inv_freq)) {
       H3_ASSIGN_OR_RETURN(std::vector<int64_t> f, ShapeOf(shapes, inv_freq, 1));
       c.rotary_dim = 2 * f[0];
@@ -305,44 +305,46 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
                  bool fp32 = false) {
     out.push_back({std::move(name), std::move(shape), fp32, false});
   };
-  add(std::string(kEmbedding), {c.padded_vocab_size, d});
+  add(std::string(kEmbeddingTensor), {c.padded_vocab_size, d});
   for (int64_t i = 0; i < c.n_layer; ++i) {
     for (const char* norm : {"norm1", "norm2"}) {
-      add(Layer(i, absl::StrCat(norm, ".weight")), {d});
-      add(Layer(i, absl::StrCat(norm, ".bias")), {d});
+      add(LayerTensorName(i, absl::StrCat(norm, ".weight")), {d});
+      add(LayerTensorName(i, absl::StrCat(norm, ".bias")), {d});
     }
     if (c.IsAttention(i)) {
-      add(Layer(i, "mixer.Wqkv.weight"), {3 * d, d});
-      add(Layer(i, "mixer.Wqkv.bias"), {3 * d});
-      add(Layer(i, "mixer.out_proj.weight"), {d, d});
-      add(Layer(i, "mixer.out_proj.bias"), {d});
+      add(LayerTensorName(i, "mixer.Wqkv.weight"), {3 * d, d});
+      add(LayerTensorName(i, "mixer.Wqkv.bias"), {3 * d});
+      add(LayerTensorName(i, "mixer.out_proj.weight"), {d, d});
+      add(LayerTensorName(i, "mixer.out_proj.bias"), {d});
       if (c.rotary_dim > 0) {
-        out.push_back({Layer(i, "mixer.rotary_emb.inv_freq"),
+        out.push_back({LayerTensorName(i, "mixer.rotary_emb.inv_freq"),
                        {c.rotary_dim / 2},
                        true,
                        true});
       }
     } else {
       for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
-        add(Layer(i, absl::StrCat("mixer.", proj, ".weight")), {d, d});
-        add(Layer(i, absl::StrCat("mixer.", proj, ".bias")), {d});
+        add(LayerTensorName(i, absl::StrCat("mixer.", proj, ".weight")),
+            {d, d});
+        add(LayerTensorName(i, absl::StrCat("mixer.", proj, ".bias")), {d});
       }
-      add(Layer(i, "mixer.ssm_k_kernel.kernel.B"), {d, n}, true);
-      add(Layer(i, "mixer.ssm_k_kernel.kernel.C"), {1, d, n}, true);
-      add(Layer(i, "mixer.ssm_k_D"), {d}, true);
-      add(Layer(i, "mixer.kernel.kernel.log_dt"), {h}, true);
-      add(Layer(i, "mixer.kernel.kernel.inv_A_real"), {h, n / 2}, true);
-      add(Layer(i, "mixer.kernel.kernel.A_imag"), {h, n / 2}, true);
-      add(Layer(i, "mixer.kernel.kernel.B"), {h, n / 2, 2}, true);
-      add(Layer(i, "mixer.kernel.kernel.C"), {1, h, n / 2, 2}, true);
-      add(Layer(i, "mixer.D"), {h}, true);
-      add(Layer(i, "mixer.output_linear.weight"), {d, d});
-      add(Layer(i, "mixer.output_linear.bias"), {d});
+      add(LayerTensorName(i, "mixer.ssm_k_kernel.kernel.B"), {d, n}, true);
+      add(LayerTensorName(i, "mixer.ssm_k_kernel.kernel.C"), {1, d, n}, true);
+      add(LayerTensorName(i, "mixer.ssm_k_D"), {d}, true);
+      add(LayerTensorName(i, "mixer.kernel.kernel.log_dt"), {h}, true);
+      add(LayerTensorName(i, "mixer.kernel.kernel.inv_A_real"), {h, n / 2},
+          true);
+      add(LayerTensorName(i, "mixer.kernel.kernel.A_imag"), {h, n / 2}, true);
+      add(LayerTensorName(i, "mixer.kernel.kernel.B"), {h, n / 2, 2}, true);
+      add(LayerTensorName(i, "mixer.kernel.kernel.C"), {1, h, n / 2, 2}, true);
+      add(LayerTensorName(i, "mixer.D"), {h}, true);
+      add(LayerTensorName(i, "mixer.output_linear.weight"), {d, d});
+      add(LayerTensorName(i, "mixer.output_linear.bias"), {d});
     }
-    add(Layer(i, "mlp.fc1.weight"), {c.d_inner, d});
-    add(Layer(i, "mlp.fc1.bias"), {c.d_inner});
-    add(Layer(i, "mlp.fc2.weight"), {d, c.d_inner});
-    add(Layer(i, "mlp.fc2.bias"), {d});
+    add(LayerTensorName(i, "mlp.fc1.weight"), {c.d_inner, d});
+    add(LayerTensorName(i, "mlp.fc1.bias"), {c.d_inner});
+    add(LayerTensorName(i, "mlp.fc2.weight"), {d, c.d_inner});
+    add(LayerTensorName(i, "mlp.fc2.bias"), {d});
   }
   add("backbone.ln_f.weight", {d});
   add("backbone.ln_f.bias", {d});

@@ -15,6 +15,12 @@
 
 namespace h3::loader {
 
+// The canonical (layout 1) tensor names of H3_MODEL.md.
+inline constexpr absl::string_view kEmbeddingTensor =
+    "backbone.embeddings.word_embeddings.weight";
+// "backbone.layers.<layer>.<rest>", e.g. LayerTensorName(3, "norm1.weight").
+std::string LayerTensorName(int64_t layer, absl::string_view rest);
+
 // The shape of a hybrid H3 language model (docs: /work/shared/H3_MODEL.md).
 struct ModelConfig {
   int64_t d_model = 0;

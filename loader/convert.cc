@@ -18,9 +18,6 @@
 namespace h3::loader {
 namespace {
 
-constexpr absl::string_view kEmbedding =
-    "backbone.embeddings.word_embeddings.weight";
-
 // inv_freq = 1 / 10000^(arange(0, rd, 2) / rd), in float32 as the reference.
 std::vector<uint8_t> RotaryInvFreq(int64_t rotary_dim) {
   std::vector<uint8_t> out(static_cast<size_t>(rotary_dim / 2) * 4);
@@ -83,13 +80,13 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(
   std::vector<uint8_t> buffer, converted;
   const std::string lm_head = "lm_head.weight";
   if (ckpt->tensors().contains(lm_head) &&
-      !ckpt->SameData(lm_head, std::string(kEmbedding))) {
+      !ckpt->SameData(lm_head, std::string(kEmbeddingTensor))) {
     std::vector<uint8_t> head;
     H3_RETURN_IF_ERROR(ckpt->Read(lm_head, &head));
-    H3_RETURN_IF_ERROR(ckpt->Read(std::string(kEmbedding), &buffer));
+    H3_RETURN_IF_ERROR(ckpt->Read(std::string(kEmbeddingTensor), &buffer));
     if (head != buffer ||
         ckpt->tensors().at(lm_head).dtype !=
-            ckpt->tensors().at(std::string(kEmbedding)).dtype) {
+            ckpt->tensors().at(std::string(kEmbeddingTensor)).dtype) {
       return in_file(absl::UnimplementedError(
           "lm_head.weight differs from the embedding; only tied heads are "
           "supported"));

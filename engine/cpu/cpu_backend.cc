@@ -41,6 +41,10 @@ class CpuBackend final : public Backend {
     std::memcpy(host, src, n * sizeof(float));
     return absl::OkStatus();
   }
+  absl::Status Copy(const float* src, int64_t n, float* dst) override {
+    std::memcpy(dst, src, n * sizeof(float));
+    return absl::OkStatus();
+  }
   absl::Status Fill(float* dst, int64_t n, float value) override {
     std::fill(dst, dst + n, value);
     return absl::OkStatus();

@@ -18,26 +18,30 @@ using cdouble = std::complex<double>;
 
 // Per-thread scratch space for one head.
 struct Scratch {
-  explicit Scratch(int nfft, int64_t length, int p)
+  explicit Scratch(int nfft, int64_t length, int p, int d_state)
       : fft(nfft),
         kbar(static_cast<size_t>(p) * length),
+        kv(length),
+        next_shift(d_state),
         v(static_cast<size_t>(p) * length),
         y(static_cast<size_t>(p) * p * length),
         time(nfft),
         freq(nfft + 2) {}
   RealFft fft;
-  std::vector<float> kbar;  // [p, L]: kbar of the head's channels
-  std::vector<float> v;     // [p, L]
-  std::vector<float> y;     // [p * p, L]: SSM output per kv channel
-  std::vector<float> time;  // [nfft]
-  std::vector<float> freq;  // [nfft/2 + 1] complex
+  std::vector<float> kbar;        // [p, L]: kbar of the head's channels
+  std::vector<float> kv;          // [L]: one kv channel
+  std::vector<float> next_shift;  // [N]: a channel's shift state being built
+  std::vector<float> v;           // [p, L]
+  std::vector<float> y;           // [p * p, L]: SSM output per kv channel
+  std::vector<float> time;        // [nfft]
+  std::vector<float> freq;        // [nfft/2 + 1] complex
 };
 
 // kbar[t] for channel c over the chunk, and c's shift state after it.
 // kbar[t] = sum_{j <= min(t, N-1)} kshift[j] k[t-j] + shift_D k[t]
 //         + sum_{n + t + 1 < N} C[n + t + 1] s0[n]      (the carried state)
 // s_end[n] = s0[n - L] (n >= L) + sum_{j <= min(n, L-1)} B[n - j] k[L-1-j]
-void ShiftSsm(const H3PrefillParams& p, int c, float* kbar) {
+void ShiftSsm(const H3PrefillParams& p, int c, float* kbar, float* next) {
   const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
   const int64_t len = p.length;
   const float* taps = p.w.shift_kernel + c * n_state;
@@ -55,7 +59,6 @@ void ShiftSsm(const H3PrefillParams& p, int c, float* kbar) {
       sum += double{cc[n + t + 1]} * s[n];
     kbar[t] = static_cast<float>(sum);
   }
-  std::vector<float> next(n_state);
   for (int n = 0; n < n_state; ++n) {
     double sum = n >= len ? s[n - len] : 0.0;
     const int64_t last = std::min<int64_t>(n, len - 1);
@@ -63,7 +66,7 @@ void ShiftSsm(const H3PrefillParams& p, int c, float* kbar) {
       sum += double{b[n - j]} * k(len - 1 - j);
     next[n] = static_cast<float>(sum);
   }
-  std::memcpy(s, next.data(), n_state * sizeof(float));
+  std::memcpy(s, next, n_state * sizeof(float));
 }
 
 // y = K * kv + D kv + (carried state's output) for one kv channel, and the
@@ -125,10 +128,10 @@ void PrefillHead(const H3PrefillParams& p, int h, Scratch& s) {
 
   for (int i = 0; i < pd; ++i) {
     const int c = h * pd + i;
-    ShiftSsm(p, c, s.kbar.data() + i * len);
+    ShiftSsm(p, c, s.kbar.data() + i * len, s.next_shift.data());
     for (int64_t t = 0; t < len; ++t) s.v[i * len + t] = p.v[t * d + c];
   }
-  std::vector<float> kv(len);
+  std::vector<float>& kv = s.kv;
   for (int d1 = 0; d1 < pd; ++d1) {
     for (int d2 = 0; d2 < pd; ++d2) {
       for (int64_t t = 0; t < len; ++t) {
@@ -158,7 +161,7 @@ void H3PrefillCpu(const H3PrefillParams& p) {
   const int heads = p.w.shape.heads(), pd = p.w.shape.head_dim;
   ParallelFor(heads, std::max(1, 16 / (pd * pd)),
               [&](int64_t begin, int64_t end) {
-                Scratch scratch(p.nfft, p.length, pd);
+                Scratch scratch(p.nfft, p.length, pd, p.w.shape.d_state);
                 for (int64_t h = begin; h < end; ++h) {
                   PrefillHead(p, static_cast<int>(h), scratch);
                 }
