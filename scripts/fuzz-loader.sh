@@ -46,9 +46,9 @@ for l in "${absl_libs[@]}"; do
 done
 common=(loader/dtype.cc loader/mapped_file.cc loader/torch_zip.cc)
 "$cxx" "${flags[@]}" -o "$build/pickle_fuzzer" loader/fuzz/pickle_fuzzer.cc \
-  loader/pickle.cc "${common[@]}" "${available[@]}" -lzip
+  loader/pickle.cc loader/pickle_torch.cc "${common[@]}" "${available[@]}" -lzip
 "$cxx" "${flags[@]}" -o "$build/safetensors_fuzzer" loader/fuzz/safetensors_fuzzer.cc \
-  loader/safetensors.cc "${common[@]}" loader/pickle.cc "${available[@]}" -lzip
+  loader/safetensors.cc "${common[@]}" loader/pickle.cc loader/pickle_torch.cc "${available[@]}" -lzip
 for target in pickle safetensors; do
   work="$build/corpus-$target"
   mkdir -p "$work"
