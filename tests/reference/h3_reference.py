@@ -19,10 +19,12 @@ Run with Debian's python3-torch (apt-get install python3-torch):
 import json
 import math
 import os
-import struct
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_checkpoints import write_safetensors  # noqa: E402
 
 CONFIGS = [
     # name, d_model, n_layer, attention layers, heads, head_dim, d_state, rotary
@@ -177,23 +179,6 @@ def forward(w, cfg, tokens):
     residual = hidden + residual
     x = ln(residual, (d,), w["backbone.ln_f.weight"], w["backbone.ln_f.bias"], 1e-5)
     return x @ w["backbone.embeddings.word_embeddings.weight"].T
-
-
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, t in tensors.items():
-        data = t.contiguous().float().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)))
-        f.write(raw)
-        for b in blobs:
-            f.write(b)
 
 
 def main(out_dir):
