@@ -48,6 +48,7 @@ absl::StatusOr<DeviceInfo> Describe(int index) {
   info.shared_memory_per_block_optin_bytes =
       static_cast<int64_t>(prop.sharedMemPerBlockOptin);
   H3_CUDA_RETURN_IF_ERROR(kernels::HasKernelImage(index, &info.supported));
+  H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));  // cudaMemGetInfo's device
   size_t free_bytes = 0, total_bytes = 0;
   H3_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   info.free_memory_bytes = static_cast<int64_t>(free_bytes);
