@@ -193,10 +193,10 @@ absl::Status Model::CopySequence(const SequenceState& from, SequenceState* to) {
 
 absl::Status Model::CheckTokens(absl::Span<const int32_t> tokens) const {
   for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= config_.padded_vocab_size) {
+    if (tokens[i] < 0 || tokens[i] >= config_.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat(
           "token ", tokens[i], " at index ", i,
-          " is outside the vocabulary [0, ", config_.padded_vocab_size, ")"));
+          " is outside the vocabulary [0, ", config_.vocab_size, ")"));
     }
   }
   return absl::OkStatus();

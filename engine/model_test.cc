@@ -9,70 +9,18 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "loader/model_file.h"
-#include "loader/safetensors.h"
+#include "tests/support/random_model.h"
 
 namespace h3::engine {
 namespace {
 
-// Random values shaped like a trained model's, chosen by tensor name.
-std::vector<float> RandomTensor(const std::string& name, int64_t numel,
-                                const loader::ModelConfig& config,
-                                std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-  std::vector<float> v(numel);
-  const int64_t modes = config.d_state / 2;
-  for (int64_t i = 0; i < numel; ++i) {
-    float x = normal(rng);
-    if (absl::EndsWith(name, "inv_freq")) {
-      x = static_cast<float>(1.0 /
-                             std::pow(10000.0, 2.0 * i / config.rotary_dim));
-    } else if (absl::EndsWith(name, "log_dt")) {
-      x = std::log(0.001f) + uniform(rng) * std::log(100.0f);
-    } else if (absl::EndsWith(name, "inv_A_real")) {
-      x = std::log(0.5f) + 0.1f * x;
-    } else if (absl::EndsWith(name, "A_imag")) {
-      x = 3.14159265f * static_cast<float>(i % modes);
-    } else if (absl::StrContains(name, "norm") ||
-               absl::StrContains(name, "ln_f")) {
-      x = absl::EndsWith(name, "weight") ? 1.0f + 0.1f * x : 0.1f * x;
-    } else if (absl::EndsWith(name, ".bias")) {
-      x *= 0.02f;
-    } else if (absl::StrContains(name, "kernel.")) {
-      x *= 0.5f;
-    } else if (!absl::EndsWith(name, "D")) {
-      x *= 0.1f;  // linear and embedding weights
-    }
-    v[i] = x;
-  }
-  return v;
-}
-
 std::string WriteRandomModel(const loader::ModelConfig& config,
                              const std::string& name) {
   const std::string path = ::testing::TempDir() + "/" + name + ".h3";
-  std::vector<loader::SafetensorsWriter::Tensor> tensors;
-  auto expected = loader::ExpectedTensors(config);
-  for (const auto& t : expected) {
-    tensors.push_back({t.name, loader::DType::kF32, t.shape});
-  }
-  auto writer = loader::SafetensorsWriter::Create(
-      path, tensors, loader::ModelFileMetadata(config, "random", ""));
-  EXPECT_TRUE(writer.ok()) << writer.status();
-  std::mt19937 rng(7);
-  for (const auto& t : expected) {
-    int64_t numel = 1;
-    for (int64_t s : t.shape) numel *= s;
-    std::vector<float> values = RandomTensor(t.name, numel, config, rng);
-    EXPECT_TRUE((*writer)
-                    ->Append({reinterpret_cast<const uint8_t*>(values.data()),
-                              values.size() * sizeof(float)})
-                    .ok());
-  }
-  EXPECT_TRUE((*writer)->Finish().ok());
+  const absl::Status written = h3::testing::WriteRandomModel(config, path);
+  EXPECT_TRUE(written.ok()) << written;
   return path;
 }
 
@@ -211,10 +159,18 @@ TEST_P(ModelTest, BadRequestsAreRefusedAndLeaveTheStateAlone) {
   auto model = Load(1024);
   auto seq = model->NewSequence();
   std::vector<float> logits(config_.padded_vocab_size);
-  const std::vector<int32_t> bad = {1, 64};
-  EXPECT_EQ(model->Prefill(**seq, bad, logits.data()).code(),
-            absl::StatusCode::kInvalidArgument);
+  // 61 is a padding row of the embedding (vocab_size 61, padded to 64): not
+  // a token.
+  for (int32_t id : {-1, 61, 64}) {
+    const std::vector<int32_t> bad = {1, id};
+    const absl::Status s = model->Prefill(**seq, bad, logits.data());
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << id;
+    EXPECT_NE(s.message().find("[0, 61)"), std::string::npos) << s.message();
+  }
   EXPECT_EQ((*seq)->position(), 0);
+  engine::SequenceState* batch[] = {seq->get()};
+  EXPECT_EQ(model->Decode(batch, {62}, logits.data()).code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(model->Prefill(**seq, {}, logits.data()).code(),
             absl::StatusCode::kInvalidArgument);
   const auto too_long = Tokens(257, 5);  // max_sequence_length is 256

@@ -5,6 +5,7 @@
 #include "clients/h3/devices_command.h"
 #include "clients/h3/inspect_command.h"
 #if H3_WITH_TOKENIZER
+#include "clients/h3/run_command.h"
 #include "clients/h3/tokenize_command.h"
 #endif
 #if H3_WITH_SERVER_COMMANDS
@@ -14,8 +15,8 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "h3: the command-line tool of h3serve.\n"
-      "Commands for offline runs (run), generating "
-      "through a server (generate) and load tests (bench) are not built yet.",
+      "Commands for generating through a server (generate) and load tests "
+      "(bench) are not built yet.",
       "h3"};
   app.set_version_flag("--version", h3::VersionLine("h3"));
   app.require_subcommand(1);
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   h3::cli::AddConvertCommand(app, &exit_code);
   h3::cli::AddInspectCommand(app, &exit_code);
 #if H3_WITH_TOKENIZER  // a build without RE2/sentencepiece has no tokenizer
+  h3::cli::AddRunCommand(app, &exit_code);
   h3::cli::AddTokenizeCommand(app, &exit_code);
 #endif
 #if H3_WITH_SERVER_COMMANDS  // a build without gRPC has no server commands

@@ -7,11 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "base/status_macros.h"
+#include "clients/h3/id_list.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/load.h"
 
@@ -25,25 +22,11 @@ struct TokenizeOptions {
   bool parse_special = false;
 };
 
-absl::StatusOr<std::vector<int32_t>> ParseIds(absl::string_view list) {
-  std::vector<int32_t> ids;
-  for (absl::string_view item :
-       absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    int32_t id;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &id)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--decode: \"", item, "\" is not a token id"));
-    }
-    ids.push_back(id);
-  }
-  return ids;
-}
-
 absl::Status RunTokenize(const TokenizeOptions& options) {
   H3_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> t,
                       tokenizer::LoadTokenizerFromPath(options.tokenizer_path));
   if (!options.decode.empty()) {
-    H3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIds(options.decode));
+    H3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIdList("--decode", options.decode));
     H3_ASSIGN_OR_RETURN(std::string text, t->Decode(ids));
     std::cout << text << "\n";
     return absl::OkStatus();

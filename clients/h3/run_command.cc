@@ -1,0 +1,258 @@
+#include "clients/h3/run_command.h"
+
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "clients/h3/id_list.h"
+#include "engine/backend.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "loader/model_file.h"
+#include "nlohmann/json.hpp"
+#include "tokenizer/incremental_decoder.h"
+#include "tokenizer/load.h"
+
+namespace h3::cli {
+namespace {
+
+struct RunFlags {
+  std::string model;
+  std::string prompt;
+  std::string prompt_ids;
+  bool ids_given = false;  // --prompt-ids, possibly empty
+  int64_t max_tokens = 64;
+  bool greedy = false;
+  engine::SamplingParams sampling;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  int64_t prefill_chunk = 1024;
+  bool json = false;
+  bool logits = false;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// The tokenizer embedded in `file`, or nullptr if it has none. It must not
+// outlive `file`.
+absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> EmbeddedTokenizer(
+    const loader::ModelFile& file) {
+  if (file.tokenizer_kind().empty()) return nullptr;
+  std::map<std::string, std::string_view> files;
+  for (const auto& [name, bytes] : file.tokenizer_files()) {
+    files.emplace(name, std::string_view(bytes.data(), bytes.size()));
+  }
+  return tokenizer::LoadTokenizer(file.tokenizer_kind(), files);
+}
+
+absl::StatusOr<std::vector<int32_t>> PromptIds(const RunFlags& flags,
+                                               const tokenizer::Tokenizer* t) {
+  if (flags.ids_given) {
+    return ParseIdList("--prompt-ids", flags.prompt_ids);
+  }
+  if (t == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        flags.model,
+        " has no tokenizer: give --prompt-ids, or embed one with "
+        "`h3 convert --tokenizer PATH`"));
+  }
+  return t->Encode(flags.prompt);
+}
+
+struct Timing {
+  double load_s = 0, prefill_s = 0, decode_s = 0;
+  int64_t prompt_tokens = 0, decode_steps = 0;
+};
+
+nlohmann::ordered_json TimingJson(const Timing& t) {
+  return {{"load_s", t.load_s},
+          {"prefill_s", t.prefill_s},
+          {"prefill_tokens_per_s", t.prompt_tokens / t.prefill_s},
+          {"decode_steps", t.decode_steps},
+          {"decode_s", t.decode_s},
+          {"decode_tokens_per_s",
+           t.decode_steps > 0 ? t.decode_steps / t.decode_s : 0.0}};
+}
+
+absl::Status Run(const RunFlags& flags) {
+  const Clock::time_point load_start = Clock::now();
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<loader::ModelFile> file,
+                      loader::ModelFile::Open(flags.model));
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
+                      EmbeddedTokenizer(*file));
+  H3_ASSIGN_OR_RETURN(std::vector<int32_t> prompt,
+                      PromptIds(flags, tok.get()));
+  if (prompt.empty()) {
+    return absl::InvalidArgumentError("the prompt has no tokens");
+  }
+  engine::SamplingParams params = flags.sampling;
+  if (flags.greedy) params.temperature = 0;
+  const loader::ModelConfig& config = file->config();
+  // Only ids both the model and the tokenizer know are sampled.
+  int32_t vocab = static_cast<int32_t>(config.vocab_size);
+  if (tok != nullptr) {
+    if (tok->vocab_size() > vocab) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the embedded tokenizer has ", tok->vocab_size(),
+          " tokens, more than the model's vocabulary of ", vocab));
+    }
+    vocab = tok->vocab_size();
+  }
+  H3_ASSIGN_OR_RETURN(engine::Sampler sampler,
+                      engine::Sampler::Create(params, vocab, prompt));
+  H3_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::Model> model,
+      engine::Model::Load(
+          *file, engine::MakeCpuBackend(),
+          {.prefill_chunk = flags.prefill_chunk,
+           .max_sequence_length =
+               static_cast<int64_t>(prompt.size()) + flags.max_tokens}));
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::SequenceState> sequence,
+                      model->NewSequence());
+  Timing timing{.load_s = Seconds(load_start),
+                .prompt_tokens = static_cast<int64_t>(prompt.size())};
+
+  std::vector<float> logits(config.padded_vocab_size);
+  const Clock::time_point prefill_start = Clock::now();
+  H3_RETURN_IF_ERROR(model->Prefill(*sequence, prompt, logits.data()));
+  timing.prefill_s = Seconds(prefill_start);
+  nlohmann::ordered_json out = {{"prompt_ids", prompt}};
+  if (flags.logits) {
+    out["prompt_last_logits"] = std::vector<float>(
+        logits.begin(), logits.begin() + config.vocab_size);
+  }
+
+  // Streamed text, for the plain output of a model with a tokenizer.
+  std::optional<tokenizer::IncrementalDecoder> stream;
+  if (tok != nullptr && !flags.json) {
+    H3_ASSIGN_OR_RETURN(stream, tokenizer::IncrementalDecoder::Create(&*tok));
+  }
+  const int32_t eos = tok != nullptr && !flags.ignore_eos ? tok->eos_id() : -1;
+  std::vector<int32_t> generated;
+  std::string finish_reason = "length";
+  const Clock::time_point decode_start = Clock::now();
+  while (static_cast<int64_t>(generated.size()) < flags.max_tokens) {
+    if (!generated.empty()) {
+      engine::SequenceState* batch[] = {sequence.get()};
+      H3_RETURN_IF_ERROR(
+          model->Decode(batch, {generated.back()}, logits.data()));
+      ++timing.decode_steps;
+    }
+    const int32_t id = sampler.Sample(logits).id;
+    generated.push_back(id);
+    if (id == eos) {
+      finish_reason = "eos";
+      break;
+    }
+    if (stream.has_value()) {
+      H3_ASSIGN_OR_RETURN(tokenizer::IncrementalDecoder::Step step,
+                          stream->Add(id));
+      std::cout << step.text << std::flush;
+    }
+  }
+  timing.decode_s = Seconds(decode_start);
+
+  if (stream.has_value()) {
+    H3_ASSIGN_OR_RETURN(std::string rest, stream->Finish());
+    std::cout << rest << std::endl;
+  } else if (!flags.json) {
+    std::cout << nlohmann::json(generated).dump() << std::endl;
+  }
+  if (!flags.json) {
+    std::cerr << absl::StrFormat(
+        "h3 run: %d prompt tokens in %.3f s (%.1f tok/s); %d tokens, %d "
+        "decode steps in %.3f s (%.1f tok/s); finish: %s\n",
+        prompt.size(), timing.prefill_s, prompt.size() / timing.prefill_s,
+        generated.size(), timing.decode_steps, timing.decode_s,
+        timing.decode_steps > 0 ? timing.decode_steps / timing.decode_s : 0.0,
+        finish_reason);
+    return absl::OkStatus();
+  }
+  out["generated_ids"] = generated;
+  if (tok != nullptr) {
+    std::vector<int32_t> text_ids = generated;
+    if (finish_reason == "eos") text_ids.pop_back();
+    H3_ASSIGN_OR_RETURN(std::string text, tok->Decode(text_ids));
+    out["text"] = text;
+  }
+  out["finish_reason"] = finish_reason;
+  out["timing"] = TimingJson(timing);
+  std::cout << out.dump() << std::endl;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* cmd =
+      app.add_subcommand("run", "Generate offline with the CPU engine");
+  cmd->add_option("--model", flags->model, "The model file (h3 convert)")
+      ->required();
+  CLI::Option* prompt =
+      cmd->add_option("--prompt", flags->prompt,
+                      "The prompt as text (needs an embedded tokenizer)");
+  CLI::Option* ids = cmd->add_option("--prompt-ids", flags->prompt_ids,
+                                     "The prompt as comma-separated token ids");
+  prompt->excludes(ids);
+  cmd->add_option("--max-tokens", flags->max_tokens,
+                  "Tokens to generate at most")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  CLI::Option* greedy = cmd->add_flag(
+      "--greedy", flags->greedy, "Always take the most likely token");
+  engine::SamplingParams& s = flags->sampling;
+  for (CLI::Option* o : {
+           cmd->add_option("--temperature", s.temperature, "0 is greedy"),
+           cmd->add_option("--top-k", s.top_k, "0 keeps all tokens"),
+           cmd->add_option("--top-p", s.top_p, "Nucleus sampling mass"),
+           cmd->add_option("--min-p", s.min_p,
+                           "Drop tokens below this share of the best"),
+       }) {
+    o->capture_default_str()->excludes(greedy);
+  }
+  cmd->add_option("--repetition-penalty", s.repetition_penalty,
+                  "Penalise tokens of the prompt and output (1 is off)")
+      ->capture_default_str();
+  cmd->add_option("--seed", flags->seed,
+                  "Seed of the sampler (default: random)");
+  cmd->add_flag("--ignore-eos", flags->ignore_eos,
+                "Do not stop at the end-of-text token");
+  cmd->add_option("--prefill-chunk", flags->prefill_chunk,
+                  "Prompt tokens per prefill chunk (state passing)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", flags->json, "Print one JSON object");
+  cmd->add_flag("--logits", flags->logits,
+                "With --json: add the logits at the last prompt position");
+  cmd->callback([cmd, flags, exit_code] {
+    absl::Status status;
+    if (cmd->count("--prompt") + cmd->count("--prompt-ids") != 1) {
+      status = absl::InvalidArgumentError("give --prompt or --prompt-ids");
+    } else if (flags->logits && !flags->json) {
+      status = absl::InvalidArgumentError("--logits needs --json");
+    } else {
+      if (cmd->count("--seed") > 0) flags->sampling.seed = flags->seed;
+      flags->ids_given = cmd->count("--prompt-ids") > 0;
+      status = Run(*flags);
+    }
+    if (!status.ok()) {
+      std::cerr << "h3 run: " << status.message() << "\n";
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace h3::cli
