@@ -127,8 +127,7 @@ int32_t Sampler::Draw() {
   if (sorted) std::sort(order_.begin(), order_.end(), more);
 
   const float max_logit =
-      sorted ? work_[order_[0]]
-             : *std::max_element(work_.begin(), work_.end());
+      sorted ? work_[order_[0]] : *std::max_element(work_.begin(), work_.end());
   const double inv_t = 1.0 / params_.temperature;
   probs_.resize(order_.size());
   double total = 0;

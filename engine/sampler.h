@@ -94,11 +94,11 @@ class Sampler {
   SamplingParams params_;
   int32_t vocab_size_;
   std::mt19937_64 rng_;
-  absl::flat_hash_set<int32_t> prompt_tokens_;     // repetition penalty only
+  absl::flat_hash_set<int32_t> prompt_tokens_;    // repetition penalty only
   absl::flat_hash_map<int32_t, int32_t> counts_;  // generated token -> times
-  std::vector<float> work_;                        // processed logits
-  std::vector<int32_t> order_;                     // candidate ids
-  std::vector<double> probs_;                      // of order_
+  std::vector<float> work_;                       // processed logits
+  std::vector<int32_t> order_;                    // candidate ids
+  std::vector<double> probs_;                     // of order_
 };
 
 // log softmax of logits[0, vocab_size) at `id`, and (if n > 0) the n most

@@ -63,10 +63,10 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const RunFlags& flags,
     return ParseIdList("--prompt-ids", flags.prompt_ids);
   }
   if (t == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        flags.model,
-        " has no tokenizer: give --prompt-ids, or embed one with "
-        "`h3 convert --tokenizer PATH`"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(flags.model,
+                     " has no tokenizer: give --prompt-ids, or embed one with "
+                     "`h3 convert --tokenizer PATH`"));
   }
   return t->Encode(flags.prompt);
 }
@@ -92,8 +92,7 @@ absl::Status Run(const RunFlags& flags) {
                       loader::ModelFile::Open(flags.model));
   H3_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
                       EmbeddedTokenizer(*file));
-  H3_ASSIGN_OR_RETURN(std::vector<int32_t> prompt,
-                      PromptIds(flags, tok.get()));
+  H3_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptIds(flags, tok.get()));
   if (prompt.empty()) {
     return absl::InvalidArgumentError("the prompt has no tokens");
   }
@@ -104,9 +103,9 @@ absl::Status Run(const RunFlags& flags) {
   int32_t vocab = static_cast<int32_t>(config.vocab_size);
   if (tok != nullptr) {
     if (tok->vocab_size() > vocab) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the embedded tokenizer has ", tok->vocab_size(),
-          " tokens, more than the model's vocabulary of ", vocab));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the embedded tokenizer has ", tok->vocab_size(),
+                       " tokens, more than the model's vocabulary of ", vocab));
     }
     vocab = tok->vocab_size();
   }
@@ -130,8 +129,8 @@ absl::Status Run(const RunFlags& flags) {
   timing.prefill_s = Seconds(prefill_start);
   nlohmann::ordered_json out = {{"prompt_ids", prompt}};
   if (flags.logits) {
-    out["prompt_last_logits"] = std::vector<float>(
-        logits.begin(), logits.begin() + config.vocab_size);
+    out["prompt_last_logits"] =
+        std::vector<float>(logits.begin(), logits.begin() + config.vocab_size);
   }
 
   // Streamed text, for the plain output of a model with a tokenizer.
@@ -211,8 +210,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "Tokens to generate at most")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  CLI::Option* greedy = cmd->add_flag(
-      "--greedy", flags->greedy, "Always take the most likely token");
+  CLI::Option* greedy = cmd->add_flag("--greedy", flags->greedy,
+                                      "Always take the most likely token");
   engine::SamplingParams& s = flags->sampling;
   for (CLI::Option* o : {
            cmd->add_option("--temperature", s.temperature, "0 is greedy"),

@@ -26,7 +26,8 @@ absl::Status RunTokenize(const TokenizeOptions& options) {
   H3_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> t,
                       tokenizer::LoadTokenizerFromPath(options.tokenizer_path));
   if (!options.decode.empty()) {
-    H3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIdList("--decode", options.decode));
+    H3_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                        ParseIdList("--decode", options.decode));
     H3_ASSIGN_OR_RETURN(std::string text, t->Decode(ids));
     std::cout << text << "\n";
     return absl::OkStatus();

@@ -9,6 +9,7 @@
 #include "base/parallel.h"
 #include "engine/backend.h"
 #include "kernels/bias_gelu.h"
+#include "kernels/cpu/skinny_gemm.h"
 
 namespace h3::engine {
 namespace {
@@ -62,8 +63,15 @@ class CpuBackend final : public Backend {
   absl::Status Linear(const LinearParams& p) override {
     if (p.rows == 0 || p.n == 0) return absl::OkStatus();
     // y = x W^T: row-major x [rows, k], W [n, k].
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.rows, p.n, p.k, 1.0f,
-                p.x, p.k, p.w, p.k, 0.0f, p.y, p.n);
+    if (p.rows <= kernels::kSkinnyGemmMaxRows) {
+      // Decoding: OpenBLAS would re-pack all of W for a handful of rows.
+      ParallelFor(p.n, 256, [&](int64_t begin, int64_t end) {
+        kernels::SkinnyGemmCpu(p.x, p.w, p.y, p.rows, p.n, p.k, begin, end);
+      });
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.rows, p.n, p.k,
+                  1.0f, p.x, p.k, p.w, p.k, 0.0f, p.y, p.n);
+    }
     if (p.epilogue == Epilogue::kGeluTanh) {
       ParallelFor(p.rows, 8, [&](int64_t begin, int64_t end) {
         kernels::BiasGeluCpu(

@@ -41,11 +41,11 @@ std::string Join(const std::vector<int32_t>& ids) {
 // Converts the golden checkpoint `name` to a model file; returns its path.
 std::string ConvertGolden(const std::string& name, const nlohmann::json& g) {
   const std::string out = ::testing::TempDir() + "/run_" + name + ".h3";
-  RunResult convert = RunCommand(
-      {kH3, "convert", kEngineTestdata + "/" + name + ".safetensors", "-o",
-       out, "--dtype", "fp32", "--n-heads",
-       std::to_string(g["config"]["n_heads"].get<int>()), "--vocab-size",
-       std::to_string(g["vocab_size"].get<int>())});
+  RunResult convert =
+      RunCommand({kH3, "convert", kEngineTestdata + "/" + name + ".safetensors",
+                  "-o", out, "--dtype", "fp32", "--n-heads",
+                  std::to_string(g["config"]["n_heads"].get<int>()),
+                  "--vocab-size", std::to_string(g["vocab_size"].get<int>())});
   EXPECT_EQ(convert.exit_code, 0) << convert.out;
   return out;
 }
@@ -66,10 +66,10 @@ TEST(RunTest, GreedyTokensAndLogitsMatchThePyTorchReference) {
     const auto prompt = g["prompt"].get<std::vector<int32_t>>();
     const auto greedy = g["greedy"].get<std::vector<int32_t>>();
     for (const char* chunk : {"1024", "5"}) {
-      nlohmann::json out = RunJson(
-          {"--model", model, "--prompt-ids", Join(prompt), "--greedy",
-           "--max-tokens", std::to_string(greedy.size()), "--logits",
-           "--prefill-chunk", chunk});
+      nlohmann::json out =
+          RunJson({"--model", model, "--prompt-ids", Join(prompt), "--greedy",
+                   "--max-tokens", std::to_string(greedy.size()), "--logits",
+                   "--prefill-chunk", chunk});
       ASSERT_FALSE(out.is_discarded()) << name;
       EXPECT_EQ(out["prompt_ids"].get<std::vector<int32_t>>(), prompt);
       EXPECT_EQ(out["generated_ids"].get<std::vector<int32_t>>(), greedy)
@@ -92,9 +92,9 @@ TEST(RunTest, SeededSamplingRepeatsAndStaysInTheVocabulary) {
   const nlohmann::json g = Golden("tiny_p1");
   const std::string model = ConvertGolden("tiny_p1", g);
   const std::vector<std::string> args = {
-      "--model", model, "--prompt-ids", "3,1,4,1,5", "--max-tokens", "40",
-      "--temperature", "1.5", "--top-k", "20", "--top-p", "0.95", "--seed",
-      "11"};
+      "--model", model,           "--prompt-ids", "3,1,4,1,5", "--max-tokens",
+      "40",      "--temperature", "1.5",          "--top-k",   "20",
+      "--top-p", "0.95",          "--seed",       "11"};
   nlohmann::json a = RunJson(args), b = RunJson(args);
   const auto ids = a["generated_ids"].get<std::vector<int32_t>>();
   EXPECT_EQ(ids, b["generated_ids"].get<std::vector<int32_t>>());
@@ -125,8 +125,8 @@ TEST(RunTest, BadRequestsAreClearErrors) {
     EXPECT_NE(result.exit_code, 0) << c.message;
     EXPECT_THAT(result.out, HasSubstr(c.message));
   }
-  RunResult missing =
-      RunCommand({kH3, "run", "--model", "/nonexistent.h3", "--prompt-ids", "1"});
+  RunResult missing = RunCommand(
+      {kH3, "run", "--model", "/nonexistent.h3", "--prompt-ids", "1"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.out, HasSubstr("/nonexistent.h3"));
 }
@@ -146,13 +146,13 @@ TEST(RunTest, TextInTextOutWithAnEmbeddedSentencePieceTokenizer) {
   const std::string random = ::testing::TempDir() + "/run_random.h3";
   ASSERT_TRUE(h3::testing::WriteRandomModel(c, random).ok());
   const std::string model = ::testing::TempDir() + "/run_spm.h3";
-  RunResult convert =
-      RunCommand({kH3, "convert", random, "-o", model, "--n-heads", "2",
-                  "--tokenizer", kSpmModel});
+  RunResult convert = RunCommand({kH3, "convert", random, "-o", model,
+                                  "--n-heads", "2", "--tokenizer", kSpmModel});
   ASSERT_EQ(convert.exit_code, 0) << convert.out;
 
   const std::string prompt = "The quick brown fox";
-  RunResult ids = RunCommand({kH3, "tokenize", "--tokenizer", kSpmModel, prompt});
+  RunResult ids =
+      RunCommand({kH3, "tokenize", "--tokenizer", kSpmModel, prompt});
   ASSERT_EQ(ids.exit_code, 0) << ids.out;
   nlohmann::json out = RunJson({"--model", model, "--prompt", prompt,
                                 "--max-tokens", "12", "--seed", "5"});
@@ -162,8 +162,8 @@ TEST(RunTest, TextInTextOutWithAnEmbeddedSentencePieceTokenizer) {
   std::vector<int32_t> text_ids = generated;
   if (out["finish_reason"] == "eos") text_ids.pop_back();
   if (!text_ids.empty()) {
-    RunResult text = RunCommand(
-        {kH3, "tokenize", "--tokenizer", kSpmModel, "--decode", Join(text_ids)});
+    RunResult text = RunCommand({kH3, "tokenize", "--tokenizer", kSpmModel,
+                                 "--decode", Join(text_ids)});
     ASSERT_EQ(text.exit_code, 0) << text.out;
     EXPECT_EQ(out["text"].get<std::string>() + "\n", text.out);
   }

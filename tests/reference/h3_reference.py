@@ -39,7 +39,7 @@ VOCAB, PADDED_VOCAB = 61, 64
 PROMPT_LEN, GREEDY_STEPS = 23, 8
 
 
-def random_weights(cfg, gen):
+def random_weights(cfg, gen, padded_vocab=PADDED_VOCAB):
     d, n, p = cfg["d_model"], cfg["d_state"], cfg["head_dim"]
     h, m = d // p, n // 2
     w = {}
@@ -47,7 +47,7 @@ def random_weights(cfg, gen):
     def normal(*shape, scale=1.0):
         return torch.randn(*shape, generator=gen) * scale
 
-    w["backbone.embeddings.word_embeddings.weight"] = normal(PADDED_VOCAB, d, scale=0.3)
+    w["backbone.embeddings.word_embeddings.weight"] = normal(padded_vocab, d, scale=0.3)
     for i in range(cfg["n_layer"]):
         pre = f"backbone.layers.{i}."
         for norm in ("norm1", "norm2"):
