@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
@@ -12,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/subprocess.h"
+#include "tokenizer/test_fixtures.h"
 
 namespace h3 {
 namespace {
@@ -100,6 +102,68 @@ TEST(BinariesTest, ConvertRefusesHostileAndBrokenCheckpoints) {
     EXPECT_THAT(result.out, HasSubstr(name));
     EXPECT_NE(access(out.c_str(), F_OK), 0) << name << " left " << out;
   }
+}
+
+// The corpus texts the tokenizer tests use, and a reference's ids for them
+// (tokenizer/testdata: "gpt2/reference.json" or "spm/reference.json").
+struct TokenizerReference {
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> ids;
+};
+
+TokenizerReference ReadTokenizerReference(const std::string& reference) {
+  namespace tt = ::h3::tokenizer::testing;
+  const nlohmann::json corpus = tt::ReadTestJson("corpus.json").value();
+  const nlohmann::json expected = tt::ReadTestJson(reference).value();
+  TokenizerReference out;
+  // Prose, punctuation, digits, accents and CJK, as command-line arguments.
+  for (const int i : {2, 4, 5, 29}) {
+    out.texts.push_back(corpus[i].get<std::string>());
+    out.ids.push_back(expected["encode"][i].get<std::vector<int32_t>>());
+  }
+  return out;
+}
+
+// Runs `h3 tokenize` with `source` (--tokenizer PATH) on
+// each reference text and expects the reference's ids, and the text back
+// from --decode.
+void ExpectTokenizeAgrees(const std::vector<std::string>& source,
+                          const TokenizerReference& reference) {
+  for (size_t i = 0; i < reference.texts.size(); ++i) {
+    std::vector<std::string> argv = {kH3, "tokenize"};
+    argv.insert(argv.end(), source.begin(), source.end());
+    argv.push_back(reference.texts[i]);
+    RunResult result = RunCommand(argv);
+    ASSERT_EQ(result.exit_code, 0) << result.out;
+    EXPECT_EQ(nlohmann::json::parse(result.out),
+              nlohmann::json(reference.ids[i]))
+        << reference.texts[i];
+    argv.back() = "--decode";
+    argv.push_back(nlohmann::json(reference.ids[i]).dump().substr(1));
+    argv.back().pop_back();  // "[1,2,3]" -> "1,2,3"
+    result = RunCommand(argv);
+    ASSERT_EQ(result.exit_code, 0) << result.out;
+    EXPECT_EQ(result.out, reference.texts[i] + "\n");
+  }
+}
+
+const std::string kSentencePieceModel =
+    ::h3::tokenizer::testing::TestDataPath("spm/h3_test.model");
+
+TEST(TokenizeTest, SentencePieceWorksInTheH3Binary) {
+  // h3 links libprotobuf (h3_proto) when the server is built: the
+  // sentencepiece library, in its own namespace, must not mind.
+  ExpectTokenizeAgrees({"--tokenizer", kSentencePieceModel},
+                       ReadTokenizerReference("spm/reference.json"));
+}
+
+TEST(TokenizeTest, AMissingSentencePieceModuleIsAnError) {
+  RunResult result = RunCommand(
+      {"/usr/bin/env", "H3_SENTENCEPIECE_MODULE=/nonexistent/h3spm.so", kH3,
+       "tokenize", "--tokenizer", kSentencePieceModel, "some text"});
+  EXPECT_EQ(result.exit_code, 1) << result.out;
+  EXPECT_THAT(result.out, HasSubstr("cannot load the sentencepiece module"));
+  EXPECT_THAT(result.out, HasSubstr("/nonexistent/h3spm.so: no such file"));
 }
 
 // Starts h3serve on free loopback ports and returns its gRPC port (0 on
