@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -124,7 +126,7 @@ TokenizerReference ReadTokenizerReference(const std::string& reference) {
   return out;
 }
 
-// Runs `h3 tokenize` with `source` (--tokenizer PATH) on
+// Runs `h3 tokenize` with `source` (--tokenizer PATH or --model PATH) on
 // each reference text and expects the reference's ids, and the text back
 // from --decode.
 void ExpectTokenizeAgrees(const std::vector<std::string>& source,
@@ -164,6 +166,65 @@ TEST(TokenizeTest, AMissingSentencePieceModuleIsAnError) {
   EXPECT_EQ(result.exit_code, 1) << result.out;
   EXPECT_THAT(result.out, HasSubstr("cannot load the sentencepiece module"));
   EXPECT_THAT(result.out, HasSubstr("/nonexistent/h3spm.so: no such file"));
+}
+
+// Converts the Lightning fixture into `out`, embedding `tokenizer` unless it
+// is empty.
+void ConvertFixture(const std::string& out, const std::string& tokenizer) {
+  std::vector<std::string> argv = {
+      kH3,  "convert", kLoaderTestdata + "/model_lightning.pt",
+      "-o", out,       "--n-heads",
+      "2"};
+  if (!tokenizer.empty()) {
+    argv.push_back("--tokenizer");
+    argv.push_back(tokenizer);
+  }
+  RunResult convert = RunCommand(argv);
+  ASSERT_EQ(convert.exit_code, 0) << convert.out;
+}
+
+TEST(TokenizeTest, ModelFilesWithEmbeddedTokenizers) {
+  // GPT-2's files, gunzipped from tokenizer/testdata into a directory.
+  namespace tt = ::h3::tokenizer::testing;
+  const std::filesystem::path gpt2 =
+      std::filesystem::path(::testing::TempDir()) / "e2e_gpt2";
+  std::filesystem::create_directories(gpt2);
+  for (const char* name : {"encoder.json", "vocab.bpe"}) {
+    std::ofstream(gpt2 / name, std::ios::binary)
+        << tt::ReadTestData(std::string("gpt2/") + name + ".gz").value();
+  }
+  const std::string gpt2_model = ::testing::TempDir() + "/e2e_gpt2.h3";
+  ConvertFixture(gpt2_model, gpt2.string());
+  ExpectTokenizeAgrees({"--model", gpt2_model},
+                       ReadTokenizerReference("gpt2/reference.json"));
+
+  const std::string spm_model = ::testing::TempDir() + "/e2e_spm.h3";
+  ConvertFixture(spm_model, kSentencePieceModel);
+  ExpectTokenizeAgrees({"--model", spm_model},
+                       ReadTokenizerReference("spm/reference.json"));
+}
+
+TEST(TokenizeTest, AModelWithoutATokenizerSaysHowToEmbedOne) {
+  const std::string model = ::testing::TempDir() + "/e2e_no_tokenizer.h3";
+  ConvertFixture(model, "");
+  RunResult result = RunCommand({kH3, "tokenize", "--model", model, "text"});
+  EXPECT_EQ(result.exit_code, 1) << result.out;
+  EXPECT_THAT(result.out, HasSubstr("has no tokenizer embedded"));
+  EXPECT_THAT(result.out, HasSubstr("h3 convert"));
+  EXPECT_THAT(result.out, HasSubstr("--tokenizer PATH"));
+}
+
+TEST(TokenizeTest, NeedsExactlyOneOfTokenizerAndModel) {
+  for (const std::vector<std::string>& argv :
+       {std::vector<std::string>{kH3, "tokenize", "text"},
+        std::vector<std::string>{kH3, "tokenize", "--tokenizer",
+                                 kSentencePieceModel, "--model", "x.h3",
+                                 "text"}}) {
+    RunResult result = RunCommand(argv);
+    EXPECT_EQ(result.exit_code, 1) << result.out;
+    EXPECT_THAT(result.out,
+                HasSubstr("exactly one of --tokenizer PATH and --model"));
+  }
 }
 
 // Starts h3serve on free loopback ports and returns its gRPC port (0 on
