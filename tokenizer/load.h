@@ -17,8 +17,10 @@ namespace h3::tokenizer {
 //                    "vocab.bpe"} or {"tokenizer.json"}
 //   "sentencepiece": exactly one "<name>.model"
 // InvalidArgument for an unknown kind or a set of files that is not one of
-// these; DataLoss or Unimplemented from the parsers for bad contents. The
-// result does not refer to `files` after the call.
+// these; DataLoss or Unimplemented from the parsers for bad contents;
+// FailedPrecondition for "sentencepiece" when h3_sentencepiece_module cannot
+// be loaded (sentencepiece_module_loader.h). The result does not refer to
+// `files` after the call.
 //
 // Takes std::string_view (not Debian abseil's own absl::string_view): this is
 // the contract with the model-file reader.
