@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "loader/mapped_file.h"
+#include "loader/model_file.h"
 #include "loader/tokenizer_files.h"
 #include "tokenizer/gpt2_bpe.h"
 #include "tokenizer/gpt2_vocab_files.h"
@@ -85,6 +86,21 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromPath(
   const std::map<std::string, std::string_view> views(read.files.begin(),
                                                       read.files.end());
   return LoadTokenizer(read.kind, views);
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadEmbeddedTokenizer(
+    const loader::ModelFile& model) {
+  if (model.tokenizer_kind().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        model.path(),
+        " has no tokenizer embedded; embed one by converting the checkpoint "
+        "again with `h3 convert CHECKPOINT -o MODEL.h3 --tokenizer PATH`"));
+  }
+  std::map<std::string, std::string_view> files;
+  for (const auto& [name, contents] : model.tokenizer_files()) {
+    files.emplace(name, std::string_view(contents.data(), contents.size()));
+  }
+  return LoadTokenizer(model.tokenizer_kind(), files);
 }
 
 }  // namespace h3::tokenizer

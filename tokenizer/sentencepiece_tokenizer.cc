@@ -11,13 +11,10 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>>
 SentencePieceTokenizer::Create(absl::string_view serialized_model) {
   auto t =
       std::unique_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer());
-  if (internal::SentencePieceLibrary::ProcessHasFullProtobuf()) {
-    return absl::FailedPreconditionError(
-        "sentencepiece models cannot be used by this program: it also loads "
-        "libprotobuf, whose version clashes with the protobuf built into "
-        "Debian's libsentencepiece (see tokenizer/sentencepiece_library.h)");
-  }
   std::string error;
+  if (!internal::SentencePieceLibrary::ModuleAvailable(&error)) {
+    return absl::FailedPreconditionError(error);
+  }
   t->library_ = internal::SentencePieceLibrary::Load(
       std::string_view(serialized_model.data(), serialized_model.size()),
       &error);
@@ -49,27 +46,25 @@ SentencePieceTokenizer::Create(absl::string_view serialized_model) {
 
 absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizer::EncodeValidUtf8(
     absl::string_view text, const EncodeOptions& options) const {
-  std::vector<int> ids;
+  std::vector<int32_t> ids;
   std::string error;
   if (!library_->Encode(std::string_view(text.data(), text.size()), &ids,
                         &error)) {
     return absl::InternalError(
         absl::StrCat("sentencepiece failed to encode: ", error));
   }
-  return std::vector<int32_t>(ids.begin(), ids.end());
+  return ids;
 }
 
 absl::StatusOr<std::string> SentencePieceTokenizer::Decode(
     absl::Span<const int32_t> ids) const {
-  std::vector<int> checked;
-  checked.reserve(ids.size());
   for (const int32_t id : ids) {
     H3_RETURN_IF_ERROR(CheckTokenId(id, vocab_size_));
-    checked.push_back(id);
   }
   std::string text;
   std::string error;
-  if (!library_->Decode(checked, &text, &error)) {
+  if (!library_->Decode(std::span<const int32_t>(ids.data(), ids.size()), &text,
+                        &error)) {
     return absl::InternalError(
         absl::StrCat("sentencepiece failed to decode: ", error));
   }

@@ -25,9 +25,9 @@ class SentencePieceTokenizer final : public Tokenizer {
  public:
   // From the bytes of a .model file (a serialized ModelProto). DataLoss,
   // with the library's message, if they are not a valid model.
-  // FailedPrecondition in a process that also loads libprotobuf (gRPC
-  // programs), where Debian's libsentencepiece cannot run
-  // (sentencepiece_library.h).
+  // FailedPrecondition, naming the paths tried, if the sentencepiece module
+  // (h3_sentencepiece_module, which holds the library) cannot be loaded
+  // (sentencepiece_module_loader.h).
   static absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> Create(
       absl::string_view serialized_model);
 

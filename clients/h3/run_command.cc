@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,18 +44,6 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// The tokenizer embedded in `file`, or nullptr if it has none. It must not
-// outlive `file`.
-absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> EmbeddedTokenizer(
-    const loader::ModelFile& file) {
-  if (file.tokenizer_kind().empty()) return nullptr;
-  std::map<std::string, std::string_view> files;
-  for (const auto& [name, bytes] : file.tokenizer_files()) {
-    files.emplace(name, std::string_view(bytes.data(), bytes.size()));
-  }
-  return tokenizer::LoadTokenizer(file.tokenizer_kind(), files);
-}
-
 absl::StatusOr<std::vector<int32_t>> PromptIds(const RunFlags& flags,
                                                const tokenizer::Tokenizer* t) {
   if (flags.ids_given) {
@@ -90,8 +77,10 @@ absl::Status Run(const RunFlags& flags) {
   const Clock::time_point load_start = Clock::now();
   H3_ASSIGN_OR_RETURN(std::unique_ptr<loader::ModelFile> file,
                       loader::ModelFile::Open(flags.model));
-  H3_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
-                      EmbeddedTokenizer(*file));
+  std::unique_ptr<tokenizer::Tokenizer> tok;  // null: ids only
+  if (!file->tokenizer_kind().empty()) {
+    H3_ASSIGN_OR_RETURN(tok, tokenizer::LoadEmbeddedTokenizer(*file));
+  }
   H3_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptIds(flags, tok.get()));
   if (prompt.empty()) {
     return absl::InvalidArgumentError("the prompt has no tokens");

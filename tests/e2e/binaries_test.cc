@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
@@ -12,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/subprocess.h"
+#include "tokenizer/test_fixtures.h"
 
 namespace h3 {
 namespace {
@@ -99,6 +103,127 @@ TEST(BinariesTest, ConvertRefusesHostileAndBrokenCheckpoints) {
     EXPECT_EQ(result.exit_code, 1) << name << ": " << result.out;
     EXPECT_THAT(result.out, HasSubstr(name));
     EXPECT_NE(access(out.c_str(), F_OK), 0) << name << " left " << out;
+  }
+}
+
+// The corpus texts the tokenizer tests use, and a reference's ids for them
+// (tokenizer/testdata: "gpt2/reference.json" or "spm/reference.json").
+struct TokenizerReference {
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> ids;
+};
+
+TokenizerReference ReadTokenizerReference(const std::string& reference) {
+  namespace tt = ::h3::tokenizer::testing;
+  const nlohmann::json corpus = tt::ReadTestJson("corpus.json").value();
+  const nlohmann::json expected = tt::ReadTestJson(reference).value();
+  TokenizerReference out;
+  // Prose, punctuation, digits, accents and CJK, as command-line arguments.
+  for (const int i : {2, 4, 5, 29}) {
+    out.texts.push_back(corpus[i].get<std::string>());
+    out.ids.push_back(expected["encode"][i].get<std::vector<int32_t>>());
+  }
+  return out;
+}
+
+// Runs `h3 tokenize` with `source` (--tokenizer PATH or --model PATH) on
+// each reference text and expects the reference's ids, and the text back
+// from --decode.
+void ExpectTokenizeAgrees(const std::vector<std::string>& source,
+                          const TokenizerReference& reference) {
+  for (size_t i = 0; i < reference.texts.size(); ++i) {
+    std::vector<std::string> argv = {kH3, "tokenize"};
+    argv.insert(argv.end(), source.begin(), source.end());
+    argv.push_back(reference.texts[i]);
+    RunResult result = RunCommand(argv);
+    ASSERT_EQ(result.exit_code, 0) << result.out;
+    EXPECT_EQ(nlohmann::json::parse(result.out),
+              nlohmann::json(reference.ids[i]))
+        << reference.texts[i];
+    argv.back() = "--decode";
+    argv.push_back(nlohmann::json(reference.ids[i]).dump().substr(1));
+    argv.back().pop_back();  // "[1,2,3]" -> "1,2,3"
+    result = RunCommand(argv);
+    ASSERT_EQ(result.exit_code, 0) << result.out;
+    EXPECT_EQ(result.out, reference.texts[i] + "\n");
+  }
+}
+
+const std::string kSentencePieceModel =
+    ::h3::tokenizer::testing::TestDataPath("spm/h3_test.model");
+
+TEST(TokenizeTest, SentencePieceWorksInTheH3Binary) {
+  // h3 links libprotobuf (h3_proto) when the server is built: the
+  // sentencepiece library, in its own namespace, must not mind.
+  ExpectTokenizeAgrees({"--tokenizer", kSentencePieceModel},
+                       ReadTokenizerReference("spm/reference.json"));
+}
+
+TEST(TokenizeTest, AMissingSentencePieceModuleIsAnError) {
+  RunResult result = RunCommand(
+      {"/usr/bin/env", "H3_SENTENCEPIECE_MODULE=/nonexistent/h3spm.so", kH3,
+       "tokenize", "--tokenizer", kSentencePieceModel, "some text"});
+  EXPECT_EQ(result.exit_code, 1) << result.out;
+  EXPECT_THAT(result.out, HasSubstr("cannot load the sentencepiece module"));
+  EXPECT_THAT(result.out, HasSubstr("/nonexistent/h3spm.so: no such file"));
+}
+
+// Converts the Lightning fixture into `out`, embedding `tokenizer` unless it
+// is empty.
+void ConvertFixture(const std::string& out, const std::string& tokenizer) {
+  std::vector<std::string> argv = {
+      kH3,  "convert", kLoaderTestdata + "/model_lightning.pt",
+      "-o", out,       "--n-heads",
+      "2"};
+  if (!tokenizer.empty()) {
+    argv.push_back("--tokenizer");
+    argv.push_back(tokenizer);
+  }
+  RunResult convert = RunCommand(argv);
+  ASSERT_EQ(convert.exit_code, 0) << convert.out;
+}
+
+TEST(TokenizeTest, ModelFilesWithEmbeddedTokenizers) {
+  // GPT-2's files, gunzipped from tokenizer/testdata into a directory.
+  namespace tt = ::h3::tokenizer::testing;
+  const std::filesystem::path gpt2 =
+      std::filesystem::path(::testing::TempDir()) / "e2e_gpt2";
+  std::filesystem::create_directories(gpt2);
+  for (const char* name : {"encoder.json", "vocab.bpe"}) {
+    std::ofstream(gpt2 / name, std::ios::binary)
+        << tt::ReadTestData(std::string("gpt2/") + name + ".gz").value();
+  }
+  const std::string gpt2_model = ::testing::TempDir() + "/e2e_gpt2.h3";
+  ConvertFixture(gpt2_model, gpt2.string());
+  ExpectTokenizeAgrees({"--model", gpt2_model},
+                       ReadTokenizerReference("gpt2/reference.json"));
+
+  const std::string spm_model = ::testing::TempDir() + "/e2e_spm.h3";
+  ConvertFixture(spm_model, kSentencePieceModel);
+  ExpectTokenizeAgrees({"--model", spm_model},
+                       ReadTokenizerReference("spm/reference.json"));
+}
+
+TEST(TokenizeTest, AModelWithoutATokenizerSaysHowToEmbedOne) {
+  const std::string model = ::testing::TempDir() + "/e2e_no_tokenizer.h3";
+  ConvertFixture(model, "");
+  RunResult result = RunCommand({kH3, "tokenize", "--model", model, "text"});
+  EXPECT_EQ(result.exit_code, 1) << result.out;
+  EXPECT_THAT(result.out, HasSubstr("has no tokenizer embedded"));
+  EXPECT_THAT(result.out, HasSubstr("h3 convert"));
+  EXPECT_THAT(result.out, HasSubstr("--tokenizer PATH"));
+}
+
+TEST(TokenizeTest, NeedsExactlyOneOfTokenizerAndModel) {
+  for (const std::vector<std::string>& argv :
+       {std::vector<std::string>{kH3, "tokenize", "text"},
+        std::vector<std::string>{kH3, "tokenize", "--tokenizer",
+                                 kSentencePieceModel, "--model", "x.h3",
+                                 "text"}}) {
+    RunResult result = RunCommand(argv);
+    EXPECT_EQ(result.exit_code, 1) << result.out;
+    EXPECT_THAT(result.out,
+                HasSubstr("exactly one of --tokenizer PATH and --model"));
   }
 }
 
