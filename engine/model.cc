@@ -173,6 +173,17 @@ absl::StatusOr<std::unique_ptr<SequenceState>> Model::NewSequence() {
   return seq;
 }
 
+absl::Status Model::ResetSequence(SequenceState& sequence) {
+  for (size_t i = 0; i < sequence.layers_.size(); ++i) {
+    // Attention reads only the positions written since: no need to clear.
+    if (layers_[i].attention) continue;
+    Buffer& b = sequence.layers_[i];
+    H3_RETURN_IF_ERROR(backend_->Fill(b.data(), b.size(), 0.0f));
+  }
+  sequence.position_ = 0;
+  return absl::OkStatus();
+}
+
 absl::Status Model::CopySequence(const SequenceState& from, SequenceState* to) {
   const int64_t kv_half = options_.max_sequence_length * config_.d_model;
   for (size_t i = 0; i < from.layers_.size(); ++i) {

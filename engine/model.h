@@ -58,6 +58,9 @@ class Model {
 
   // A sequence at position 0 (all states zero).
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence();
+  // Returns `sequence` to position 0 with zero states, reusing its memory
+  // (a slot taken by the next request).
+  absl::Status ResetSequence(SequenceState& sequence);
   // Makes *to a copy of `from` (prefix-state reuse, snapshots).
   absl::Status CopySequence(const SequenceState& from, SequenceState* to);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -73,9 +74,15 @@ Sampler::Sampler(const SamplingParams& params, int32_t vocab_size,
 
 void Sampler::Accept(int32_t id) { ++counts_[id]; }
 
-SampledToken Sampler::Sample(absl::Span<const float> logits, int logprobs) {
+SampledToken Sampler::Sample(absl::Span<const float> logits, int logprobs,
+                             absl::Span<const int32_t> banned) {
   work_.assign(logits.begin(), logits.begin() + vocab_size_);
   Penalize();
+  for (int32_t id : banned) {
+    if (id >= 0 && id < vocab_size_) {
+      work_[id] = -std::numeric_limits<float>::infinity();
+    }
+  }
   SampledToken token;
   token.id = params_.temperature == 0.0f ? Greedy() : Draw();
   if (logprobs >= 0) {

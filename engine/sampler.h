@@ -73,8 +73,11 @@ class Sampler {
 
   // The next token. REQUIRES: logits.size() >= vocab_size, no NaN.
   // `logprobs`: < 0 computes none; 0 the chosen token's; n > 0 also the n
-  // most likely tokens.
-  SampledToken Sample(absl::Span<const float> logits, int logprobs = -1);
+  // most likely tokens. `banned` ids are never chosen (e.g. the end-of-text
+  // token before a minimum length); logprobs still see the model's values.
+  // REQUIRES: not every id banned.
+  SampledToken Sample(absl::Span<const float> logits, int logprobs = -1,
+                      absl::Span<const int32_t> banned = {});
 
   // Records `id` as generated without sampling it (e.g. a forced token).
   void Accept(int32_t id);

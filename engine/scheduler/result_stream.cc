@@ -1,0 +1,65 @@
+#include "engine/scheduler/result_stream.h"
+
+#include <utility>
+
+namespace h3::engine {
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kDeadline:
+      return "deadline";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
+void ResultStream::Push(Delta delta) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.empty() || queue_.size() < capacity_) {
+      queue_.push_back(std::move(delta));
+    } else {
+      Delta& last = queue_.back();
+      last.token_ids.insert(last.token_ids.end(), delta.token_ids.begin(),
+                            delta.token_ids.end());
+      last.logprobs.insert(last.logprobs.end(), delta.logprobs.begin(),
+                           delta.logprobs.end());
+      last.text += delta.text;
+      last.finish = delta.finish;
+      last.matched_stop = std::move(delta.matched_stop);
+      last.usage = delta.usage;
+      last.error = std::move(delta.error);
+    }
+  }
+  ready_.notify_all();
+}
+
+std::optional<Delta> ResultStream::Next(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (final_taken_) return std::nullopt;
+  if (!ready_.wait_for(lock, timeout, [&] { return !queue_.empty(); })) {
+    return std::nullopt;
+  }
+  Delta delta = std::move(queue_.front());
+  queue_.pop_front();
+  if (delta.finish != FinishReason::kNone) final_taken_ = true;
+  return delta;
+}
+
+bool ResultStream::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return final_taken_;
+}
+
+}  // namespace h3::engine

@@ -1,0 +1,332 @@
+// The engine loop on the CPU backend: continuous batching gives each request
+// exactly its solo result, long prompts are split across iterations,
+// cancellation, abort and deadlines free slots, the queue is bounded, bad
+// requests are refused, stop strings and stop ids end generations.
+#include "engine/scheduler/scheduler.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "loader/convert.h"
+#include "loader/model_file.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/random_model.h"
+#include "tokenizer/load.h"
+
+namespace h3::engine {
+namespace {
+
+using std::chrono::milliseconds;
+
+const std::string kTestdata = H3_ENGINE_TESTDATA;
+
+nlohmann::json Golden() {
+  std::ifstream in(kTestdata + "/golden.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  return nlohmann::json::parse(text.str())["tiny_p1"];
+}
+
+// The golden tiny_p1 checkpoint as a model file (no tokenizer).
+std::unique_ptr<loader::ModelFile> TinyModelFile() {
+  loader::ConvertOptions options;
+  options.input = kTestdata + "/tiny_p1.safetensors";
+  options.output = ::testing::TempDir() + "/scheduler_tiny_p1.h3";
+  options.dtype = loader::DType::kF32;
+  options.hints.n_heads = 2;
+  options.hints.vocab_size = 61;
+  EXPECT_TRUE(loader::ConvertCheckpoint(options, {}).ok());
+  auto file = loader::ModelFile::Open(options.output);
+  EXPECT_TRUE(file.ok()) << file.status();
+  return *std::move(file);
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Scheduler> Make(SchedulerOptions options,
+                                  int64_t context = 128) {
+    auto model =
+        Model::Load(*file_, MakeCpuBackend(),
+                    {.prefill_chunk = 1024, .max_sequence_length = context});
+    EXPECT_TRUE(model.ok()) << model.status();
+    auto s = Scheduler::Create(*std::move(model), nullptr, options);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return *std::move(s);
+  }
+
+  static GenerationRequest Greedy(std::string id, std::vector<int32_t> prompt,
+                                  int32_t max_new_tokens) {
+    GenerationRequest r;
+    r.request_id = std::move(id);
+    r.prompt = std::move(prompt);
+    r.sampling.temperature = 0;
+    r.max_new_tokens = max_new_tokens;
+    return r;
+  }
+
+  // Waits until every slot is free again (slots are freed at the end of the
+  // iteration that sent the final deltas).
+  static void WaitForFreeSlots(const Scheduler& s) {
+    for (int i = 0; i < 200 && s.stats().free_slots < s.stats().slots; ++i) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+
+  // Reads a stream to its end: all tokens, and the final delta.
+  static std::pair<std::vector<int32_t>, Delta> Collect(ResultStream& stream) {
+    std::vector<int32_t> tokens;
+    while (true) {
+      std::optional<Delta> d = stream.Next(milliseconds(20000));
+      if (!d.has_value()) {
+        ADD_FAILURE() << "stream timed out";
+        return {tokens, {}};
+      }
+      tokens.insert(tokens.end(), d->token_ids.begin(), d->token_ids.end());
+      if (d->finish != FinishReason::kNone) return {tokens, *d};
+    }
+  }
+
+  std::unique_ptr<loader::ModelFile> file_ = TinyModelFile();
+};
+
+TEST_F(SchedulerTest, GreedyTokensMatchThePyTorchReference) {
+  const nlohmann::json g = Golden();
+  auto scheduler = Make({.slots = 2});
+  auto stream = scheduler->Submit(
+      Greedy("a", g["prompt"].get<std::vector<int32_t>>(), 8));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  auto [tokens, last] = Collect(**stream);
+  EXPECT_EQ(tokens, g["greedy"].get<std::vector<int32_t>>());
+  EXPECT_EQ(last.finish, FinishReason::kLength);
+  EXPECT_EQ(last.usage.prompt_tokens, 23);
+  EXPECT_EQ(last.usage.generated_tokens, 8);
+  EXPECT_GT(last.usage.first_token_seconds, 0);
+}
+
+TEST_F(SchedulerTest, ConcurrentRequestsEachGetTheirSoloResult) {
+  // 12 requests of different lengths, greedy and seeded, over 4 slots (so
+  // some wait), prefilled 7 tokens per iteration (so prompts are split).
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<int32_t> prompt;
+    for (int t = 0; t < 3 + 4 * i; ++t) prompt.push_back((i * 7 + t * 3) % 61);
+    GenerationRequest r = Greedy("r" + std::to_string(i), prompt, 6 + i % 5);
+    if (i % 2 == 1)
+      r.sampling = {
+          .temperature = 0.9f, .top_k = 20, .seed = static_cast<uint64_t>(i)};
+    requests.push_back(r);
+  }
+  std::vector<std::vector<int32_t>> solo;
+  auto alone = Make({.slots = 1});
+  for (const auto& r : requests) {
+    auto stream = alone->Submit(r);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    solo.push_back(Collect(**stream).first);
+  }
+  auto batched = Make({.slots = 4, .prefill_tokens_per_iteration = 7});
+  std::vector<std::shared_ptr<ResultStream>> streams;
+  for (const auto& r : requests) {
+    auto stream = batched->Submit(r);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    streams.push_back(*stream);
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(Collect(*streams[i]).first, solo[i]) << requests[i].request_id;
+  }
+  WaitForFreeSlots(*batched);
+  const Scheduler::Stats stats = batched->stats();
+  EXPECT_EQ(stats.running, 0);
+  EXPECT_EQ(stats.free_slots, 4);
+}
+
+TEST_F(SchedulerTest, CancelAbortAndDeadlineFreeTheirSlots) {
+  auto scheduler = Make({.slots = 3}, /*context=*/4096);
+  auto cancelled = *scheduler->Submit(Greedy("c", {1, 2, 3}, 4000));
+  auto aborted = *scheduler->Submit(Greedy("a", {4, 5}, 4000));
+  GenerationRequest late = Greedy("d", {6}, 4000);
+  late.deadline = std::chrono::steady_clock::now() + milliseconds(30);
+  auto expired = *scheduler->Submit(late);
+  ASSERT_TRUE(cancelled->Next(milliseconds(20000)).has_value());
+  cancelled->Cancel();
+  EXPECT_TRUE(scheduler->Abort("a"));
+  EXPECT_FALSE(scheduler->Abort("no-such-request"));
+  EXPECT_EQ(Collect(*cancelled).second.finish, FinishReason::kCancelled);
+  EXPECT_EQ(Collect(*aborted).second.finish, FinishReason::kCancelled);
+  EXPECT_EQ(Collect(*expired).second.finish, FinishReason::kDeadline);
+  WaitForFreeSlots(*scheduler);
+  EXPECT_EQ(scheduler->stats().free_slots, 3);
+  EXPECT_EQ(scheduler->stats().running, 0);
+}
+
+TEST_F(SchedulerTest, FullQueueIsResourceExhaustedAndDrainingIsUnavailable) {
+  auto scheduler = Make({.slots = 1, .max_waiting = 1}, /*context=*/4096);
+  auto running = *scheduler->Submit(Greedy("1", {1}, 4000));
+  ASSERT_TRUE(running->Next(milliseconds(20000)).has_value());  // admitted
+  auto waiting = scheduler->Submit(Greedy("2", {1}, 4000));
+  ASSERT_TRUE(waiting.ok());
+  auto refused = scheduler->Submit(Greedy("3", {1}, 10));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("waiting"), std::string::npos);
+  auto duplicate = scheduler->Submit(Greedy("1", {1}, 10));
+  EXPECT_EQ(duplicate.status().code(), absl::StatusCode::kAlreadyExists);
+  scheduler->Drain();
+  EXPECT_EQ(scheduler->Submit(Greedy("4", {1}, 10)).status().code(),
+            absl::StatusCode::kUnavailable);
+  running->Cancel();
+  (*waiting)->Cancel();
+  EXPECT_EQ(Collect(*running).second.finish, FinishReason::kCancelled);
+  EXPECT_EQ(Collect(**waiting).second.finish, FinishReason::kCancelled);
+}
+
+TEST_F(SchedulerTest, BadRequestsNameTheFieldAndTheLimit) {
+  auto scheduler = Make({.slots = 1}, /*context=*/64);
+  const struct {
+    GenerationRequest request;
+    const char* message;
+  } cases[] = {
+      {Greedy("", {1}, 4), "request_id is empty"},
+      {Greedy("x", {}, 4), "prompt is empty"},
+      {Greedy("x", {1, 61}, 4), "prompt: token 61 at index 1"},
+      {Greedy("x", {1, -1}, 4), "prompt: token -1"},
+      {Greedy("x", std::vector<int32_t>(64, 1), 1), "at most 63 fit"},
+      {Greedy("x", {1}, 0), "max_new_tokens is 0"},
+      {Greedy("x", std::vector<int32_t>(60, 1), 5), "[1, 4]"},
+      {[] {
+         GenerationRequest r = Greedy("x", {1}, 4);
+         r.min_new_tokens = 5;
+         return r;
+       }(),
+       "min_new_tokens is 5"},
+      {[] {
+         GenerationRequest r = Greedy("x", {1}, 4);
+         r.logprobs = 21;
+         return r;
+       }(),
+       "at most 20"},
+      {[] {
+         GenerationRequest r = Greedy("x", {1}, 4);
+         r.stop_token_ids = {99};
+         return r;
+       }(),
+       "stop_token_ids: token 99"},
+      {[] {
+         GenerationRequest r = Greedy("x", {1}, 4);
+         r.stop_strings = {"\n"};
+         return r;
+       }(),
+       "no tokenizer"},
+      {[] {
+         GenerationRequest r = Greedy("x", {1}, 4);
+         r.sampling.top_p = 0;
+         return r;
+       }(),
+       "top_p is 0"},
+  };
+  for (const auto& c : cases) {
+    auto s = scheduler->Submit(c.request);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.message;
+    EXPECT_NE(s.status().message().find(c.message), std::string::npos)
+        << s.status().message();
+  }
+  // Still serving.
+  auto ok = scheduler->Submit(Greedy("ok", {1, 2}, 3));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(Collect(**ok).first.size(), 3u);
+}
+
+TEST_F(SchedulerTest, StopTokenIdsEndTheGenerationUnlessTooShort) {
+  auto scheduler = Make({.slots = 1});
+  const nlohmann::json g = Golden();
+  const auto prompt = g["prompt"].get<std::vector<int32_t>>();
+  const auto greedy = g["greedy"].get<std::vector<int32_t>>();  // 59 59 0 36..
+  GenerationRequest r = Greedy("s", prompt, 8);
+  r.stop_token_ids = {0};
+  auto [tokens, last] = Collect(**scheduler->Submit(r));
+  EXPECT_EQ(tokens, std::vector<int32_t>(greedy.begin(), greedy.begin() + 3));
+  EXPECT_EQ(last.finish, FinishReason::kStop);
+  // Until min_new_tokens, a stop id is never sampled.
+  r.min_new_tokens = 4;
+  auto [longer, end] = Collect(**scheduler->Submit(r));
+  ASSERT_GE(longer.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_NE(longer[i], 0) << i;
+}
+
+TEST(SchedulerTextTest, StopStringsEndTheTextAndNeverLeak) {
+  // A random model over the sentencepiece test tokenizer's 800 pieces.
+  loader::ModelConfig c;
+  c.d_model = 16;
+  c.n_layer = 2;
+  c.attn_layer_idx = {1};
+  c.n_heads = 2;
+  c.head_dim = 1;
+  c.d_state = 8;
+  c.d_inner = 64;
+  c.vocab_size = c.padded_vocab_size = 800;
+  const std::string path = ::testing::TempDir() + "/scheduler_spm.h3";
+  ASSERT_TRUE(h3::testing::WriteRandomModel(c, path).ok());
+  auto file = loader::ModelFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto tok = tokenizer::LoadTokenizerFromPath(H3_TOKENIZER_TESTDATA
+                                              "/spm/h3_test.model");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto run = [&](std::vector<std::string> stops) {
+    auto model = Model::Load(**file, MakeCpuBackend(), {});
+    auto s = Scheduler::Create(*std::move(model), tok->get(), {.slots = 2});
+    GenerationRequest r;
+    r.request_id = "t";
+    r.prompt = {5, 6, 7};
+    r.max_new_tokens = 60;
+    r.ignore_eos = true;
+    r.sampling.seed = 3;
+    r.stop_strings = std::move(stops);
+    auto stream = (*s)->Submit(r);
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    std::string text;
+    Delta last;
+    for (std::optional<Delta> d; (d = (*stream)->Next(milliseconds(20000)));) {
+      text += d->text;
+      last = *d;
+    }
+    return std::pair{text, last};
+  };
+  const auto [full, full_end] = run({});
+  ASSERT_EQ(full_end.finish, FinishReason::kLength);
+  // Two ASCII bytes from the second half of the text as the stop string.
+  size_t k = full.size() / 2;
+  while (k + 1 < full.size() &&
+         (static_cast<unsigned char>(full[k]) >= 0x80 ||
+          static_cast<unsigned char>(full[k + 1]) >= 0x80)) {
+    ++k;
+  }
+  ASSERT_LT(k + 1, full.size()) << full;
+  const std::string stop = full.substr(k, 2);
+  const auto [text, end] = run({stop});
+  EXPECT_EQ(end.finish, FinishReason::kStop);
+  EXPECT_EQ(end.matched_stop, stop);
+  EXPECT_EQ(text, full.substr(0, full.find(stop)));
+}
+
+TEST(ResultStreamTest, ASlowReaderGetsMergedDeltasNeverBlocksTheWriter) {
+  ResultStream stream(2);
+  for (int i = 0; i < 5; ++i) {
+    stream.Push({.token_ids = {i}, .text = std::to_string(i)});
+  }
+  stream.Push({.token_ids = {5}, .finish = FinishReason::kLength});
+  std::optional<Delta> first = stream.Next(milliseconds(10));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->token_ids, std::vector<int32_t>{0});
+  std::optional<Delta> rest = stream.Next(milliseconds(10));
+  ASSERT_TRUE(rest.has_value());
+  EXPECT_EQ(rest->token_ids, (std::vector<int32_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(rest->text, "1234");
+  EXPECT_EQ(rest->finish, FinishReason::kLength);
+  EXPECT_TRUE(stream.done());
+  EXPECT_FALSE(stream.Next(milliseconds(1)).has_value());
+}
+
+}  // namespace
+}  // namespace h3::engine
