@@ -257,15 +257,7 @@ TEST_F(SchedulerTest, StopTokenIdsEndTheGenerationUnlessTooShort) {
 
 TEST(SchedulerTextTest, StopStringsEndTheTextAndNeverLeak) {
   // A random model over the sentencepiece test tokenizer's 800 pieces.
-  loader::ModelConfig c;
-  c.d_model = 16;
-  c.n_layer = 2;
-  c.attn_layer_idx = {1};
-  c.n_heads = 2;
-  c.head_dim = 1;
-  c.d_state = 8;
-  c.d_inner = 64;
-  c.vocab_size = c.padded_vocab_size = 800;
+  const loader::ModelConfig c = h3::testing::SmallHybridConfig(800);
   const std::string path = ::testing::TempDir() + "/scheduler_spm.h3";
   ASSERT_TRUE(h3::testing::WriteRandomModel(c, path).ok());
   auto file = loader::ModelFile::Open(path);

@@ -134,15 +134,7 @@ TEST(RunTest, BadRequestsAreClearErrors) {
 TEST(RunTest, TextInTextOutWithAnEmbeddedSentencePieceTokenizer) {
   // A random model over the test tokenizer's 800 pieces, with the tokenizer
   // embedded by h3 convert.
-  loader::ModelConfig c;
-  c.d_model = 16;
-  c.n_layer = 2;
-  c.attn_layer_idx = {1};
-  c.n_heads = 2;
-  c.head_dim = 1;
-  c.d_state = 8;
-  c.d_inner = 64;
-  c.vocab_size = c.padded_vocab_size = 800;
+  const loader::ModelConfig c = h3::testing::SmallHybridConfig(800);
   const std::string random = ::testing::TempDir() + "/run_random.h3";
   ASSERT_TRUE(h3::testing::WriteRandomModel(c, random).ok());
   const std::string model = ::testing::TempDir() + "/run_spm.h3";

@@ -49,6 +49,19 @@ std::vector<float> RandomTensor(const std::string& name, int64_t numel,
 
 }  // namespace
 
+loader::ModelConfig SmallHybridConfig(int64_t vocab_size) {
+  loader::ModelConfig c;
+  c.d_model = 16;
+  c.n_layer = 2;
+  c.attn_layer_idx = {1};
+  c.n_heads = 2;
+  c.head_dim = 1;
+  c.d_state = 8;
+  c.d_inner = 64;
+  c.vocab_size = c.padded_vocab_size = vocab_size;
+  return c;
+}
+
 absl::Status WriteRandomModel(const loader::ModelConfig& config,
                               const std::string& path, uint32_t seed) {
   std::vector<loader::SafetensorsWriter::Tensor> tensors;
