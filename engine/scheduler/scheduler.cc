@@ -194,13 +194,12 @@ void Scheduler::Loop() {
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      // Cancellation and deadlines need a look now and then even when no
-      // request arrives: wake at least every 50 ms while requests are held.
-      wake_.wait_for(lock, std::chrono::milliseconds(50), [&] {
+      // Held requests always have work (a prefill chunk or a decode step),
+      // so the loop sleeps only when it holds none.
+      wake_.wait(lock, [&] {
         return stopping_ || !waiting_.empty() || running_count_ > 0;
       });
       if (stopping_) break;
-      if (waiting_.empty() && running_count_ == 0) continue;
     }
     Step();
   }
