@@ -34,29 +34,9 @@ def random_weights(cfg, padded_vocab, seed=0):
     return w
 
 
-def _ln(x, w, pre, d):
-    return torch.nn.functional.layer_norm(x, (d,), w[pre + ".weight"], w[pre + ".bias"], 1e-5)
-
-
-def _mlp(w, pre, x):
-    x = torch.nn.functional.gelu(x @ w[pre + "mlp.fc1.weight"].T + w[pre + "mlp.fc1.bias"],
-                                 approximate="tanh")
-    return x @ w[pre + "mlp.fc2.weight"].T + w[pre + "mlp.fc2.bias"]
-
-
 def prefill_last_logits(w, cfg, tokens):
     """Logits [V_pad] at the last position of `tokens`, one sequence."""
-    d = cfg["d_model"]
-    hidden, residual = w[EMB][tokens], None
-    for i in range(cfg["n_layer"]):
-        pre = f"backbone.layers.{i}."
-        residual = hidden if residual is None else hidden + residual
-        mixer = ref.attention_mixer if i in cfg["attn"] else ref.h3_mixer
-        hidden = mixer(w, pre + "mixer.", cfg, _ln(residual, w, pre + "norm1", d))
-        residual = hidden + residual
-        hidden = _mlp(w, pre, _ln(residual, w, pre + "norm2", d))
-    last = (hidden + residual)[-1:]
-    return (_ln(last, w, "backbone.ln_f", d) @ w[EMB].T)[0]
+    return ref.final_hidden(w, cfg, tokens)[-1] @ w[EMB].T
 
 
 class Decoder:
@@ -119,13 +99,13 @@ class Decoder:
         for i, s in enumerate(self.layers):
             pre = f"backbone.layers.{i}."
             residual = hidden if residual is None else hidden + residual
-            u = _ln(residual, w, pre + "norm1", d)
+            u = ref.layer_norm(residual, w, pre + "norm1", d)
             mixer = self._attention if i in self.cfg["attn"] else self._h3
             hidden = mixer(s, pre + "mixer.", u)
             residual = hidden + residual
-            hidden = _mlp(w, pre, _ln(residual, w, pre + "norm2", d))
+            hidden = ref.mlp(w, pre, ref.layer_norm(residual, w, pre + "norm2", d))
         self.pos += 1
-        return _ln(hidden + residual, w, "backbone.ln_f", d) @ w[EMB].T
+        return ref.layer_norm(hidden + residual, w, "backbone.ln_f", d) @ w[EMB].T
 
     def clone(self):
         other = Decoder.__new__(Decoder)

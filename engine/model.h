@@ -58,6 +58,10 @@ class Model {
 
   // A sequence at position 0 (all states zero).
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence();
+  // InvalidArgument naming the first id outside [0, vocab_size) and its
+  // index (padding rows of the embedding are not tokens).
+  absl::Status CheckTokens(absl::Span<const int32_t> tokens) const;
+
   // Returns `sequence` to position 0 with zero states, reusing its memory
   // (a slot taken by the next request).
   absl::Status ResetSequence(SequenceState& sequence);
@@ -83,7 +87,6 @@ class Model {
   Model(loader::ModelConfig config, std::unique_ptr<Backend> backend,
         const ModelOptions& options);
   absl::Status LoadWeights(const loader::ModelFile& file);
-  absl::Status CheckTokens(absl::Span<const int32_t> tokens) const;
 
   // Runs all layers over `rows` tokens: for prefill, one sequence's chunk
   // (rows = chunk length); for decode, one token of each sequence. hidden_ is

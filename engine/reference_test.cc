@@ -2,8 +2,6 @@
 // (tests/reference/h3_reference.py): logits at the last prompt position
 // within 1e-4, and greedy tokens exactly. The checkpoints go through the real
 // path: safetensors -> h3 convert (fp32) -> model file -> Model.
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,23 +10,17 @@
 #include "loader/convert.h"
 #include "loader/model_file.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/golden.h"
 
 namespace h3::engine {
 namespace {
 
-const std::string kTestdata = H3_ENGINE_TESTDATA;
-
-nlohmann::json Golden() {
-  std::ifstream in(kTestdata + "/golden.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  return nlohmann::json::parse(text.str());
-}
+const std::string kTestdata = h3::testing::EngineTestdata();
 
 class ReferenceTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ReferenceTest, LogitsAndGreedyTokensMatchPyTorch) {
-  const nlohmann::json golden = Golden()[GetParam()];
+  const nlohmann::json golden = h3::testing::Golden(GetParam());
   ASSERT_FALSE(golden.is_null()) << GetParam();
   loader::ConvertOptions options;
   options.input = kTestdata + "/" + GetParam() + ".safetensors";

@@ -86,7 +86,7 @@ SampledToken Sampler::Sample(absl::Span<const float> logits, int logprobs,
   SampledToken token;
   token.id = params_.temperature == 0.0f ? Greedy() : Draw();
   if (logprobs >= 0) {
-    ComputeLogprobs(logits, vocab_size_, token.id, logprobs, &token);
+    Logprobs(logits, logprobs, &token);
   }
   Accept(token.id);
   return token;
@@ -177,22 +177,23 @@ double Sampler::Uniform() {
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
 }
 
-void ComputeLogprobs(absl::Span<const float> logits, int32_t vocab_size,
-                     int32_t id, int n, SampledToken* out) {
+void Sampler::Logprobs(absl::Span<const float> logits, int n,
+                       SampledToken* out) {
   const float* x = logits.data();
-  const float max_logit = *std::max_element(x, x + vocab_size);
+  const float max_logit = *std::max_element(x, x + vocab_size_);
   double sum = 0;
-  for (int32_t i = 0; i < vocab_size; ++i) sum += std::exp(x[i] - max_logit);
+  for (int32_t i = 0; i < vocab_size_; ++i) sum += std::exp(x[i] - max_logit);
   const double log_z = max_logit + std::log(sum);
-  out->logprob = static_cast<float>(x[id] - log_z);
+  out->logprob = static_cast<float>(x[out->id] - log_z);
   out->top.clear();
   if (n <= 0) return;
-  n = std::min(n, vocab_size);
-  std::vector<int32_t> ids(vocab_size);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), MoreLikely{x});
+  n = std::min(n, vocab_size_);
+  order_.resize(vocab_size_);
+  std::iota(order_.begin(), order_.end(), 0);
+  std::partial_sort(order_.begin(), order_.begin() + n, order_.end(),
+                    MoreLikely{x});
   for (int i = 0; i < n; ++i) {
-    out->top.push_back({ids[i], static_cast<float>(x[ids[i]] - log_z)});
+    out->top.push_back({order_[i], static_cast<float>(x[order_[i]] - log_z)});
   }
 }
 

@@ -90,6 +90,9 @@ class Sampler {
   // Applies the penalties to work_ (a copy of the logits).
   void Penalize();
   int32_t Greedy() const;
+  // log softmax of logits[0, vocab_size_) at out->id and, if n > 0, the n
+  // most likely ids with theirs (order_ is the scratch).
+  void Logprobs(absl::Span<const float> logits, int n, SampledToken* out);
   int32_t Draw();
   // A uniform double in [0, 1) from rng_, the same on every platform.
   double Uniform();
@@ -103,11 +106,6 @@ class Sampler {
   std::vector<int32_t> order_;                    // candidate ids
   std::vector<double> probs_;                     // of order_
 };
-
-// log softmax of logits[0, vocab_size) at `id`, and (if n > 0) the n most
-// likely ids with theirs, into *out.
-void ComputeLogprobs(absl::Span<const float> logits, int32_t vocab_size,
-                     int32_t id, int n, SampledToken* out);
 
 }  // namespace h3::engine
 

@@ -17,16 +17,12 @@ double SecondsSince(SteadyTime start) {
       .count();
 }
 
-absl::Status CheckIds(const char* field, absl::Span<const int32_t> ids,
-                      int64_t vocab) {
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": token ", ids[i], " at index ", i,
-                       " is outside the vocabulary [0, ", vocab, ")"));
-    }
-  }
-  return absl::OkStatus();
+// The model's token check, with the request field named.
+absl::Status CheckIds(const Model& model, const char* field,
+                      absl::Span<const int32_t> ids) {
+  const absl::Status s = model.CheckTokens(ids);
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", s.message()));
 }
 
 }  // namespace
@@ -87,14 +83,13 @@ Scheduler::~Scheduler() {
 }
 
 absl::Status Scheduler::Validate(const GenerationRequest& r) const {
-  const int64_t vocab = model_->config().vocab_size;
   const int64_t context = model_->options().max_sequence_length;
   const int64_t prompt = static_cast<int64_t>(r.prompt.size());
   if (r.request_id.empty()) {
     return absl::InvalidArgumentError("request_id is empty");
   }
   if (r.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
-  H3_RETURN_IF_ERROR(CheckIds("prompt", r.prompt, vocab));
+  H3_RETURN_IF_ERROR(CheckIds(*model_, "prompt", r.prompt));
   if (prompt >= context) {
     return absl::InvalidArgumentError(
         absl::StrCat("prompt: ", prompt, " tokens; the context holds ", context,
@@ -116,7 +111,7 @@ absl::Status Scheduler::Validate(const GenerationRequest& r) const {
         absl::StrCat("top logprobs is ", r.logprobs, "; at most ",
                      kMaxTopLogprobs, " are returned"));
   }
-  H3_RETURN_IF_ERROR(CheckIds("stop_token_ids", r.stop_token_ids, vocab));
+  H3_RETURN_IF_ERROR(CheckIds(*model_, "stop_token_ids", r.stop_token_ids));
   if (!r.stop_strings.empty() && tokenizer_ == nullptr) {
     return absl::InvalidArgumentError(
         "stop_strings: this model has no tokenizer, so no text to match");

@@ -4,8 +4,6 @@
 // requests are refused, stop strings and stop ids end generations.
 #include "engine/scheduler/scheduler.h"
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +11,7 @@
 #include "loader/convert.h"
 #include "loader/model_file.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/golden.h"
 #include "tests/support/random_model.h"
 #include "tokenizer/load.h"
 
@@ -21,14 +20,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
-const std::string kTestdata = H3_ENGINE_TESTDATA;
+const std::string kTestdata = h3::testing::EngineTestdata();
 
-nlohmann::json Golden() {
-  std::ifstream in(kTestdata + "/golden.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  return nlohmann::json::parse(text.str())["tiny_p1"];
-}
+nlohmann::json Golden() { return h3::testing::Golden("tiny_p1"); }
 
 // The golden tiny_p1 checkpoint as a model file (no tokenizer).
 std::unique_ptr<loader::ModelFile> TinyModelFile() {

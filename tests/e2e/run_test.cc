@@ -2,8 +2,6 @@
 // `h3 convert`, generation from ids and from text, the JSON output, and bad
 // requests. Logits and greedy tokens are held to the PyTorch reference's
 // golden data (engine/testdata/golden.json).
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -11,26 +9,21 @@
 #include "gtest/gtest.h"
 #include "loader/config.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/golden.h"
 #include "tests/support/random_model.h"
 #include "tests/support/subprocess.h"
 
 namespace h3 {
 namespace {
 
+using ::h3::testing::Golden;
 using ::h3::testing::RunCommand;
 using ::h3::testing::RunResult;
 using ::testing::HasSubstr;
 
 const std::string kH3 = H3_BIN;
-const std::string kEngineTestdata = H3_ENGINE_TESTDATA;
+const std::string kEngineTestdata = h3::testing::EngineTestdata();
 const std::string kSpmModel = H3_TOKENIZER_TESTDATA "/spm/h3_test.model";
-
-nlohmann::json Golden(const std::string& name) {
-  std::ifstream in(kEngineTestdata + "/golden.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  return nlohmann::json::parse(text.str())[name];
-}
 
 std::string Join(const std::vector<int32_t>& ids) {
   std::string s;

@@ -159,26 +159,35 @@ def attention_mixer(w, mix, cfg, x):
     return out @ w[mix + "out_proj.weight"].T + w[mix + "out_proj.bias"]
 
 
-def forward(w, cfg, tokens):
-    """Logits [L, PADDED_VOCAB] for every position."""
-    ln = torch.nn.functional.layer_norm
+def layer_norm(x, w, name, d):
+    return torch.nn.functional.layer_norm(x, (d,), w[name + ".weight"], w[name + ".bias"], 1e-5)
+
+
+def mlp(w, pre, x):
+    x = torch.nn.functional.gelu(x @ w[pre + "mlp.fc1.weight"].T + w[pre + "mlp.fc1.bias"],
+                                 approximate="tanh")
+    return x @ w[pre + "mlp.fc2.weight"].T + w[pre + "mlp.fc2.bias"]
+
+
+def final_hidden(w, cfg, tokens):
+    """The final layer norm's output [L, d] for every position."""
     d = cfg["d_model"]
     hidden = w["backbone.embeddings.word_embeddings.weight"][tokens]
     residual = None
     for i in range(cfg["n_layer"]):
         pre = f"backbone.layers.{i}."
         residual = hidden if residual is None else hidden + residual
-        x = ln(residual, (d,), w[pre + "norm1.weight"], w[pre + "norm1.bias"], 1e-5)
+        x = layer_norm(residual, w, pre + "norm1", d)
         mixer = attention_mixer if i in cfg["attn"] else h3_mixer
         hidden = mixer(w, pre + "mixer.", cfg, x)
         residual = hidden + residual
-        x = ln(residual, (d,), w[pre + "norm2.weight"], w[pre + "norm2.bias"], 1e-5)
-        x = torch.nn.functional.gelu(x @ w[pre + "mlp.fc1.weight"].T + w[pre + "mlp.fc1.bias"],
-                                     approximate="tanh")
-        hidden = x @ w[pre + "mlp.fc2.weight"].T + w[pre + "mlp.fc2.bias"]
-    residual = hidden + residual
-    x = ln(residual, (d,), w["backbone.ln_f.weight"], w["backbone.ln_f.bias"], 1e-5)
-    return x @ w["backbone.embeddings.word_embeddings.weight"].T
+        hidden = mlp(w, pre, layer_norm(residual, w, pre + "norm2", d))
+    return layer_norm(hidden + residual, w, "backbone.ln_f", d)
+
+
+def forward(w, cfg, tokens):
+    """Logits [L, PADDED_VOCAB] for every position."""
+    return final_hidden(w, cfg, tokens) @ w["backbone.embeddings.word_embeddings.weight"].T
 
 
 def main(out_dir):
