@@ -136,6 +136,53 @@ TEST_F(SchedulerTest, ConcurrentRequestsEachGetTheirSoloResult) {
   EXPECT_EQ(stats.free_slots, 4);
 }
 
+// Records what the loop reports.
+class RecordingObserver : public SchedulerObserver {
+ public:
+  void OnIteration(const IterationReport& r) override {
+    std::lock_guard<std::mutex> lock(mu);
+    prefill_tokens += r.prefill_tokens;
+    generated += r.generated_tokens;
+    gaps += static_cast<int64_t>(r.inter_token_seconds.size());
+    max_decode_batch = std::max(max_decode_batch, r.decode_batch);
+    last = r;
+  }
+  void OnFinish(FinishReason reason, const Usage& usage) override {
+    std::lock_guard<std::mutex> lock(mu);
+    finished.push_back(reason);
+    EXPECT_GE(usage.total_seconds, usage.first_token_seconds);
+  }
+  std::mutex mu;
+  int64_t prefill_tokens = 0, generated = 0, gaps = 0;
+  int max_decode_batch = 0;
+  IterationReport last;
+  std::vector<FinishReason> finished;
+};
+
+TEST_F(SchedulerTest, TheObserverSeesEveryTokenAndEveryEnd) {
+  RecordingObserver observer;
+  {
+    auto scheduler = Make({.slots = 3, .observer = &observer});
+    std::vector<std::shared_ptr<ResultStream>> streams;
+    for (int i = 0; i < 3; ++i) {
+      auto stream = scheduler->Submit(
+          Greedy("o" + std::to_string(i), {1, 2, 3, 4}, 5 + i));
+      ASSERT_TRUE(stream.ok()) << stream.status();
+      streams.push_back(*stream);
+    }
+    for (auto& stream : streams) Collect(*stream);
+    WaitForFreeSlots(*scheduler);
+  }
+  std::lock_guard<std::mutex> lock(observer.mu);
+  EXPECT_EQ(observer.prefill_tokens, 3 * 4);
+  EXPECT_EQ(observer.generated, 5 + 6 + 7);
+  EXPECT_EQ(observer.gaps, 5 + 6 + 7 - 3);  // all but each first token
+  EXPECT_EQ(observer.max_decode_batch, 3);
+  EXPECT_EQ(observer.finished, std::vector<FinishReason>(3, FinishReason::kLength));
+  EXPECT_EQ(observer.last.running, 0);
+  EXPECT_EQ(observer.last.free_slots, 3);
+}
+
 TEST_F(SchedulerTest, CancelAbortAndDeadlineFreeTheirSlots) {
   auto scheduler = Make({.slots = 3}, /*context=*/4096);
   auto cancelled = *scheduler->Submit(Greedy("c", {1, 2, 3}, 4000));

@@ -38,12 +38,15 @@ TEST(SkinnyGemm, MatchesDoublePrecisionDotProducts) {
 
 TEST(SkinnyGemm, ARowDoesNotDependOnTheOthers) {
   const int64_t k = 300, n = 50;
-  const auto x = h3::testing::RandomNormal(8 * k, 3);
   const auto w = h3::testing::RandomNormal(n * k, 4);
-  std::vector<float> batch(8 * n), alone(n);
-  SkinnyGemmCpu(x.data(), w.data(), batch.data(), 8, n, k, 0, n);
-  SkinnyGemmCpu(x.data() + 5 * k, w.data(), alone.data(), 1, n, k, 0, n);
-  for (int64_t j = 0; j < n; ++j) EXPECT_EQ(batch[5 * n + j], alone[j]);
+  const int64_t rows = kSkinnyGemmMaxRows;
+  const auto x = h3::testing::RandomNormal(rows * k, 3);
+  std::vector<float> batch(rows * n), alone(n);
+  SkinnyGemmCpu(x.data(), w.data(), batch.data(), rows, n, k, 0, n);
+  for (int64_t r : {int64_t{0}, int64_t{5}, rows - 1}) {
+    SkinnyGemmCpu(x.data() + r * k, w.data(), alone.data(), 1, n, k, 0, n);
+    for (int64_t j = 0; j < n; ++j) EXPECT_EQ(batch[r * n + j], alone[j]);
+  }
 }
 
 }  // namespace
