@@ -173,7 +173,7 @@ int Generate(const GenerateFlags& flags, const v1::GenerateRequest& request) {
                          std::chrono::microseconds(static_cast<int64_t>(
                              flags.timeout_seconds * 1e6)));
   }
-  CancelOnInterrupt interrupt(&context);  // before gRPC starts its threads
+  CancelOnInterrupt interrupt(&context);
   auto stub = v1::TextGeneration::NewStub(
       grpc::CreateChannel(flags.server, grpc::InsecureChannelCredentials()));
 

@@ -1,7 +1,7 @@
 #ifndef H3_CLIENTS_H3_INTERRUPT_H_
 #define H3_CLIENTS_H3_INTERRUPT_H_
 
-#include <pthread.h>
+#include <signal.h>
 
 #include <atomic>
 #include <thread>
@@ -14,10 +14,10 @@ namespace h3::cli {
 // object, so that a blocking call or stream on `context` ends with CANCELLED
 // instead of the process dying with the call open.
 //
-// Blocks SIGINT in the calling thread and waits for it on a thread of its
-// own; threads started later (gRPC's) inherit the mask, so construct it
-// before creating the channel. The process keeps SIGINT blocked after the
-// destructor. `context` must outlive the object. Not copyable.
+// Installs a SIGINT handler that only wakes a thread of this object's, which
+// cancels the call; the destructor restores the previous handler. A SIGINT
+// that is ignored (as in a background job) stays ignored. At most one object
+// may exist at a time. `context` must outlive it. Not copyable.
 class CancelOnInterrupt {
  public:
   explicit CancelOnInterrupt(grpc::ClientContext* context);
@@ -32,7 +32,8 @@ class CancelOnInterrupt {
   void Watch();
 
   grpc::ClientContext* context_;
-  std::atomic<bool> done_{false};
+  int pipe_[2] = {-1, -1};  // the handler writes, the watcher reads
+  struct sigaction previous_ {};
   std::atomic<bool> interrupted_{false};
   std::thread watcher_;
 };
