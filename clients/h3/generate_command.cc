@@ -152,7 +152,9 @@ nlohmann::ordered_json ResultJson(const v1::GenerateResponse& all,
 std::string Summary(const v1::GenerateResponse& all) {
   std::string finish = FinishReasonName(all.finish_reason());
   if (all.has_stop_string()) {
-    finish += " " + nlohmann::json(all.stop_string()).dump();
+    finish += " " + nlohmann::json(all.stop_string())
+                        .dump(-1, ' ', false,
+                              nlohmann::json::error_handler_t::replace);
   } else if (all.has_stop_token_id()) {
     finish += absl::StrFormat(" (token %d)", all.stop_token_id());
   }
@@ -204,8 +206,19 @@ int Generate(const GenerateFlags& flags, const v1::GenerateRequest& request) {
               << status.error_message() << "\n";
     return kGrpcErrorExit;
   }
+  if (all.finish_reason() == v1::FINISH_REASON_UNSPECIFIED) {
+    // As when a message did not parse: gRPC then ends the stream quietly.
+    if (!flags.json) std::cout << std::endl;
+    std::cerr << "h3 generate: the server's answer ended without a finish "
+                 "reason\n";
+    return kGrpcErrorExit;
+  }
   if (flags.json) {
-    std::cout << ResultJson(all, flags.logprobs >= 0).dump() << std::endl;
+    // A top logprob's text may be part of a character: replace, not throw.
+    std::cout << ResultJson(all, flags.logprobs >= 0)
+                     .dump(-1, ' ', false,
+                           nlohmann::json::error_handler_t::replace)
+              << std::endl;
     return 0;
   }
   if (all.text().empty() && all.token_ids_size() > 0) {

@@ -26,9 +26,10 @@ namespace h3::cli {
 // one matched, usage, and logprobs when asked for.
 //
 // Exit status: 0 on success; 1 after a gRPC error, printed as
-// "h3 generate: CODE_NAME: message"; 2 for a usage error; 130 when Ctrl-C
-// cancelled the call. Registers the subcommand on `app`; its callback stores
-// the exit status in *exit_code.
+// "h3 generate: CODE_NAME: message", or when the answer ended without a
+// finish reason; 2 for a usage error; 130 when Ctrl-C cancelled the call.
+// Registers the subcommand on `app`; its callback stores the exit status in
+// *exit_code.
 void AddGenerateCommand(CLI::App& app, int* exit_code);
 
 }  // namespace h3::cli

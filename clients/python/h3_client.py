@@ -136,6 +136,10 @@ def main():
     except grpc.RpcError as e:
         print(f"h3_client: {e.code().name}: {e.details()}", file=sys.stderr)
         return 1
+    if last.finish_reason == pb.FINISH_REASON_UNSPECIFIED:
+        print("\nh3_client: the stream ended without a finish reason",
+              file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(result_json(pb, ids, text, last)))
     elif not text and ids:

@@ -185,6 +185,7 @@ TEST_F(GenerateAgainstFakeTest, SendsOnlyTheFieldsGiven) {
             }
             logprobs { enabled: true top_n: 2 })pb"},
   };
+  fake_->SetScript(HelloScript());
   for (const auto& c : cases) {
     RunResult result = Generate(c.args);
     EXPECT_EQ(result.exit_code, 0) << result.out;
@@ -248,6 +249,17 @@ TEST_F(GenerateAgainstFakeTest, ServerErrorsPrintTheirCodeName) {
     EXPECT_THAT(result.out,
                 HasSubstr("h3 generate: INVALID_ARGUMENT: sampling.temperature "
                           "is -1, must be >= 0\n"));
+  }
+}
+
+TEST_F(GenerateAgainstFakeTest, AnAnswerWithoutAFinishReasonIsAnError) {
+  // As gRPC ends a stream whose message did not parse: quietly.
+  fake_->SetScript({.pieces = {Parse<v1::GenerateResponse>(
+                        R"pb(token_ids: 1 text: "cut")pb")}});
+  for (bool unary : {false, true}) {
+    RunResult result = Generate(WithCall(unary, {"--prompt-ids", "1"}));
+    EXPECT_EQ(result.exit_code, 1) << result.out;
+    EXPECT_THAT(result.out, HasSubstr("ended without a finish reason"));
   }
 }
 
@@ -349,6 +361,10 @@ TEST_F(GenerateAgainstFakeTest, PythonClientSendsAndPrintsTheSame) {
   python = RunCommand(argv);
   EXPECT_EQ(python.exit_code, 1) << python.out;
   EXPECT_THAT(python.out, HasSubstr("h3_client: INVALID_ARGUMENT: top_p is 2"));
+  fake_->SetScript({.pieces = {Parse<v1::GenerateResponse>("text: \"cut\"")}});
+  python = RunCommand(argv);
+  EXPECT_EQ(python.exit_code, 1) << python.out;
+  EXPECT_THAT(python.out, HasSubstr("ended without a finish reason"));
 }
 
 }  // namespace
