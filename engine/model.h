@@ -55,6 +55,7 @@ class Model {
   const loader::ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
   Backend& backend() { return *backend_; }
+  const Backend& backend() const { return *backend_; }
 
   // A sequence at position 0 (all states zero).
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence();

@@ -1,7 +1,9 @@
 // h3serve: serves a hybrid H3 language model over gRPC.
-#include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -14,15 +16,35 @@
 
 namespace {
 
-// Blocks SIGINT and SIGTERM in this thread and every thread started after it,
-// so that only the thread calling sigwait receives them.
-sigset_t BlockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
+// SIGINT/SIGTERM are turned into a byte on this pipe, read by a thread that
+// drains and stops the server. A handler (rather than blocking the signals
+// and calling sigwait) works whichever thread the kernel picks, including
+// threads that libraries start before main (OpenBLAS does).
+int stop_pipe[2] = {-1, -1};
+
+void OnStopSignal(int signal) {
+  const char byte = static_cast<char>(signal);
+  // A second signal while draining kills at once (the default action).
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  if (write(stop_pipe[1], &byte, 1) < 0) _exit(1);
+}
+
+bool InstallStopHandlers() {
+  if (pipe(stop_pipe) != 0) return false;
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  return sigaction(SIGINT, &action, nullptr) == 0 &&
+         sigaction(SIGTERM, &action, nullptr) == 0;
+}
+
+// Blocks until a stop signal arrives; returns it.
+int WaitForStopSignal() {
+  char byte = 0;
+  while (read(stop_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+  return byte;
 }
 
 }  // namespace
@@ -30,6 +52,7 @@ sigset_t BlockStopSignals() {
 int main(int argc, char** argv) {
   h3::server::ServerOptions options;
   double grace_seconds = 30;
+  int threads = 0;
 
   CLI::App app{
       "h3serve: an inference server for hybrid H3 language models.\n"
@@ -52,9 +75,53 @@ int main(int argc, char** argv) {
                  "SIGINT/SIGTERM")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--model", options.model_path,
+                 "Model file to serve (made by `h3 convert`); without it "
+                 "the server answers health (NOT_SERVING) and server info "
+                 "only")
+      ->check(CLI::ExistingFile);
+  app.add_option("--model-name", options.model_name,
+                 "Name GetModelInfo reports (default: the file name)");
+  app.add_option("--max-sequence-length", options.max_sequence_length,
+                 "Prompt plus generated tokens per request; sizes each "
+                 "slot's attention KV cache")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--max-new-tokens", options.max_new_tokens,
+                 "Most tokens one request may generate (also the default)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--slots", options.scheduler.slots,
+                 "Requests generating at once (each slot holds SSM states "
+                 "and a KV cache)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--max-waiting", options.scheduler.max_waiting,
+                 "Requests that may wait for a slot before new ones get "
+                 "RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--prefill-tokens",
+                 options.scheduler.prefill_tokens_per_iteration,
+                 "Prompt tokens prefilled per engine iteration; longer "
+                 "prompts are split so running requests keep decoding")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--prefill-chunk", options.prefill_chunk,
+                 "Tokens per FFT prefill call (state passing joins chunks)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--threads", threads,
+                 "CPU threads of the engine (default: $H3_NUM_THREADS, else "
+                 "all hardware threads)")
+      ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
+  if (threads > 0) setenv("H3_NUM_THREADS", std::to_string(threads).c_str(), 1);
 
-  const sigset_t stop_signals = BlockStopSignals();
+  if (!InstallStopHandlers()) {
+    std::perror("h3serve: cannot install signal handlers");
+    return 1;
+  }
   auto server = h3::server::Server::Start(options);
   if (!server.ok()) {
     std::cerr << "h3serve: " << server.status().message() << std::endl;
@@ -66,21 +133,30 @@ int main(int argc, char** argv) {
     std::cout << " metrics=http://" << options.host << ":"
               << (*server)->metrics_port() << "/metrics";
   }
-  std::cout << "\n"
-            << "No model is loaded: this build answers health checks "
-               "(NOT_SERVING), reflection and GetServerInfo; model loading "
-               "and generation are not built yet. Ctrl-C stops.\n"
-            << std::flush;
+  std::cout << "\n";
+  if ((*server)->model_loaded()) {
+    std::cout << "serving " << options.model_path << "; Ctrl-C drains and "
+              << "stops\n";
+  } else {
+    std::cout << "no model loaded (--model): health is NOT_SERVING and "
+                 "generation answers UNAVAILABLE; Ctrl-C stops\n";
+  }
+  std::cout << std::flush;
 
   std::thread signal_waiter([&] {
-    int signal = 0;
-    sigwait(&stop_signals, &signal);
+    const int signal = WaitForStopSignal();
     std::cout << "h3serve: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
-              << ", shutting down" << std::endl;
-    (*server)->Shutdown(
+              << ", draining" << std::endl;
+    const bool drained = (*server)->Drain(
         std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
+    std::cout << "h3serve: "
+              << (drained ? "all requests finished"
+                          : "grace period over; cancelling the rest")
+              << ", shutting down" << std::endl;
+    // A moment for handlers to send their last messages.
+    (*server)->Shutdown(std::chrono::milliseconds(drained ? 2000 : 0));
   });
   (*server)->Wait();
-  signal_waiter.join();
+  signal_waiter.join();  // Wait returns only after the waiter's Shutdown
   return 0;
 }

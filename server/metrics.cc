@@ -5,14 +5,118 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/build_info.h"
-#include "prometheus/gauge.h"
 
 namespace h3::server {
+namespace {
+
+using prometheus::Histogram;
+
+prometheus::Counter& NewCounter(prometheus::Registry& registry,
+                                const std::string& name,
+                                const std::string& help) {
+  return prometheus::BuildCounter()
+      .Name(name)
+      .Help(help)
+      .Register(registry)
+      .Add({});
+}
+
+prometheus::Gauge& NewGauge(prometheus::Registry& registry,
+                            const std::string& name, const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add(
+      {});
+}
+
+Histogram& NewHistogram(prometheus::Registry& registry, const std::string& name,
+                        const std::string& help,
+                        const Histogram::BucketBoundaries& buckets) {
+  return prometheus::BuildHistogram()
+      .Name(name)
+      .Help(help)
+      .Register(registry)
+      .Add({}, buckets);
+}
+
+void RegisterBuildInfo(prometheus::Registry& registry) {
+  const BuildInfo& info = GetBuildInfo();
+  prometheus::BuildGauge()
+      .Name("h3_build_info")
+      .Help("Always 1; the labels describe the running h3serve build")
+      .Register(registry)
+      .Add({{"version", info.version},
+            {"git_commit", info.git_commit},
+            {"cuda", info.cuda_enabled ? info.cuda_version : "none"}})
+      .Set(1);
+  const double now = std::chrono::duration<double>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  NewGauge(registry, "h3_start_time_seconds",
+           "Start time of the h3serve process since the Unix epoch")
+      .Set(now);
+}
+
+}  // namespace
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      requests_(prometheus::BuildCounter()
+                    .Name("h3_requests_total")
+                    .Help("Generation requests ended, by finish reason "
+                          "(length, stop, eos, cancelled, deadline, error)")
+                    .Register(*registry_)),
+      rejected_(prometheus::BuildCounter()
+                    .Name("h3_requests_rejected_total")
+                    .Help("Generation requests refused before running, by "
+                          "gRPC status code")
+                    .Register(*registry_)),
+      prompt_tokens_(NewCounter(*registry_, "h3_prompt_tokens_total",
+                                "Prompt tokens prefilled")),
+      generation_tokens_(NewCounter(*registry_, "h3_generation_tokens_total",
+                                    "Tokens generated")),
+      iterations_(NewCounter(*registry_, "h3_engine_iterations_total",
+                             "Iterations of the engine loop")),
+      time_to_first_token_(NewHistogram(
+          *registry_, "h3_time_to_first_token_seconds",
+          "From a request's arrival to its first generated token",
+          {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60})),
+      inter_token_(NewHistogram(
+          *registry_, "h3_inter_token_latency_seconds",
+          "Between consecutive generated tokens of a request",
+          {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5})),
+      request_duration_(NewHistogram(
+          *registry_, "h3_request_duration_seconds",
+          "From a request's arrival to its end",
+          {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300})),
+      queue_time_(
+          NewHistogram(*registry_, "h3_queue_time_seconds",
+                       "From a request's arrival to getting a slot",
+                       {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60})),
+      prefill_batch_tokens_(
+          NewHistogram(*registry_, "h3_prefill_batch_tokens",
+                       "Prompt tokens prefilled per engine iteration",
+                       {1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096})),
+      prefill_batch_sequences_(
+          NewHistogram(*registry_, "h3_prefill_batch_sequences",
+                       "Sequences given a prompt chunk per engine iteration",
+                       {1, 2, 4, 8, 16, 32, 64})),
+      decode_batch_(NewHistogram(*registry_, "h3_decode_batch_size",
+                                 "Sequences per batched decode step",
+                                 {1, 2, 4, 8, 16, 32, 64, 128, 256})),
+      running_(NewGauge(*registry_, "h3_requests_running",
+                        "Requests holding a slot")),
+      waiting_(NewGauge(*registry_, "h3_requests_waiting",
+                        "Requests waiting for a slot")),
+      slots_used_(
+          NewGauge(*registry_, "h3_slots_used", "Sequence slots in use")),
+      slots_free_(
+          NewGauge(*registry_, "h3_slots_free", "Sequence slots free")) {
+  RegisterBuildInfo(*registry_);
+}
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& host,
                                                         int port) {
   std::unique_ptr<Metrics> metrics(new Metrics());
-  metrics->registry_ = std::make_shared<prometheus::Registry>();
+  if (port < 0) return metrics;
   const std::string address = absl::StrCat(host, ":", port);
   try {  // prometheus-cpp (civetweb) reports a failed bind by throwing
     metrics->exposer_ = std::make_unique<prometheus::Exposer>(address);
@@ -23,28 +127,42 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& host,
   }
   auto ports = metrics->exposer_->GetListeningPorts();
   metrics->port_ = ports.empty() ? port : ports.front();
-
-  const BuildInfo& info = GetBuildInfo();
-  prometheus::BuildGauge()
-      .Name("h3_build_info")
-      .Help("Always 1; the labels describe the running h3serve build")
-      .Register(*metrics->registry_)
-      .Add({{"version", info.version},
-            {"git_commit", info.git_commit},
-            {"cuda", info.cuda_enabled ? info.cuda_version : "none"}})
-      .Set(1);
-  const double now = std::chrono::duration<double>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
-  prometheus::BuildGauge()
-      .Name("h3_start_time_seconds")
-      .Help("Start time of the h3serve process since the Unix epoch")
-      .Register(*metrics->registry_)
-      .Add({})
-      .Set(now);
-
   metrics->exposer_->RegisterCollectable(metrics->registry_);
   return metrics;
+}
+
+void Metrics::SetSlots(int slots) {
+  slots_free_.Set(slots);
+  slots_used_.Set(0);
+}
+
+void Metrics::OnRejected(const std::string& code) {
+  rejected_.Add({{"code", code}}).Increment();
+}
+
+void Metrics::OnIteration(const engine::IterationReport& r) {
+  iterations_.Increment();
+  prompt_tokens_.Increment(static_cast<double>(r.prefill_tokens));
+  generation_tokens_.Increment(static_cast<double>(r.generated_tokens));
+  if (r.prefill_sequences > 0) {
+    prefill_batch_tokens_.Observe(static_cast<double>(r.prefill_tokens));
+    prefill_batch_sequences_.Observe(r.prefill_sequences);
+  }
+  if (r.decode_batch > 0) decode_batch_.Observe(r.decode_batch);
+  for (double s : r.inter_token_seconds) inter_token_.Observe(s);
+  running_.Set(r.running);
+  waiting_.Set(r.waiting);
+  slots_used_.Set(r.running);
+  slots_free_.Set(r.free_slots);
+}
+
+void Metrics::OnFinish(engine::FinishReason reason, const engine::Usage& u) {
+  requests_.Add({{"finish_reason", engine::FinishReasonName(reason)}})
+      .Increment();
+  queue_time_.Observe(u.queue_seconds);
+  request_duration_.Observe(u.total_seconds);
+  if (u.generated_tokens > 0)
+    time_to_first_token_.Observe(u.first_token_seconds);
 }
 
 }  // namespace h3::server

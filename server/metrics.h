@@ -4,32 +4,68 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "engine/scheduler/observer.h"
+#include "prometheus/counter.h"
 #include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 
 namespace h3::server {
 
-// The Prometheus endpoint: an HTTP server of its own serving /metrics.
-// Metric names follow Prometheus conventions with the h3_ prefix. Today it
-// exports h3_build_info and h3_start_time_seconds; request, token and latency
-// metrics arrive with the engine loop. Thread-safe.
-class Metrics {
+// h3serve's Prometheus metrics (names with the h3_ prefix, units in the
+// names, as Prometheus' conventions say) and, optionally, the HTTP endpoint
+// serving them at /metrics. It observes the engine loop: requests by finish
+// reason, token counters, latency histograms (time to first token,
+// inter-token, end to end, queue), batch sizes and the load gauges; the
+// service adds refused requests. Thread-safe.
+class Metrics : public engine::SchedulerObserver {
  public:
-  // Listens on "host:port"; port 0 picks a free one (see port()).
+  // Listens on "host:port" (0 picks a free port; see port()); port -1 keeps
+  // the metrics without an endpoint.
   static absl::StatusOr<std::unique_ptr<Metrics>> Start(const std::string& host,
                                                         int port);
 
-  // The port actually listened on.
+  // The port actually listened on; -1 without an endpoint.
   int port() const { return port_; }
   prometheus::Registry& registry() { return *registry_; }
 
+  // The slot pool's size, for the slot gauges before the first iteration.
+  void SetSlots(int slots);
+  // A request refused before it reached the engine loop; `code` is the
+  // gRPC status code name in lower case, e.g. "invalid_argument".
+  void OnRejected(const std::string& code);
+
+  void OnIteration(const engine::IterationReport& report) override;
+  void OnFinish(engine::FinishReason reason,
+                const engine::Usage& usage) override;
+
  private:
-  Metrics() = default;
+  Metrics();
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  int port_ = 0;
+  int port_ = -1;
+
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Counter>& rejected_;
+  prometheus::Counter& prompt_tokens_;
+  prometheus::Counter& generation_tokens_;
+  prometheus::Counter& iterations_;
+  prometheus::Histogram& time_to_first_token_;
+  prometheus::Histogram& inter_token_;
+  prometheus::Histogram& request_duration_;
+  prometheus::Histogram& queue_time_;
+  prometheus::Histogram& prefill_batch_tokens_;
+  prometheus::Histogram& prefill_batch_sequences_;
+  prometheus::Histogram& decode_batch_;
+  prometheus::Gauge& running_;
+  prometheus::Gauge& waiting_;
+  prometheus::Gauge& slots_used_;
+  prometheus::Gauge& slots_free_;
 };
 
 }  // namespace h3::server

@@ -1,24 +1,69 @@
 #include "server/server.h"
 
+#include <filesystem>
+#include <thread>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "engine/backend.h"
+#include "engine/model.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
+#include "loader/model_file.h"
+#include "tokenizer/load.h"
 
 namespace h3::server {
 
+absl::Status Server::LoadModel(const ServerOptions& options) {
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<loader::ModelFile> file,
+                      loader::ModelFile::Open(options.model_path));
+  if (!file->tokenizer_kind().empty()) {
+    H3_ASSIGN_OR_RETURN(tokenizer_, tokenizer::LoadEmbeddedTokenizer(*file));
+  }
+  H3_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::Model> model,
+      engine::Model::Load(
+          *file, engine::MakeCpuBackend(),
+          {.prefill_chunk = options.prefill_chunk,
+           .max_sequence_length = options.max_sequence_length}));
+  engine::SchedulerOptions scheduler = options.scheduler;
+  scheduler.observer = metrics_.get();
+  H3_ASSIGN_OR_RETURN(
+      scheduler_,
+      engine::Scheduler::Create(std::move(model), tokenizer_.get(), scheduler));
+  metrics_->SetSlots(scheduler.slots);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options) {
+  if (options.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max new tokens is ", options.max_new_tokens, "; it must be >= 1"));
+  }
   std::unique_ptr<Server> server(new Server());
-  if (options.metrics_port >= 0) {
-    auto metrics = Metrics::Start(options.host, options.metrics_port);
-    if (!metrics.ok()) return metrics.status();
-    server->metrics_ = *std::move(metrics);
+  H3_ASSIGN_OR_RETURN(server->metrics_,
+                      Metrics::Start(options.host, options.metrics_port));
+  ServedModel served{.max_new_tokens = options.max_new_tokens};
+  if (!options.model_path.empty()) {
+    if (absl::Status s = server->LoadModel(options); !s.ok()) {
+      return absl::Status(
+          s.code(),
+          absl::StrCat("cannot serve ", options.model_path, ": ", s.message()));
+    }
+    served.scheduler = server->scheduler_.get();
+    served.name =
+        options.model_name.empty()
+            ? std::filesystem::path(options.model_path).stem().string()
+            : options.model_name;
   }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  server->service_ = std::make_unique<TextGenerationService>();
+  server->service_ = std::make_unique<TextGenerationService>(
+      std::move(served), server->metrics_.get());
 
   const std::string address = absl::StrCat(options.host, ":", options.port);
   grpc::ServerBuilder builder;
@@ -34,12 +79,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
         absl::StrCat("cannot serve gRPC on ", address,
                      " (is the port in use? choose another with --port)"));
   }
-
-  // No model is loaded: say so to load balancers and probes.
+  // Each service name must be set once; later calls of SetServingStatus(bool)
+  // change them all.
   grpc::HealthCheckServiceInterface* health =
       server->grpc_server_->GetHealthCheckService();
-  health->SetServingStatus("", false);
-  health->SetServingStatus(v1::TextGeneration::service_full_name(), false);
+  health->SetServingStatus("", server->model_loaded());
+  health->SetServingStatus(v1::TextGeneration::service_full_name(),
+                           server->model_loaded());
   return server;
 }
 
@@ -47,6 +93,19 @@ Server::~Server() {
   if (grpc_server_ == nullptr) return;  // Start failed part-way
   Shutdown(std::chrono::milliseconds(0));
   Wait();
+}
+
+bool Server::Drain(std::chrono::milliseconds timeout) {
+  grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+  service_->SetDraining();
+  if (scheduler_ == nullptr) return true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const engine::Scheduler::Stats stats = scheduler_->stats();
+    if (stats.running == 0 && stats.waiting == 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void Server::Shutdown(std::chrono::milliseconds grace) {

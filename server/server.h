@@ -2,13 +2,16 @@
 #define H3_SERVER_SERVER_H_
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/scheduler/scheduler.h"
 #include "grpcpp/server.h"
 #include "server/metrics.h"
 #include "server/text_generation_service.h"
+#include "tokenizer/tokenizer.h"
 
 namespace h3::server {
 
@@ -16,18 +19,28 @@ struct ServerOptions {
   std::string host = "0.0.0.0";
   int port = 50051;         // 0: pick a free port
   int metrics_port = 8000;  // 0: pick a free port; -1: no metrics endpoint
+
+  std::string model_path;  // a model file (h3 convert); empty: no model
+  std::string model_name;  // reported by GetModelInfo; empty: the file name
+  // Prompt plus generated tokens per request (sizes each slot's KV cache).
+  int64_t max_sequence_length = 2048;
+  int64_t prefill_chunk = 1024;        // tokens per FFT prefill call
+  int64_t max_new_tokens = 512;        // per request
+  engine::SchedulerOptions scheduler;  // its observer is set by Start
 };
 
-// h3serve: the TextGeneration service, the standard grpc.health.v1.Health
-// service and server reflection on one gRPC port, and /metrics on another.
+// h3serve: loads the model, starts the engine loop, and serves the
+// TextGeneration service, the standard grpc.health.v1.Health service and
+// server reflection on one gRPC port, and /metrics on another.
 //
-// Health: the overall status ("") and "h3.v1.TextGeneration" are SERVING only
-// while a model is loaded; today no model can be loaded, so both report
-// NOT_SERVING. Thread-safe; Shutdown may be called from any thread.
+// Health: the overall status ("") and "h3.v1.TextGeneration" are SERVING
+// while a model is loaded and the server is not draining, NOT_SERVING
+// otherwise. Thread-safe; Drain and Shutdown may be called from any thread.
 class Server {
  public:
-  // Binds both ports and starts serving. Unavailable (naming the address)
-  // when a port cannot be bound.
+  // Loads the model (errors name the file and the problem), then binds both
+  // ports (Unavailable naming the address when one cannot be bound) and
+  // starts serving.
   static absl::StatusOr<std::unique_ptr<Server>> Start(
       const ServerOptions& options);
 
@@ -35,7 +48,13 @@ class Server {
 
   int port() const { return port_; }
   // -1 when metrics are disabled.
-  int metrics_port() const { return metrics_ ? metrics_->port() : -1; }
+  int metrics_port() const { return metrics_->port(); }
+  bool model_loaded() const { return scheduler_ != nullptr; }
+
+  // Health goes NOT_SERVING and new generation requests are refused
+  // (UNAVAILABLE); waits up to `timeout` for the running and waiting ones to
+  // finish. True when none is left.
+  bool Drain(std::chrono::milliseconds timeout);
 
   // Stops accepting calls, lets calls in flight finish for up to `grace`,
   // then cancels the rest. Idempotent.
@@ -46,9 +65,14 @@ class Server {
 
  private:
   Server() = default;
+  absl::Status LoadModel(const ServerOptions& options);
 
-  std::unique_ptr<TextGenerationService> service_;
+  // Destroyed bottom-up: gRPC first (no handler runs afterwards), then the
+  // engine loop, then what it uses.
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<engine::Scheduler> scheduler_;
+  std::unique_ptr<TextGenerationService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
 };

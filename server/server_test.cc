@@ -1,11 +1,6 @@
 // The server in-process on loopback: ports, health, GetServerInfo, metrics.
 #include "server/server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <string>
 
 #include "gmock/gmock.h"
@@ -13,35 +8,13 @@
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "h3/v1/text_generation.grpc.pb.h"
+#include "server/testing/test_server.h"
 
 namespace h3::server {
 namespace {
 
 using ::testing::HasSubstr;
-
-// GET http://127.0.0.1:port/metrics, the whole response (headers + body).
-std::string HttpGetMetrics(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string request =
-      "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
-  if (write(fd, request.data(), request.size()) < 0) {
-    close(fd);
-    return "";
-  }
-  std::string response;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) response.append(buf, n);
-  close(fd);
-  return response;
-}
+using testing::HttpGetMetrics;
 
 std::unique_ptr<Server> StartOnLoopback() {
   ServerOptions options;
@@ -96,14 +69,15 @@ TEST_F(ServerTest, ServerInfoReportsBuildAndNoModel) {
   EXPECT_GE(info.uptime_seconds(), 0.0);
 }
 
-TEST_F(ServerTest, GenerationWithoutEngineIsUnimplemented) {
+TEST_F(ServerTest, GenerationWithoutModelIsUnavailable) {
   auto stub = v1::TextGeneration::NewStub(channel_);
   grpc::ClientContext context;
   v1::GenerateRequest request;
   request.set_text("Hello");
   v1::GenerateResponse response;
   grpc::Status status = stub->Complete(&context, request, &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(), HasSubstr("--model"));
 }
 
 TEST_F(ServerTest, HealthIsNotServingWithoutModel) {

@@ -1,11 +1,219 @@
 #include "server/text_generation_service.h"
 
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "base/build_info.h"
+#include "loader/dtype.h"
+#include "server/status.h"
 
 namespace h3::server {
+namespace {
 
-TextGenerationService::TextGenerationService()
-    : start_(std::chrono::steady_clock::now()) {}
+using std::chrono::milliseconds;
+
+// How often a handler waiting for the engine checks that its client is
+// still there.
+constexpr milliseconds kPollInterval(50);
+
+grpc::Status NoModel() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "no model is loaded (start h3serve with --model)");
+}
+
+grpc::Status NoTokenizer() {
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      "the served model has no tokenizer (embed one with "
+                      "`h3 convert --tokenizer`); use token ids");
+}
+
+// The call's gRPC deadline on the engine's clock; nullopt when it has none.
+std::optional<engine::SteadyTime> Deadline(const grpc::ServerContext& context) {
+  const auto deadline = context.deadline();
+  const auto now = std::chrono::system_clock::now();
+  // Calls without a deadline report one at the end of time.
+  if (deadline - now > std::chrono::hours(24 * 365)) return std::nullopt;
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             deadline - now);
+}
+
+}  // namespace
+
+TextGenerationService::TextGenerationService(ServedModel model,
+                                             Metrics* metrics)
+    : model_(std::move(model)),
+      metrics_(metrics),
+      start_(std::chrono::steady_clock::now()) {}
+
+void TextGenerationService::SetDraining() {
+  draining_.store(true);
+  if (model_.scheduler != nullptr) model_.scheduler->Drain();
+}
+
+const tokenizer::Tokenizer* TextGenerationService::tokenizer() const {
+  return model_.scheduler == nullptr ? nullptr : model_.scheduler->tokenizer();
+}
+
+grpc::Status TextGenerationService::Refuse(const absl::Status& status) {
+  metrics_->OnRejected(
+      absl::AsciiStrToLower(absl::StatusCodeToString(status.code())));
+  return ToGrpcStatus(status);
+}
+
+std::string TextGenerationService::RequestId(
+    const v1::GenerateRequest& request) {
+  if (!request.request_id().empty()) return request.request_id();
+  return absl::StrCat("h3-", next_id_.fetch_add(1));
+}
+
+grpc::Status TextGenerationService::Run(
+    grpc::ServerContext* context, const v1::GenerateRequest& request,
+    const std::string& request_id,
+    const std::function<bool(const engine::Delta&)>& sink) {
+  if (model_.scheduler == nullptr) return NoModel();
+  if (draining_.load()) {
+    return Refuse(absl::UnavailableError("the server is shutting down"));
+  }
+  const engine::Model& model = model_.scheduler->model();
+  absl::StatusOr<engine::GenerationRequest> r = ToGenerationRequest(
+      request, request_id,
+      {.max_sequence_length = model.options().max_sequence_length,
+       .max_new_tokens = model_.max_new_tokens},
+      tokenizer());
+  if (!r.ok()) return Refuse(r.status());
+  r->deadline = Deadline(*context);
+  absl::StatusOr<std::shared_ptr<engine::ResultStream>> stream =
+      model_.scheduler->Submit(*std::move(r));
+  if (!stream.ok()) return Refuse(stream.status());
+
+  while (true) {
+    std::optional<engine::Delta> delta = (*stream)->Next(kPollInterval);
+    if (!delta.has_value()) {
+      if (context->IsCancelled()) {
+        (*stream)->Cancel();
+        return grpc::Status(grpc::StatusCode::CANCELLED,
+                            "the call was cancelled");
+      }
+      continue;
+    }
+    if (delta->finish == engine::FinishReason::kError) {
+      return grpc::Status(
+          grpc::StatusCode::INTERNAL,
+          absl::StrCat("the engine failed: ", delta->error.message()));
+    }
+    const bool last = delta->finish != engine::FinishReason::kNone;
+    if (!sink(*delta)) {
+      (*stream)->Cancel();
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+    }
+    if (last) return grpc::Status::OK;
+  }
+}
+
+grpc::Status TextGenerationService::Generate(
+    grpc::ServerContext* context, const v1::GenerateRequest* request,
+    grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  const std::string id = RequestId(*request);
+  return Run(context, *request, id, [&](const engine::Delta& delta) {
+    v1::GenerateResponse response;
+    response.set_request_id(id);
+    AppendDelta(delta, tokenizer(), &response);
+    return writer->Write(response);
+  });
+}
+
+grpc::Status TextGenerationService::Complete(grpc::ServerContext* context,
+                                             const v1::GenerateRequest* request,
+                                             v1::GenerateResponse* response) {
+  const std::string id = RequestId(*request);
+  response->set_request_id(id);
+  return Run(context, *request, id, [&](const engine::Delta& delta) {
+    AppendDelta(delta, tokenizer(), response);
+    return true;
+  });
+}
+
+grpc::Status TextGenerationService::Tokenize(grpc::ServerContext* context,
+                                             const v1::TokenizeRequest* request,
+                                             v1::TokenizeResponse* response) {
+  if (model_.scheduler == nullptr) return NoModel();
+  const tokenizer::Tokenizer* t = tokenizer();
+  if (t == nullptr) return NoTokenizer();
+  absl::StatusOr<std::vector<int32_t>> ids = t->Encode(request->text());
+  if (!ids.ok()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("text: ", ids.status().message())));
+  }
+  if (request->add_bos() && t->bos_id() >= 0) {
+    ids->insert(ids->begin(), t->bos_id());
+  }
+  for (int32_t id : *ids) {
+    response->add_token_ids(id);
+    absl::StatusOr<std::string> piece = t->TokenText(id);
+    response->add_pieces(piece.ok() ? *std::move(piece) : std::string());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status TextGenerationService::Detokenize(
+    grpc::ServerContext* context, const v1::DetokenizeRequest* request,
+    v1::DetokenizeResponse* response) {
+  if (model_.scheduler == nullptr) return NoModel();
+  const tokenizer::Tokenizer* t = tokenizer();
+  if (t == nullptr) return NoTokenizer();
+  std::vector<int32_t> ids;
+  for (int32_t id : request->token_ids()) {
+    const bool special = id == t->eos_id() || id == t->bos_id();
+    if (!(request->skip_special_tokens() && special)) ids.push_back(id);
+  }
+  absl::StatusOr<std::string> text = t->Decode(ids);
+  if (!text.ok()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("token_ids: ", text.status().message())));
+  }
+  response->set_text(*std::move(text));
+  return grpc::Status::OK;
+}
+
+grpc::Status TextGenerationService::GetModelInfo(
+    grpc::ServerContext* context, const v1::GetModelInfoRequest* request,
+    v1::ModelInfo* response) {
+  if (model_.scheduler == nullptr) return NoModel();
+  engine::Scheduler& scheduler = *model_.scheduler;
+  const engine::Model& model = scheduler.model();
+  const loader::ModelConfig& c = model.config();
+  response->set_name(model_.name);
+  v1::ModelConfig* config = response->mutable_config();
+  config->set_d_model(c.d_model);
+  config->set_n_layer(c.n_layer);
+  config->set_padded_vocab_size(c.padded_vocab_size);
+  for (int64_t layer : c.attn_layer_idx) config->add_attention_layers(layer);
+  config->set_n_attention_heads(c.n_heads);
+  config->set_rotary_dim(c.rotary_dim);
+  config->set_d_state(c.d_state);
+  config->set_h3_head_dim(c.head_dim);
+  v1::TokenizerInfo* tok = response->mutable_tokenizer();
+  if (const tokenizer::Tokenizer* t = tokenizer(); t != nullptr) {
+    tok->set_kind(std::string(t->kind()));
+    tok->set_vocab_size(t->vocab_size());
+    tok->set_eos_token_id(t->eos_id());
+    tok->set_bos_token_id(t->bos_id());
+  } else {
+    tok->set_vocab_size(c.vocab_size);
+    tok->set_eos_token_id(-1);
+    tok->set_bos_token_id(-1);
+  }
+  v1::ServingLimits* limits = response->mutable_limits();
+  limits->set_max_sequence_length(model.options().max_sequence_length);
+  limits->set_max_new_tokens(model_.max_new_tokens);
+  limits->set_max_running_requests(scheduler.options().slots);
+  limits->set_max_waiting_requests(scheduler.options().max_waiting);
+  response->set_dtype(std::string(loader::DTypeFlag(c.dtype)));
+  response->set_device(model.backend().name());
+  return grpc::Status::OK;
+}
 
 grpc::Status TextGenerationService::GetServerInfo(
     grpc::ServerContext* context, const v1::GetServerInfoRequest* request,
@@ -17,8 +225,27 @@ grpc::Status TextGenerationService::GetServerInfo(
   response->set_uptime_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
           .count());
-  response->set_model_loaded(false);
+  response->set_model_loaded(model_.scheduler != nullptr);
   response->set_draining(draining_.load());
+  if (model_.scheduler != nullptr) {
+    const engine::Scheduler::Stats stats = model_.scheduler->stats();
+    response->set_running_requests(stats.running);
+    response->set_waiting_requests(stats.waiting);
+    response->set_total_slots(stats.slots);
+    response->set_free_slots(stats.free_slots);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status TextGenerationService::Abort(grpc::ServerContext* context,
+                                          const v1::AbortRequest* request,
+                                          v1::AbortResponse* response) {
+  if (request->request_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "request_id is empty");
+  }
+  if (model_.scheduler == nullptr) return NoModel();
+  response->set_found(model_.scheduler->Abort(request->request_id()));
   return grpc::Status::OK;
 }
 

@@ -3,30 +3,81 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
 
+#include "engine/scheduler/scheduler.h"
 #include "h3/v1/text_generation.grpc.pb.h"
+#include "server/generate_request.h"
+#include "server/metrics.h"
 
 namespace h3::server {
 
-// The h3.v1.TextGeneration service. Until an engine is attached (the loader,
-// engine and serving issues), it answers GetServerInfo and leaves every
-// generation method to the generated base class, which answers UNIMPLEMENTED.
+// What the service serves; the Server owns all of it.
+struct ServedModel {
+  engine::Scheduler* scheduler = nullptr;  // null: no model loaded
+  std::string name;
+  int64_t max_new_tokens = 0;  // per request
+};
+
+// The h3.v1.TextGeneration service over the engine loop. Generation
+// methods submit to the Scheduler and relay its ResultStream; a client that
+// cancels, disconnects or passes its deadline ends its request (and frees
+// its slot) within one engine iteration. Without a model, the model methods
+// answer UNAVAILABLE.
 //
-// Thread-safe: gRPC calls the methods from its own threads.
+// gRPC's synchronous server: each call holds one gRPC thread while it
+// waits for the engine. Thread-safe.
 class TextGenerationService final : public v1::TextGeneration::Service {
  public:
-  TextGenerationService();
+  // `metrics` must outlive the service.
+  TextGenerationService(ServedModel model, Metrics* metrics);
 
-  // Marks the server as shutting down (reported by GetServerInfo).
-  void SetDraining() { draining_.store(true); }
+  // From now on generation requests answer UNAVAILABLE; GetServerInfo
+  // reports draining.
+  void SetDraining();
 
+  grpc::Status Generate(
+      grpc::ServerContext* context, const v1::GenerateRequest* request,
+      grpc::ServerWriter<v1::GenerateResponse>* writer) override;
+  grpc::Status Complete(grpc::ServerContext* context,
+                        const v1::GenerateRequest* request,
+                        v1::GenerateResponse* response) override;
+  grpc::Status Tokenize(grpc::ServerContext* context,
+                        const v1::TokenizeRequest* request,
+                        v1::TokenizeResponse* response) override;
+  grpc::Status Detokenize(grpc::ServerContext* context,
+                          const v1::DetokenizeRequest* request,
+                          v1::DetokenizeResponse* response) override;
+  grpc::Status GetModelInfo(grpc::ServerContext* context,
+                            const v1::GetModelInfoRequest* request,
+                            v1::ModelInfo* response) override;
   grpc::Status GetServerInfo(grpc::ServerContext* context,
                              const v1::GetServerInfoRequest* request,
                              v1::ServerInfo* response) override;
+  grpc::Status Abort(grpc::ServerContext* context,
+                     const v1::AbortRequest* request,
+                     v1::AbortResponse* response) override;
 
  private:
+  // Submits the request and hands every delta of its stream to `sink`
+  // until the final one; false from `sink` (the client is gone) cancels it.
+  grpc::Status Run(grpc::ServerContext* context,
+                   const v1::GenerateRequest& request,
+                   const std::string& request_id,
+                   const std::function<bool(const engine::Delta&)>& sink);
+  // The request's id, or a new one when it names none.
+  std::string RequestId(const v1::GenerateRequest& request);
+  // Counts a refusal in the metrics and returns it.
+  grpc::Status Refuse(const absl::Status& status);
+  const tokenizer::Tokenizer* tokenizer() const;
+
+  const ServedModel model_;
+  Metrics* const metrics_;
   const std::chrono::steady_clock::time_point start_;
   std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> next_id_{1};
 };
 
 }  // namespace h3::server

@@ -54,6 +54,7 @@ struct Usage {
   int64_t cached_tokens = 0;       // prompt tokens served from a saved state
   double queue_seconds = 0;        // submitted -> admitted
   double first_token_seconds = 0;  // submitted -> first token (0: none)
+  double total_seconds = 0;        // submitted -> finished
 };
 
 // What a stream receives: new tokens since the last delta, and at the end
@@ -64,8 +65,9 @@ struct Delta {
   std::string text;                    // whole UTF-8 characters only
   FinishReason finish = FinishReason::kNone;
   std::string matched_stop;  // the stop string, when finish == kStop by one
-  Usage usage;               // set when finish != kNone
-  absl::Status error;        // set when finish == kError
+  int32_t matched_stop_token = -1;  // the stop token id, when by one
+  Usage usage;                      // set when finish != kNone
+  absl::Status error;               // set when finish == kError
 };
 
 }  // namespace h3::engine

@@ -38,6 +38,7 @@ void ResultStream::Push(Delta delta) {
       last.text += delta.text;
       last.finish = delta.finish;
       last.matched_stop = std::move(delta.matched_stop);
+      last.matched_stop_token = delta.matched_stop_token;
       last.usage = delta.usage;
       last.error = std::move(delta.error);
     }

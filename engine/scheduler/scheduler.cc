@@ -37,6 +37,7 @@ struct Scheduler::Sequence {
   int64_t prefilled = 0;  // prompt tokens consumed
   std::vector<int32_t> generated;
   SteadyTime submitted;
+  SteadyTime last_token;  // when the newest token was sampled
   double queue_seconds = 0, first_token_seconds = 0;
   FinishReason finish = FinishReason::kNone;
   Delta final;  // sent once the request id and slot are free
@@ -210,6 +211,7 @@ void Scheduler::Loop() {
 }
 
 void Scheduler::Step() {
+  report_ = {};
   EndExpired();
   Admit();
   if (absl::Status s = Prefill(); !s.ok()) {
@@ -219,8 +221,14 @@ void Scheduler::Step() {
     for (auto& seq : running_) Finish(*seq, FinishReason::kError, {.error = s});
   }
   Retire();
-  std::lock_guard<std::mutex> lock(mu_);
-  ++iterations_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++iterations_;
+    report_.running = running_count_;
+    report_.waiting = static_cast<int>(waiting_.size());
+    report_.free_slots = options_.slots - running_count_;
+  }
+  if (options_.observer != nullptr) options_.observer->OnIteration(report_);
 }
 
 void Scheduler::EndExpired() {
@@ -290,6 +298,8 @@ absl::Status Scheduler::Prefill() {
         last ? logits_.data() : nullptr));
     s->prefilled += n;
     budget -= n;
+    report_.prefill_sequences += 1;
+    report_.prefill_tokens += n;
     if (last) Emit(*s, logits_.data());
   }
   return absl::OkStatus();
@@ -306,6 +316,7 @@ absl::Status Scheduler::Decode() {
     tokens.push_back(s->generated.back());
   }
   if (batch.empty()) return absl::OkStatus();
+  report_.decode_batch = static_cast<int>(batch.size());
   H3_RETURN_IF_ERROR(model_->Decode(states, tokens, logits_.data()));
   const int64_t row = model_->config().padded_vocab_size;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -323,8 +334,17 @@ void Scheduler::Emit(Sequence& s, const float* logits) {
       r.logprobs,
       too_short ? absl::Span<const int32_t>(s.banned)
                 : absl::Span<const int32_t>());
-  if (s.generated.empty()) s.first_token_seconds = SecondsSince(s.submitted);
+  const SteadyTime now = std::chrono::steady_clock::now();
+  if (s.generated.empty()) {
+    s.first_token_seconds =
+        std::chrono::duration<double>(now - s.submitted).count();
+  } else {
+    report_.inter_token_seconds.push_back(
+        std::chrono::duration<double>(now - s.last_token).count());
+  }
+  s.last_token = now;
   s.generated.push_back(token.id);
+  report_.generated_tokens += 1;
 
   Delta delta{.token_ids = {token.id}};
   if (r.logprobs >= 0) delta.logprobs.push_back(token);
@@ -336,6 +356,7 @@ void Scheduler::Emit(Sequence& s, const float* logits) {
   } else if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(),
                        token.id) != r.stop_token_ids.end()) {
     finish = FinishReason::kStop;
+    delta.matched_stop_token = token.id;
   } else if (s.decoder.has_value()) {
     absl::StatusOr<tokenizer::IncrementalDecoder::Step> step =
         s.decoder->Add(token.id);
@@ -371,7 +392,11 @@ void Scheduler::Finish(Sequence& s, FinishReason reason, Delta delta) {
   delta.usage = {.prompt_tokens = static_cast<int64_t>(s.request.prompt.size()),
                  .generated_tokens = static_cast<int64_t>(s.generated.size()),
                  .queue_seconds = s.queue_seconds,
-                 .first_token_seconds = s.first_token_seconds};
+                 .first_token_seconds = s.first_token_seconds,
+                 .total_seconds = SecondsSince(s.submitted)};
+  if (options_.observer != nullptr) {
+    options_.observer->OnFinish(reason, delta.usage);
+  }
   s.final = std::move(delta);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "engine/model.h"
+#include "engine/scheduler/observer.h"
 #include "engine/scheduler/request.h"
 #include "engine/scheduler/result_stream.h"
 #include "tokenizer/tokenizer.h"
@@ -32,6 +33,9 @@ struct SchedulerOptions {
   int64_t prefill_tokens_per_iteration = 256;
   // Deltas a stream buffers before the loop merges new ones into the last.
   int stream_buffer = 64;
+  // Receives per-iteration and per-request measurements; may be null. Must
+  // outlive the scheduler.
+  SchedulerObserver* observer = nullptr;
 };
 
 // The engine loop: continuous batching over a pool of sequence slots.
@@ -78,6 +82,9 @@ class Scheduler {
   Stats stats() const;
 
   const Model& model() const { return *model_; }
+  // Null when the scheduler serves token ids only.
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_; }
+  const SchedulerOptions& options() const { return options_; }
 
  private:
   struct Sequence;
@@ -109,6 +116,7 @@ class Scheduler {
   // Owned by the loop thread.
   std::vector<std::unique_ptr<SequenceState>> free_states_;
   std::vector<std::unique_ptr<Sequence>> running_;
+  IterationReport report_;  // of the current iteration
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

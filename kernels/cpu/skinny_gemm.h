@@ -14,7 +14,11 @@ namespace h3::kernels {
 // does not overlap x or w; rows, n, k >= 0. Each output is one dot product
 // summed in a fixed order, so a row's result does not depend on the other
 // rows (a sequence's logits do not depend on its batch).
-inline constexpr int64_t kSkinnyGemmMaxRows = 16;
+//
+// The CPU backend uses it up to kSkinnyGemmMaxRows rows, so decoding up to
+// that many sequences at once is batch-invariant: a seeded request samples
+// the same tokens alone or in a full batch.
+inline constexpr int64_t kSkinnyGemmMaxRows = 64;
 
 // Single-threaded over output columns [n_begin, n_end); callers split n.
 void SkinnyGemmCpu(const float* x, const float* w, float* y, int64_t rows,

@@ -13,7 +13,9 @@
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "h3/v1/text_generation.grpc.pb.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/random_model.h"
 #include "tests/support/subprocess.h"
 #include "tokenizer/test_fixtures.h"
 
@@ -279,7 +281,41 @@ TEST(ServeTest, AnswersH3ToolReflectionAndStopsOnSigterm) {
   EXPECT_TRUE(stream->Finish().ok());
 
   EXPECT_EQ(server.Stop(SIGTERM, 20s), 0) << server.output();
-  EXPECT_THAT(server.output(), HasSubstr("SIGTERM, shutting down"));
+  EXPECT_THAT(server.output(), HasSubstr("SIGTERM, draining"));
+  EXPECT_THAT(server.output(), HasSubstr("shutting down"));
+}
+
+TEST(ServeTest, SigtermLetsRunningStreamsFinishThenExitsZero) {
+  const std::string model = ::testing::TempDir() + "/serve_drain.h3";
+  ASSERT_TRUE(
+      testing::WriteRandomModel(testing::SmallHybridConfig(64), model).ok());
+  Subprocess server({kH3serve, "--model", model, "--host", "127.0.0.1",
+                     "--port", "0", "--metrics-port", "-1",
+                     "--max-sequence-length", "16384", "--max-new-tokens",
+                     "12000", "--shutdown-grace", "60"});
+  const int port = StartServer(server);
+  ASSERT_GT(port, 0) << server.output();
+  auto stub = v1::TextGeneration::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  // Long enough (attention over a growing context) to outlast the signal.
+  grpc::ClientContext context;
+  v1::GenerateRequest request;
+  request.mutable_token_ids()->add_ids(1);
+  request.mutable_sampling()->set_temperature(0);
+  request.mutable_stop()->set_max_new_tokens(12000);
+  auto reader = stub->Generate(&context, request);
+  v1::GenerateResponse message;
+  ASSERT_TRUE(reader->Read(&message));
+  size_t tokens = message.token_ids_size();
+
+  kill(server.pid(), SIGTERM);
+  while (reader->Read(&message)) tokens += message.token_ids_size();
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(message.finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(tokens, 12000u);
+  EXPECT_EQ(server.Stop(0, 30s), 0) << server.output();
+  EXPECT_THAT(server.output(), HasSubstr("SIGTERM, draining"));
+  EXPECT_THAT(server.output(), HasSubstr("all requests finished"));
 }
 
 TEST(ServeTest, SecondServerOnTheSamePortFailsClearly) {

@@ -29,6 +29,7 @@ class Subprocess {
   Subprocess& operator=(const Subprocess&) = delete;
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
 
   // Reads output until a line containing `needle` arrives (returns that line)
   // or until `timeout` or end of output (returns "").

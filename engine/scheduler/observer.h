@@ -1,0 +1,39 @@
+#ifndef H3_ENGINE_SCHEDULER_OBSERVER_H_
+#define H3_ENGINE_SCHEDULER_OBSERVER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/scheduler/request.h"
+
+namespace h3::engine {
+
+// What one iteration of the engine loop did, and the load after it.
+struct IterationReport {
+  int prefill_sequences = 0;  // sequences that got a prompt chunk
+  int64_t prefill_tokens = 0;
+  int decode_batch = 0;  // sequences in the batched decode step
+  int64_t generated_tokens = 0;
+  // For every token sampled after a sequence's first: the seconds since
+  // that sequence's previous token.
+  std::vector<double> inter_token_seconds;
+  int running = 0;  // in slots, after retiring
+  int waiting = 0;
+  int free_slots = 0;
+};
+
+// Receives the engine loop's measurements (the server turns them into
+// Prometheus metrics). Called on the loop thread, so implementations must
+// be quick and must not call back into the Scheduler.
+class SchedulerObserver {
+ public:
+  virtual ~SchedulerObserver() = default;
+  // After every iteration that held at least one request.
+  virtual void OnIteration(const IterationReport& report) = 0;
+  // When a request ends, whatever the reason (waiting requests included).
+  virtual void OnFinish(FinishReason reason, const Usage& usage) = 0;
+};
+
+}  // namespace h3::engine
+
+#endif  // H3_ENGINE_SCHEDULER_OBSERVER_H_
