@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "h3/v1/text_generation.grpc.pb.h"
 #include "loader/config.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/random_model.h"
@@ -75,18 +77,30 @@ class GenerateTest : public ::testing::Test {
       setup_error_ = "h3 convert: " + convert.out;
       return;
     }
-    server_ = std::make_unique<Subprocess>(std::vector<std::string>{
-        kH3serve, "--model", model_, "--host", "127.0.0.1", "--port", "0",
-        "--metrics-port", "-1"});
-    const std::string line = server_->WaitForLine("listening:", 60s);
+    server_ = StartServer({}, &address_);
+    if (address_.empty()) {
+      setup_error_ = "h3serve did not start: " + server_->output();
+    }
+  }
+
+  // Starts h3serve on the suite's model with `flags` on a free loopback
+  // port; sets *address to its HOST:PORT, or "" when it did not start.
+  static std::unique_ptr<Subprocess> StartServer(
+      const std::vector<std::string>& flags, std::string* address) {
+    std::vector<std::string> argv = {kH3serve, "--model",        model_,
+                                     "--host", "127.0.0.1",      "--port",
+                                     "0",      "--metrics-port", "-1"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto server = std::make_unique<Subprocess>(argv);
+    const std::string line = server->WaitForLine("listening:", 60s);
     const std::string key = "grpc=";
     const size_t at = line.find(key);
-    if (at == std::string::npos) {
-      setup_error_ = "h3serve did not start: " + server_->output();
-      return;
+    address->clear();
+    if (at != std::string::npos) {
+      const size_t end = line.find(' ', at);
+      *address = line.substr(at + key.size(), end - at - key.size());
     }
-    const size_t end = line.find(' ', at);
-    address_ = line.substr(at + key.size(), end - at - key.size());
+    return server;
   }
 
   static void TearDownTestSuite() {
@@ -214,6 +228,45 @@ TEST_F(GenerateTest, StopStringsAndStopTokensEndGeneration) {
   EXPECT_EQ(out["stop_token_id"], token);
   const auto first = std::find(ids.begin(), ids.end(), token);
   EXPECT_EQ(Ids(out), std::vector<int32_t>(ids.begin(), first + 1));
+}
+
+// Waits up to `timeout` for the server at `address` to report `running`
+// running requests.
+bool WaitForRunning(const std::string& address, uint32_t running,
+                    std::chrono::seconds timeout) {
+  auto stub = v1::TextGeneration::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  const auto deadline = std::chrono::system_clock::now() + timeout;
+  while (std::chrono::system_clock::now() < deadline) {
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    v1::ServerInfo info;
+    if (!stub->GetServerInfo(&context, {}, &info).ok()) return false;
+    if (info.running_requests() == running) return true;
+  }
+  return false;
+}
+
+TEST_F(GenerateTest, CtrlCCancelsAndFreesTheSlot) {
+  // One slot, and a generation that would run for many seconds.
+  std::string address;
+  std::unique_ptr<Subprocess> server =
+      StartServer({"--slots", "1", "--max-sequence-length", "200000",
+                   "--max-new-tokens", "199000"},
+                  &address);
+  ASSERT_FALSE(address.empty()) << server->output();
+  signal(SIGINT, SIG_DFL);  // a background job's ignored SIGINT is inherited
+  Subprocess generate({kH3, "generate", "--server", address, "--prompt-ids",
+                       kPromptIds, "--max-tokens", "199000", "--ignore-eos"});
+  ASSERT_TRUE(WaitForRunning(address, 1, 30s)) << generate.output();
+  EXPECT_EQ(generate.Stop(SIGINT, 20s), 130) << generate.output();
+
+  // The next request gets the slot long before the first would have ended.
+  nlohmann::json out = JsonOf(RunCommand(
+      {kH3, "generate", "--server", address, "--prompt-ids", kPromptIds,
+       "--max-tokens", "4", "--timeout", "20", "--json"}));
+  EXPECT_EQ(Ids(out).size(), 4u);
+  EXPECT_EQ(server->Stop(SIGTERM, 30s), 0) << server->output();
 }
 
 TEST_F(GenerateTest, BadSamplingParametersAreInvalidArgument) {
