@@ -5,9 +5,11 @@
 // INVALID_ARGUMENT. generate_fake_test.cc covers the flags and the output
 // format against a scripted server.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,8 +65,11 @@ class GenerateTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     const loader::ModelConfig config = h3::testing::SmallHybridConfig(800);
-    const std::string random = ::testing::TempDir() + "/generate_random.h3";
-    model_ = ::testing::TempDir() + "/generate_spm.h3";
+    // ctest runs each test in a process of its own, some at once.
+    const std::string stem =
+        ::testing::TempDir() + "/generate_" + std::to_string(getpid());
+    const std::string random = stem + "_random.h3";
+    model_ = stem + "_spm.h3";
     const absl::Status written = h3::testing::WriteRandomModel(config, random);
     if (!written.ok()) {
       setup_error_ = std::string(written.message());
@@ -73,6 +78,7 @@ class GenerateTest : public ::testing::Test {
     RunResult convert =
         RunCommand({kH3, "convert", random, "-o", model_, "--n-heads", "2",
                     "--tokenizer", kSpmModel});
+    std::remove(random.c_str());
     if (convert.exit_code != 0) {
       setup_error_ = "h3 convert: " + convert.out;
       return;
@@ -106,6 +112,7 @@ class GenerateTest : public ::testing::Test {
   static void TearDownTestSuite() {
     if (server_ != nullptr) server_->Stop(SIGTERM, 30s);
     server_.reset();
+    std::remove(model_.c_str());
   }
 
   void SetUp() override { ASSERT_FALSE(address_.empty()) << setup_error_; }
