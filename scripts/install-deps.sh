@@ -30,6 +30,7 @@ build_packages=(
 )
 test_packages=(
   libgtest-dev libgmock-dev                     # GoogleTest / GoogleMock
+  python3-grpcio python3-protobuf               # clients/python and its test
 )
 
 mode=install

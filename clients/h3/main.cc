@@ -9,14 +9,22 @@
 #include "clients/h3/tokenize_command.h"
 #endif
 #if H3_WITH_SERVER_COMMANDS
+#include "clients/h3/generate_command.h"
 #include "clients/h3/server_info_command.h"
 #endif
+
+namespace {
+
+// The exit status of a command line that does not parse (an unknown flag, a
+// bad value, a missing argument), as for other Unix tools.
+constexpr int kUsageExit = 2;
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
       "h3: the command-line tool of h3serve.\n"
-      "Commands for generating through a server (generate) and load tests "
-      "(bench) are not built yet.",
+      "A command for load tests against a server (bench) is not built yet.",
       "h3"};
   app.set_version_flag("--version", h3::VersionLine("h3"));
   app.require_subcommand(1);
@@ -29,8 +37,14 @@ int main(int argc, char** argv) {
   h3::cli::AddTokenizeCommand(app, &exit_code);
 #endif
 #if H3_WITH_SERVER_COMMANDS  // a build without gRPC has no server commands
+  h3::cli::AddGenerateCommand(app, &exit_code);
   h3::cli::AddServerInfoCommand(app, &exit_code);
 #endif
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version end parsing with status 0.
+    return app.exit(e) == 0 ? 0 : kUsageExit;
+  }
   return exit_code;
 }
