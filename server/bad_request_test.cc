@@ -1,8 +1,13 @@
 // Bad requests get the right gRPC status code and a message naming the
 // field and the limit, and the server keeps serving.
+#include <unistd.h>
+
+#include <filesystem>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/testing/test_server.h"
+#include "tests/support/random_model.h"
 
 namespace h3::server {
 namespace {
@@ -197,6 +202,48 @@ TEST_F(BadRequestTest, OtherMethods) {
     EXPECT_EQ(s.error_code(), kInvalid);
     EXPECT_THAT(s.error_message(), HasSubstr("request_id"));
   }
+}
+
+TEST(NoTokenizerTest, TextIsAFailedPreconditionAndIdsWork) {
+  const std::string model = ::testing::TempDir() + "/no_tokenizer_" +
+                            std::to_string(getpid()) + ".h3";
+  ASSERT_TRUE(
+      h3::testing::WriteRandomModel(h3::testing::SmallHybridConfig(64), model)
+          .ok());
+  ServerOptions options = LoopbackOptions();
+  options.model_path = model;
+  std::unique_ptr<Server> server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto stub = Connect(*server);
+
+  v1::GenerateRequest text = Good();
+  text.set_text("hello");
+  const Generation g = Generate(*stub, text);
+  EXPECT_EQ(g.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(g.status.error_message(), HasSubstr("token_ids"));
+  {
+    grpc::ClientContext context;
+    v1::TokenizeResponse response;
+    EXPECT_EQ(
+        stub->Tokenize(&context, v1::TokenizeRequest(), &response).error_code(),
+        grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  v1::GenerateRequest stop = Good();
+  stop.mutable_stop()->add_stop_strings("x");
+  const Generation s = Generate(*stub, stop);
+  EXPECT_EQ(s.status.error_code(), kInvalid);
+  EXPECT_THAT(s.status.error_message(), HasSubstr("stop_strings"));
+
+  const Generation ids = Generate(*stub, Good());
+  ASSERT_TRUE(ids.status.ok()) << ids.status.error_message();
+  EXPECT_EQ(ids.ids.size(), 8u);
+  EXPECT_TRUE(ids.text.empty());
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&context, {}, &info).ok());
+  EXPECT_EQ(info.tokenizer().kind(), "");
+  EXPECT_EQ(info.tokenizer().vocab_size(), 64u);
+  std::filesystem::remove(model);
 }
 
 }  // namespace

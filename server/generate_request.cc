@@ -28,8 +28,8 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(
                                   request.token_ids().ids().end());
     case v1::GenerateRequest::kText:
       if (tokenizer == nullptr) {
-        return Invalid("text",
-                       "the served model has no tokenizer; send token_ids");
+        return absl::FailedPreconditionError(
+            "text: the served model has no tokenizer; send token_ids");
       }
       H3_RETURN_IF_ERROR(CheckText("text", request.text()));
       return tokenizer->Encode(request.text());

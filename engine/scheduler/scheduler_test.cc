@@ -178,7 +178,8 @@ TEST_F(SchedulerTest, TheObserverSeesEveryTokenAndEveryEnd) {
   EXPECT_EQ(observer.generated, 5 + 6 + 7);
   EXPECT_EQ(observer.gaps, 5 + 6 + 7 - 3);  // all but each first token
   EXPECT_EQ(observer.max_decode_batch, 3);
-  EXPECT_EQ(observer.finished, std::vector<FinishReason>(3, FinishReason::kLength));
+  EXPECT_EQ(observer.finished,
+            std::vector<FinishReason>(3, FinishReason::kLength));
   EXPECT_EQ(observer.last.running, 0);
   EXPECT_EQ(observer.last.free_slots, 3);
 }

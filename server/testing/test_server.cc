@@ -22,6 +22,9 @@ const std::string& SpmModelPath() {
     const std::string dir =
         ::testing::TempDir() + "/h3_server_" + std::to_string(getpid());
     std::filesystem::create_directories(dir);
+    // Removed when the test process exits.
+    static const std::string* removed = new std::string(dir);
+    std::atexit([] { std::filesystem::remove_all(*removed); });
     const std::string random = dir + "/random.h3";
     auto* model = new std::string(dir + "/server_spm.h3");
     const absl::Status written = h3::testing::WriteRandomModel(
