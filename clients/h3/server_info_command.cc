@@ -1,10 +1,13 @@
 #include "clients/h3/server_info_command.h"
 
+#include "clients/h3/grpc_status.h"
+
 #include <chrono>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "clients/h3/grpc_status.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -36,8 +39,9 @@ int RunServerInfo(const ServerInfoOptions& options) {
     grpc::Status status = v1::TextGeneration::NewStub(channel)->GetServerInfo(
         &context, v1::GetServerInfoRequest(), &info);
     if (!status.ok()) {
-      std::cerr << "h3: " << options.server << ": " << status.error_message()
-                << " (gRPC code " << status.error_code() << ")\n";
+      std::cerr << "h3 server-info: " << options.server << ": "
+                << GrpcCodeName(status.error_code()) << ": "
+                << status.error_message() << "\n";
       return 1;
     }
   }

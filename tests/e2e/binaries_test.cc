@@ -335,7 +335,7 @@ TEST(ServeTest, UnreachableServerIsAnErrorNotAHang) {
   RunResult result = RunCommand(
       {kH3, "server-info", "--server", "127.0.0.1:1", "--timeout", "2"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_THAT(result.out, HasSubstr("127.0.0.1:1"));
+  EXPECT_THAT(result.out, HasSubstr("127.0.0.1:1: UNAVAILABLE"));
 }
 
 }  // namespace
