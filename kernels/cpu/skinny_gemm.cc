@@ -39,8 +39,10 @@ template <int G>
 }  // namespace
 
 // Compiled for AVX-512, AVX2 and baseline x86-64; the loader picks the best
-// the CPU has (GCC function multi-versioning).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// the CPU has (GCC function multi-versioning). Not under ThreadSanitizer,
+// whose instrumented ifunc resolver would run before its runtime starts.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 #endif
 void SkinnyGemmCpu(const float* x, const float* w, float* y, int64_t rows,
