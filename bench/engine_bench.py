@@ -25,7 +25,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -63,6 +62,7 @@ os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine_info  # noqa: E402
 import torch_h3  # noqa: E402
 from h3_reference import write_safetensors  # noqa: E402  (path set by torch_h3)
 
@@ -232,21 +232,9 @@ def bench_config(cfg, machine_floors):
 
 
 def machine():
-    cpu = "unknown"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip() != ""
-    return dict(cpu=cpu, cores=os.cpu_count(), platform=platform.platform(),
-                torch=torch.__version__, blas=os.path.realpath(
-                    "/etc/alternatives/libblas.so.3-x86_64-linux-gnu"),
-                commit=commit, dirty=dirty)
-
+    return machine_info.machine(
+        torch=torch.__version__,
+        blas=os.path.realpath("/etc/alternatives/libblas.so.3-x86_64-linux-gnu"))
 
 def main():
     m = machine()

@@ -25,7 +25,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -46,6 +45,8 @@ ap.add_argument("--out", help="also write the JSON here")
 args = ap.parse_args()
 
 sys.path.insert(0, os.path.join(args.build, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine_info  # noqa: E402
 import grpc  # noqa: E402
 from h3.v1 import text_generation_pb2 as pb  # noqa: E402
 from h3.v1 import text_generation_pb2_grpc as pb_grpc  # noqa: E402
@@ -118,19 +119,7 @@ def offline(n):
 
 
 def machine():
-    cpu = "unknown"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip() != ""
-    return dict(cpu=cpu, cores=os.cpu_count(), platform=platform.platform(),
-                commit=commit, dirty=dirty)
-
+    return machine_info.machine()
 
 def main():
     streams = [int(s) for s in args.streams.split(",")]

@@ -319,14 +319,9 @@ TEST(GenerateUsageTest, BadCommandLinesExitWith2) {
 }
 
 TEST_F(GenerateAgainstFakeTest, PythonClientSendsAndPrintsTheSame) {
-  if (kPythonStubs.empty()) {
-    GTEST_SKIP() << "no grpc_python_plugin when configured: no Python stubs";
-  }
-  RunResult import =
-      RunCommand({kPython, "-c", "import grpc, google.protobuf"});
-  if (import.exit_code != 0) {
-    GTEST_SKIP() << "python3-grpcio or python3-protobuf is not installed: "
-                 << import.out;
+  if (const std::string why = testing::PythonClientUnavailable(kPythonStubs);
+      !why.empty()) {
+    GTEST_SKIP() << why;
   }
   fake_->SetScript(HelloScript());
   const std::vector<std::string> args = {

@@ -296,14 +296,9 @@ TEST_F(GenerateTest, BadSamplingParametersAreInvalidArgument) {
 }
 
 TEST_F(GenerateTest, PythonClientGivesTheSameIds) {
-  if (kPythonStubs.empty()) {
-    GTEST_SKIP() << "no grpc_python_plugin when configured: no Python stubs";
-  }
-  RunResult import =
-      RunCommand({kPython, "-c", "import grpc, google.protobuf"});
-  if (import.exit_code != 0) {
-    GTEST_SKIP() << "python3-grpcio or python3-protobuf is not installed: "
-                 << import.out;
+  if (const std::string why = testing::PythonClientUnavailable(kPythonStubs);
+      !why.empty()) {
+    GTEST_SKIP() << why;
   }
   const std::vector<std::string> args = {"--prompt-ids", kPromptIds, "--greedy",
                                          "--max-tokens", "12"};

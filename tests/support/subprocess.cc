@@ -133,4 +133,16 @@ int Subprocess::Stop(int signal, std::chrono::milliseconds timeout) {
   return DecodeStatus(status);
 }
 
+std::string PythonClientUnavailable(const std::string& stubs_dir) {
+  if (stubs_dir.empty()) {
+    return "no grpc_python_plugin when configured: no Python stubs";
+  }
+  const RunResult import =
+      RunCommand({"/usr/bin/python3", "-c", "import grpc, google.protobuf"});
+  if (import.exit_code != 0) {
+    return "python3-grpcio or python3-protobuf is not installed: " + import.out;
+  }
+  return "";
+}
+
 }  // namespace h3::testing

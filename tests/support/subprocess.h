@@ -19,6 +19,11 @@ struct RunResult {
 RunResult RunCommand(const std::vector<std::string>& argv,
                      std::chrono::seconds timeout = std::chrono::seconds(60));
 
+// Why the Python example client (clients/python) cannot run here, or ""
+// when it can: no stubs were generated into `stubs_dir` (empty), or
+// /usr/bin/python3 cannot import grpc and google.protobuf.
+std::string PythonClientUnavailable(const std::string& stubs_dir);
+
 // A child process whose output is read line by line, for servers under test.
 // The destructor kills the child if it still runs. Not thread-safe.
 class Subprocess {
