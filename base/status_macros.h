@@ -9,6 +9,21 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace h3 {
+
+// `status` with "context: " before its message and the same code (OK stays
+// OK), to say which file, field or request an error is about.
+inline absl::Status Annotate(const absl::Status& status,
+                             absl::string_view context) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(context, ": ", status.message()));
+}
+
+}  // namespace h3
 
 // Evaluates `expr` (an absl::Status) once; returns it from the enclosing
 // function if it is not OK.

@@ -22,7 +22,6 @@ Needs Debian's python3-torch and libopenblas0-pthread (scripts/install-deps.sh
 --test installs both), and a build with bench/h3_engine_bench and h3.
 """
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -62,7 +61,7 @@ os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import machine_info  # noqa: E402
+import report  # noqa: E402
 import torch_h3  # noqa: E402
 from h3_reference import write_safetensors  # noqa: E402  (path set by torch_h3)
 
@@ -232,24 +231,19 @@ def bench_config(cfg, machine_floors):
 
 
 def machine():
-    return machine_info.machine(
+    return report.machine(
         torch=torch.__version__,
         blas=os.path.realpath("/etc/alternatives/libblas.so.3-x86_64-linux-gnu"))
+
 
 def main():
     m = machine()
     f = floors()
     log(f"machine {m}\nfloors {f}")
-    out = dict(benchmark="engine_cpu", date=datetime.datetime.now().isoformat(timespec="seconds"),
-               machine=m, threads=args.threads, floors=f,
-               method=f"{args.rounds} rounds alternating h3serve and PyTorch, {args.reps} "
-                      "timed repetitions each per round after one warm-up; medians and best",
-               configs=[bench_config(CONFIGS[c], f) for c in args.configs.split(",")])
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    report.emit("engine_cpu", args.out, machine=m, threads=args.threads, floors=f,
+                method=f"{args.rounds} rounds alternating h3serve and PyTorch, {args.reps} "
+                       "timed repetitions each per round after one warm-up; medians and best",
+                configs=[bench_config(CONFIGS[c], f) for c in args.configs.split(",")])
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ python3-protobuf and a build with h3serve, bench/h3_engine_bench and the
 Python stubs (build/python).
 """
 import argparse
-import datetime
 import json
 import os
 import random
@@ -46,7 +45,7 @@ args = ap.parse_args()
 
 sys.path.insert(0, os.path.join(args.build, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import machine_info  # noqa: E402
+import report  # noqa: E402
 import grpc  # noqa: E402
 from h3.v1 import text_generation_pb2 as pb  # noqa: E402
 from h3.v1 import text_generation_pb2_grpc as pb_grpc  # noqa: E402
@@ -118,9 +117,6 @@ def offline(n):
     return dict(tokens_per_s=n * args.max_tokens / seconds, step_s=seconds / args.max_tokens)
 
 
-def machine():
-    return machine_info.machine()
-
 def main():
     streams = [int(s) for s in args.streams.split(",")]
     server, port = start_server(max(streams))
@@ -140,20 +136,14 @@ def main():
     finally:
         server.terminate()
         server.wait()
-    out = dict(benchmark="serve_cpu", date=datetime.datetime.now().isoformat(timespec="seconds"),
-               machine=machine(), threads=args.threads,
-               model=dict(file=os.path.basename(args.model), d_model=info.config.d_model,
-                          n_layer=info.config.n_layer),
-               prompt_len=args.prompt_len, max_tokens=args.max_tokens,
-               method="one run per stream count after a warm-up request; the client "
-                      "shares the machine with the server; offline is the best of 2 "
-                      "repetitions of h3_engine_bench decode",
-               results=rows)
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    report.emit("serve_cpu", args.out, machine=report.machine(), threads=args.threads,
+                model=dict(file=os.path.basename(args.model), d_model=info.config.d_model,
+                           n_layer=info.config.n_layer),
+                prompt_len=args.prompt_len, max_tokens=args.max_tokens,
+                method="one run per stream count after a warm-up request; the client "
+                       "shares the machine with the server; offline is the best of 2 "
+                       "repetitions of h3_engine_bench decode",
+                results=rows)
 
 
 if __name__ == "__main__":

@@ -47,8 +47,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(
                       Checkpoint::Open(options.input));
   const ShapeMap shapes = ckpt->shapes();
   auto in_file = [&](const absl::Status& s) {
-    return absl::Status(s.code(),
-                        absl::StrCat(options.input, ": ", s.message()));
+    return Annotate(s, options.input);
   };
   absl::StatusOr<ModelConfig> inferred = InferConfig(shapes, options.hints);
   if (!inferred.ok()) return in_file(inferred.status());

@@ -26,11 +26,7 @@ absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(
     const std::string& path) {
   std::unique_ptr<ModelFile> m(new ModelFile());
   H3_ASSIGN_OR_RETURN(m->file_, SafetensorsFile::Open(path));
-  absl::Status status = m->Load();
-  if (!status.ok()) {
-    return absl::Status(status.code(),
-                        absl::StrCat(path, ": ", status.message()));
-  }
+  H3_RETURN_IF_ERROR(Annotate(m->Load(), path));
   return m;
 }
 

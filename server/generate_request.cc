@@ -16,8 +16,7 @@ absl::Status Invalid(absl::string_view field, absl::string_view problem) {
 }
 
 absl::Status CheckText(absl::string_view field, absl::string_view text) {
-  const absl::Status s = tokenizer::ValidateUtf8(text);
-  return s.ok() ? s : Invalid(field, s.message());
+  return Annotate(tokenizer::ValidateUtf8(text), field);
 }
 
 absl::StatusOr<std::vector<int32_t>> PromptIds(
@@ -26,13 +25,17 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(
     case v1::GenerateRequest::kTokenIds:
       return std::vector<int32_t>(request.token_ids().ids().begin(),
                                   request.token_ids().ids().end());
-    case v1::GenerateRequest::kText:
+    case v1::GenerateRequest::kText: {
       if (tokenizer == nullptr) {
         return absl::FailedPreconditionError(
             "text: the served model has no tokenizer; send token_ids");
       }
-      H3_RETURN_IF_ERROR(CheckText("text", request.text()));
-      return tokenizer->Encode(request.text());
+      // Encode checks the UTF-8 itself.
+      absl::StatusOr<std::vector<int32_t>> ids =
+          tokenizer->Encode(request.text());
+      if (!ids.ok()) return Annotate(ids.status(), "text");
+      return ids;
+    }
     default:
       return absl::InvalidArgumentError("prompt: set either text or token_ids");
   }

@@ -48,11 +48,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
                       Metrics::Start(options.host, options.metrics_port));
   ServedModel served{.max_new_tokens = options.max_new_tokens};
   if (!options.model_path.empty()) {
-    if (absl::Status s = server->LoadModel(options); !s.ok()) {
-      return absl::Status(
-          s.code(),
-          absl::StrCat("cannot serve ", options.model_path, ": ", s.message()));
-    }
+    H3_RETURN_IF_ERROR(
+        Annotate(server->LoadModel(options),
+                 absl::StrCat("cannot serve ", options.model_path)));
     served.scheduler = server->scheduler_.get();
     served.name =
         options.model_name.empty()

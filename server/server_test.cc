@@ -13,22 +13,17 @@
 namespace h3::server {
 namespace {
 
+using testing::ChannelTo;
 using ::testing::HasSubstr;
 using testing::HttpGetMetrics;
 
+// No model, both ports picked free.
 std::unique_ptr<Server> StartOnLoopback() {
   ServerOptions options;
   options.host = "127.0.0.1";
   options.port = 0;
   options.metrics_port = 0;
-  auto server = Server::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? *std::move(server) : nullptr;
-}
-
-std::shared_ptr<grpc::Channel> ChannelTo(const Server& server) {
-  return grpc::CreateChannel("127.0.0.1:" + std::to_string(server.port()),
-                             grpc::InsecureChannelCredentials());
+  return testing::StartServer(options);
 }
 
 // One server for the suite: stopping the metrics endpoint takes ~2 s

@@ -34,7 +34,9 @@ std::unique_ptr<OpenCall> Open(v1::TextGeneration::Stub& stub,
                                bool read_first = true) {
   auto call = std::make_unique<OpenCall>();
   call->reader = stub.Generate(&call->context, request);
-  if (read_first) EXPECT_TRUE(call->reader->Read(&call->first));
+  if (read_first) {
+    EXPECT_TRUE(call->reader->Read(&call->first));
+  }
   return call;
 }
 
@@ -218,9 +220,7 @@ TEST_F(ServingTest, MetricsMoveWithRequests) {
 TEST(HealthTest, ServingWithAModel) {
   std::unique_ptr<Server> server = StartServer(LoopbackOptions());
   ASSERT_NE(server, nullptr);
-  auto health = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),
-                          grpc::InsecureChannelCredentials()));
+  auto health = grpc::health::v1::Health::NewStub(ChannelTo(*server));
   for (const std::string service : {"", "h3.v1.TextGeneration"}) {
     grpc::ClientContext context;
     grpc::health::v1::HealthCheckRequest request;
@@ -241,9 +241,7 @@ TEST(DrainTest, RunningRequestsFinishAndNewOnesAreRefused) {
 
   bool drained = false;
   std::thread drain([&] { drained = server->Drain(std::chrono::seconds(60)); });
-  auto health = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),
-                          grpc::InsecureChannelCredentials()));
+  auto health = grpc::health::v1::Health::NewStub(ChannelTo(*server));
   EXPECT_TRUE(WaitFor([&] {
     grpc::ClientContext context;
     grpc::health::v1::HealthCheckResponse response;

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/build_info.h"
+#include "base/status_macros.h"
 #include "loader/dtype.h"
 #include "server/status.h"
 
@@ -142,10 +143,7 @@ grpc::Status TextGenerationService::Tokenize(grpc::ServerContext* context,
   const tokenizer::Tokenizer* t = tokenizer();
   if (t == nullptr) return NoTokenizer();
   absl::StatusOr<std::vector<int32_t>> ids = t->Encode(request->text());
-  if (!ids.ok()) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("text: ", ids.status().message())));
-  }
+  if (!ids.ok()) return ToGrpcStatus(Annotate(ids.status(), "text"));
   if (request->add_bos() && t->bos_id() >= 0) {
     ids->insert(ids->begin(), t->bos_id());
   }
@@ -169,10 +167,7 @@ grpc::Status TextGenerationService::Detokenize(
     if (!(request->skip_special_tokens() && special)) ids.push_back(id);
   }
   absl::StatusOr<std::string> text = t->Decode(ids);
-  if (!text.ok()) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("token_ids: ", text.status().message())));
-  }
+  if (!text.ok()) return ToGrpcStatus(Annotate(text.status(), "token_ids"));
   response->set_text(*std::move(text));
   return grpc::Status::OK;
 }

@@ -17,14 +17,6 @@ double SecondsSince(SteadyTime start) {
       .count();
 }
 
-// The model's token check, with the request field named.
-absl::Status CheckIds(const Model& model, const char* field,
-                      absl::Span<const int32_t> ids) {
-  const absl::Status s = model.CheckTokens(ids);
-  if (s.ok()) return s;
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", s.message()));
-}
-
 }  // namespace
 
 struct Scheduler::Sequence {
@@ -90,7 +82,7 @@ absl::Status Scheduler::Validate(const GenerationRequest& r) const {
     return absl::InvalidArgumentError("request_id is empty");
   }
   if (r.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
-  H3_RETURN_IF_ERROR(CheckIds(*model_, "prompt", r.prompt));
+  H3_RETURN_IF_ERROR(Annotate(model_->CheckTokens(r.prompt), "prompt"));
   if (prompt >= context) {
     return absl::InvalidArgumentError(
         absl::StrCat("prompt: ", prompt, " tokens; the context holds ", context,
@@ -112,7 +104,8 @@ absl::Status Scheduler::Validate(const GenerationRequest& r) const {
         absl::StrCat("top logprobs is ", r.logprobs, "; at most ",
                      kMaxTopLogprobs, " are returned"));
   }
-  H3_RETURN_IF_ERROR(CheckIds(*model_, "stop_token_ids", r.stop_token_ids));
+  H3_RETURN_IF_ERROR(
+      Annotate(model_->CheckTokens(r.stop_token_ids), "stop_token_ids"));
   if (!r.stop_strings.empty() && tokenizer_ == nullptr) {
     return absl::InvalidArgumentError(
         "stop_strings: this model has no tokenizer, so no text to match");

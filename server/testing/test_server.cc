@@ -61,10 +61,13 @@ std::unique_ptr<Server> StartServer(const ServerOptions& options) {
   return server.ok() ? *std::move(server) : nullptr;
 }
 
+std::shared_ptr<grpc::Channel> ChannelTo(const Server& server) {
+  return grpc::CreateChannel("127.0.0.1:" + std::to_string(server.port()),
+                             grpc::InsecureChannelCredentials());
+}
+
 std::unique_ptr<v1::TextGeneration::Stub> Connect(const Server& server) {
-  return v1::TextGeneration::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(server.port()),
-                          grpc::InsecureChannelCredentials()));
+  return v1::TextGeneration::NewStub(ChannelTo(server));
 }
 
 Generation Generate(v1::TextGeneration::Stub& stub,

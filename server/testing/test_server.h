@@ -26,6 +26,7 @@ ServerOptions LoopbackOptions();
 // Starts it; fails the test (and returns null) when it cannot.
 std::unique_ptr<Server> StartServer(const ServerOptions& options);
 
+std::shared_ptr<grpc::Channel> ChannelTo(const Server& server);
 std::unique_ptr<v1::TextGeneration::Stub> Connect(const Server& server);
 
 // A Generate call read to its end.

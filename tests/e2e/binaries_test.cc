@@ -232,10 +232,10 @@ TEST(TokenizeTest, NeedsExactlyOneOfTokenizerAndModel) {
 // Starts h3serve on free loopback ports and returns its gRPC port (0 on
 // failure).
 int StartServer(Subprocess& server) {
-  std::string line = server.WaitForLine("listening:", 30s);
-  const size_t at = line.find("grpc=127.0.0.1:");
-  if (at == std::string::npos) return 0;
-  return std::stoi(line.substr(at + std::string("grpc=127.0.0.1:").size()));
+  const std::string address = testing::WaitForGrpcAddress(server, 30s);
+  const std::string prefix = "127.0.0.1:";
+  if (address.rfind(prefix, 0) != 0) return 0;
+  return std::stoi(address.substr(prefix.size()));
 }
 
 TEST(ServeTest, AnswersH3ToolReflectionAndStopsOnSigterm) {

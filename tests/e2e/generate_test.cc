@@ -98,14 +98,7 @@ class GenerateTest : public ::testing::Test {
                                      "0",      "--metrics-port", "-1"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     auto server = std::make_unique<Subprocess>(argv);
-    const std::string line = server->WaitForLine("listening:", 60s);
-    const std::string key = "grpc=";
-    const size_t at = line.find(key);
-    address->clear();
-    if (at != std::string::npos) {
-      const size_t end = line.find(' ', at);
-      *address = line.substr(at + key.size(), end - at - key.size());
-    }
+    *address = testing::WaitForGrpcAddress(*server, 60s);
     return server;
   }
 

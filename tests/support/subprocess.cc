@@ -133,6 +133,16 @@ int Subprocess::Stop(int signal, std::chrono::milliseconds timeout) {
   return DecodeStatus(status);
 }
 
+std::string WaitForGrpcAddress(Subprocess& server,
+                               std::chrono::milliseconds timeout) {
+  const std::string line = server.WaitForLine("listening:", timeout);
+  const std::string key = "grpc=";
+  const size_t at = line.find(key);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + key.size();
+  return line.substr(begin, line.find(' ', begin) - begin);
+}
+
 std::string PythonClientUnavailable(const std::string& stubs_dir) {
   if (stubs_dir.empty()) {
     return "no grpc_python_plugin when configured: no Python stubs";

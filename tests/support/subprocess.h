@@ -59,6 +59,12 @@ class Subprocess {
   size_t scanned_ = 0;  // output_ before this offset holds no pending line
 };
 
+// Reads `server`'s output (an h3serve) until its line
+// "listening: grpc=HOST:PORT ..." and returns HOST:PORT, or "" when none
+// comes within `timeout`.
+std::string WaitForGrpcAddress(Subprocess& server,
+                               std::chrono::milliseconds timeout);
+
 }  // namespace h3::testing
 
 #endif  // H3_TESTS_SUPPORT_SUBPROCESS_H_

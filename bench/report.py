@@ -1,4 +1,7 @@
-"""What a benchmark ran on: CPU, cores, platform and the commit measured."""
+"""A benchmark's JSON report: what it ran on (CPU, cores, platform, the
+commit measured) and the writing of the report."""
+import datetime
+import json
 import os
 import platform
 import subprocess
@@ -19,3 +22,14 @@ def machine(**extra):
                            capture_output=True, text=True).stdout.strip() != ""
     return dict(cpu=cpu, cores=os.cpu_count(), platform=platform.platform(),
                 commit=commit, dirty=dirty, **extra)
+
+
+def emit(benchmark, out_path, **fields):
+    """Prints the report as JSON, and writes it to out_path when given."""
+    report = dict(benchmark=benchmark,
+                  date=datetime.datetime.now().isoformat(timespec="seconds"), **fields)
+    text = json.dumps(report, indent=1)
+    print(text)
+    if out_path:
+        with open(out_path, "w") as fh:
+            fh.write(text + "\n")
