@@ -31,6 +31,7 @@ build_packages=(
 test_packages=(
   libgtest-dev libgmock-dev                     # GoogleTest / GoogleMock
   python3-grpcio python3-protobuf               # clients/python and its test
+  bible-kjv                                     # the default model's held-out text
 )
 
 mode=install

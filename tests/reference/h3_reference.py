@@ -94,14 +94,14 @@ def fftconv(u, k):
 
 
 def h3_mixer(w, mix, cfg, x):
-    """x: [L, d] -> [L, d]."""
-    L, d = x.shape
+    """x: [..., L, d] -> [..., L, d]; leading dimensions are a batch."""
+    *lead, L, d = x.shape
     n, p = cfg["d_state"], cfg["head_dim"]
     h = d // p
     q = x @ w[mix + "q_proj.weight"].T + w[mix + "q_proj.bias"]
     k = x @ w[mix + "k_proj.weight"].T + w[mix + "k_proj.bias"]
     v = x @ w[mix + "v_proj.weight"].T + w[mix + "v_proj.bias"]
-    q, k, v = q.T, k.T, v.T  # [d, L]
+    q, k, v = q.transpose(-1, -2), k.transpose(-1, -2), v.transpose(-1, -2)  # [..., d, L]
 
     # Shift SSM kernel: the correlation of B and C, as an FFT product.
     B = w[mix + "ssm_k_kernel.kernel.B"]
@@ -124,22 +124,23 @@ def h3_mixer(w, mix, cfg, x):
     K = 2 * (coeff[:, :, None] * powers).sum(1).real  # [h, L]
 
     # kv per head: (d1, d2) outer products; channels split as (h p).
-    kh = k.reshape(h, p, L)  # [h, d1, L]
-    vh = v.reshape(h, p, L)  # [h, d2, L]
-    kv = kh[:, :, None, :] * vh[:, None, :, :]  # [h, d1, d2, L]
+    kh = k.reshape(*lead, h, p, L)  # [..., h, d1, L]
+    vh = v.reshape(*lead, h, p, L)  # [..., h, d2, L]
+    kv = kh[..., :, :, None, :] * vh[..., :, None, :, :]  # [..., h, d1, d2, L]
     y = fftconv(kv, K[:, None, None, :]) + w[mix + "D"][:, None, None, None] * kv
-    qh = q.reshape(h, p, L)  # [h, d1, L]
-    out = (y * qh[:, :, None, :]).sum(1)  # [h, d2, L]
-    out = out.permute(1, 0, 2).reshape(d, L)  # (d2 h) layout
-    return out.T @ w[mix + "output_linear.weight"].T + w[mix + "output_linear.bias"]
+    qh = q.reshape(*lead, h, p, L)  # [..., h, d1, L]
+    out = (y * qh[..., :, :, None, :]).sum(-3)  # [..., h, d2, L]
+    out = out.transpose(-3, -2).reshape(*lead, d, L)  # (d2 h) layout
+    return out.transpose(-1, -2) @ w[mix + "output_linear.weight"].T + w[mix + "output_linear.bias"]
 
 
 def attention_mixer(w, mix, cfg, x):
-    L, d = x.shape
+    """x: [..., L, d] -> [..., L, d]; leading dimensions are a batch."""
+    *lead, L, d = x.shape
     nh = cfg["n_heads"]
     hd = d // nh
     qkv = x @ w[mix + "Wqkv.weight"].T + w[mix + "Wqkv.bias"]
-    q, k, v = qkv.reshape(L, 3, nh, hd).unbind(1)  # [L, nh, hd]
+    q, k, v = qkv.reshape(*lead, L, 3, nh, hd).unbind(-3)  # [..., L, nh, hd]
     rd = cfg["rotary"]
     if rd:
         angle = torch.arange(L).float()[:, None] * w[mix + "rotary_emb.inv_freq"][None, :]
@@ -152,10 +153,10 @@ def attention_mixer(w, mix, cfg, x):
             return torch.cat([r * cos + half * sin, rest], -1)
 
         q, k = rotate(q), rotate(k)
-    scores = torch.einsum("thd,shd->hts", q, k) / math.sqrt(hd)
+    scores = torch.einsum("...thd,...shd->...hts", q, k) / math.sqrt(hd)
     mask = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
     scores = scores.masked_fill(mask, float("-inf"))
-    out = torch.einsum("hts,shd->thd", scores.softmax(-1), v).reshape(L, d)
+    out = torch.einsum("...hts,...shd->...thd", scores.softmax(-1), v).reshape(*lead, L, d)
     return out @ w[mix + "out_proj.weight"].T + w[mix + "out_proj.bias"]
 
 
@@ -170,7 +171,8 @@ def mlp(w, pre, x):
 
 
 def final_hidden(w, cfg, tokens):
-    """The final layer norm's output [L, d] for every position."""
+    """The final layer norm's output [..., L, d] for every position of
+    tokens [..., L]."""
     d = cfg["d_model"]
     hidden = w["backbone.embeddings.word_embeddings.weight"][tokens]
     residual = None
@@ -186,7 +188,7 @@ def final_hidden(w, cfg, tokens):
 
 
 def forward(w, cfg, tokens):
-    """Logits [L, PADDED_VOCAB] for every position."""
+    """Logits [..., L, V_pad] for every position of tokens [..., L]."""
     return final_hidden(w, cfg, tokens) @ w["backbone.embeddings.word_embeddings.weight"].T
 
 
