@@ -2,6 +2,7 @@
 // safetensors, fp16, rotary, head_dim 4) and compares every tensor exactly
 // with the values PyTorch recorded.
 #include "loader/convert.h"
+#include "loader/mapped_file.h"
 
 #include <filesystem>
 #include <fstream>
@@ -169,6 +170,31 @@ TEST(ConvertTest, ComputesMissingInvFreq) {
   WeightView b = computed->Weight(name).value();
   EXPECT_EQ(std::vector<uint8_t>(a.bytes.begin(), a.bytes.end()),
             std::vector<uint8_t>(b.bytes.begin(), b.bytes.end()));
+}
+
+// A model file's bytes in memory (the embedded default model) open as the
+// file does; cut short they are refused, naming the stand-in name.
+TEST(ConvertTest, ModelFileOpensFromBytes) {
+  ConvertOptions o = OptionsFor("model.safetensors", DType::kF16);
+  o.output = ::testing::TempDir() + "/from_bytes.h3";
+  ASSERT_TRUE(ConvertCheckpoint(o, nullptr).ok());
+  auto file = ModelFile::Open(o.output).value();
+  const std::string bytes = ReadFileToString(o.output).value();
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  auto memory = ModelFile::Open("<embedded test>", {data, bytes.size()});
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  EXPECT_EQ((*memory)->path(), "<embedded test>");
+  EXPECT_EQ((*memory)->parameter_count(), file->parameter_count());
+  EXPECT_EQ((*memory)->file_size(), file->file_size());
+  const std::string emb = "backbone.embeddings.word_embeddings.weight";
+  WeightView a = file->Weight(emb).value();
+  WeightView b = (*memory)->Weight(emb).value();
+  EXPECT_EQ(std::vector<uint8_t>(a.bytes.begin(), a.bytes.end()),
+            std::vector<uint8_t>(b.bytes.begin(), b.bytes.end()));
+
+  auto cut = ModelFile::Open("<embedded test>", {data, bytes.size() / 2});
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(cut.status().message(), HasSubstr("<embedded test>"));
 }
 
 TEST(ConvertTest, EmbedsTokenizerFiles) {

@@ -60,7 +60,15 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(
     data = static_cast<const uint8_t*>(p);
   }
   ::close(fd);  // the mapping keeps its own reference to the file
-  return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
+  return std::unique_ptr<MappedFile>(
+      new MappedFile(path, data, size, /*mapped=*/true));
+}
+
+std::unique_ptr<MappedFile> MappedFile::Wrap(std::string name,
+                                             absl::Span<const uint8_t> bytes) {
+  return std::unique_ptr<MappedFile>(new MappedFile(
+      std::move(name), bytes.empty() ? nullptr : bytes.data(), bytes.size(),
+      /*mapped=*/false));
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
@@ -71,7 +79,7 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (mapped_ && data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace h3::loader

@@ -24,6 +24,10 @@ class MappedFile {
   // maps to an empty span.
   static absl::StatusOr<std::unique_ptr<MappedFile>> Open(
       const std::string& path);
+  // A view of `bytes` that outlive the object (a model file embedded in the
+  // binary), read as a file called `name`; nothing is unmapped.
+  static std::unique_ptr<MappedFile> Wrap(std::string name,
+                                          absl::Span<const uint8_t> bytes);
 
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
@@ -34,12 +38,13 @@ class MappedFile {
   size_t size() const { return size_; }
 
  private:
-  MappedFile(std::string path, const uint8_t* data, size_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+  MappedFile(std::string path, const uint8_t* data, size_t size, bool mapped)
+      : path_(std::move(path)), data_(data), size_(size), mapped_(mapped) {}
 
   std::string path_;
   const uint8_t* data_;  // nullptr when size_ == 0
   size_t size_;
+  bool mapped_;  // false for Wrap
 };
 
 // The whole contents of `path`, copied out of a MappedFile (same errors).

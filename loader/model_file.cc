@@ -30,6 +30,15 @@ absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(
   return m;
 }
 
+absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(
+    const std::string& name, absl::Span<const uint8_t> bytes) {
+  std::unique_ptr<ModelFile> m(new ModelFile());
+  H3_ASSIGN_OR_RETURN(m->file_,
+                      SafetensorsFile::Open(MappedFile::Wrap(name, bytes)));
+  H3_RETURN_IF_ERROR(Annotate(m->Load(), name));
+  return m;
+}
+
 uint64_t ModelFile::file_size() const {
   const auto& tensors = file_->header().tensors;
   uint64_t end = 0;

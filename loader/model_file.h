@@ -45,6 +45,11 @@ class ModelFile {
   // DataLoss naming the problem otherwise.
   static absl::StatusOr<std::unique_ptr<ModelFile>> Open(
       const std::string& path);
+  // The same checks over the bytes of a model file that outlive the object
+  // (one embedded in the binary); `name` stands for the path in path() and
+  // in errors.
+  static absl::StatusOr<std::unique_ptr<ModelFile>> Open(
+      const std::string& name, absl::Span<const uint8_t> bytes);
 
   const ModelConfig& config() const { return config_; }
   const std::string& format_version() const { return version_; }

@@ -167,11 +167,16 @@ SafetensorsFile::SafetensorsFile(std::unique_ptr<MappedFile> file,
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
     const std::string& path) {
   H3_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  return Open(std::move(file));
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
+    std::unique_ptr<MappedFile> file) {
   absl::StatusOr<SafetensorsHeader> header =
       ParseSafetensorsHeader(file->data(), file->size());
   if (!header.ok()) {
     return absl::DataLossError(
-        absl::StrCat(path, ": ", header.status().message()));
+        absl::StrCat(file->path(), ": ", header.status().message()));
   }
   return std::unique_ptr<SafetensorsFile>(
       new SafetensorsFile(std::move(file), *std::move(header)));

@@ -56,6 +56,9 @@ class SafetensorsFile {
   // prefixed with the path.
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(
       const std::string& path);
+  // The same over an open file (DataLoss prefixed with its path()).
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(
+      std::unique_ptr<MappedFile> file);
 
   const SafetensorsHeader& header() const { return header_; }
   const std::string& path() const { return file_->path(); }

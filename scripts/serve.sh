@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds h3serve and the h3 tool, and starts the
-# server in the foreground. Arguments go to h3serve (try --help).
+# server in the foreground on the embedded default model (h3-kjv), or on
+# --model M.h3. Arguments go to h3serve (try --help).
 #
 #   scripts/serve.sh
-#   scripts/serve.sh --port 50052 --metrics-port 9000
+#   scripts/serve.sh --model h3-125m.h3 --port 50052 --metrics-port 9000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${H3_PRESET:-default}"
@@ -15,5 +16,5 @@ case "$preset" in
   default) build_dir=build ;;
   *) build_dir="build-$preset" ;;   # as binaryDir in CMakePresets.json
 esac
-echo "Ask it from another terminal: $build_dir/clients/h3 server-info"
+echo "Ask it from another terminal: $build_dir/clients/h3 generate \"And God said\""
 exec "$build_dir/server/h3serve" "$@"

@@ -75,11 +75,16 @@ int main(int argc, char** argv) {
                  "SIGINT/SIGTERM")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--model", options.model_path,
-                 "Model file to serve (made by `h3 convert`); without it "
-                 "the server answers health (NOT_SERVING) and server info "
-                 "only")
-      ->check(CLI::ExistingFile);
+  bool no_model = false;
+  CLI::Option* model =
+      app.add_option("--model", options.model_path,
+                     "Model file to serve (made by `h3 convert`); without "
+                     "it, the embedded default model h3-kjv")
+          ->check(CLI::ExistingFile);
+  app.add_flag("--no-model", no_model,
+               "Serve no model: health NOT_SERVING, generation UNAVAILABLE, "
+               "server info only")
+      ->excludes(model);
   app.add_option("--model-name", options.model_name,
                  "Name GetModelInfo reports (default: the file name)");
   app.add_option("--max-sequence-length", options.max_sequence_length,
@@ -116,6 +121,7 @@ int main(int argc, char** argv) {
                  "all hardware threads)")
       ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
+  options.default_model = !no_model;
   if (threads > 0) setenv("H3_NUM_THREADS", std::to_string(threads).c_str(), 1);
 
   if (!InstallStopHandlers()) {
@@ -135,10 +141,14 @@ int main(int argc, char** argv) {
   }
   std::cout << "\n";
   if ((*server)->model_loaded()) {
-    std::cout << "serving " << options.model_path << "; Ctrl-C drains and "
-              << "stops\n";
+    std::cout << "serving "
+              << (options.model_path.empty()
+                      ? "the embedded default model h3-kjv (--model serves "
+                        "another)"
+                      : options.model_path)
+              << "; Ctrl-C drains and stops\n";
   } else {
-    std::cout << "no model loaded (--model): health is NOT_SERVING and "
+    std::cout << "no model loaded (--no-model): health is NOT_SERVING and "
                  "generation answers UNAVAILABLE; Ctrl-C stops\n";
   }
   std::cout << std::flush;

@@ -12,13 +12,16 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 #include "loader/model_file.h"
+#include "models/default_model.h"
 #include "tokenizer/load.h"
 
 namespace h3::server {
 
 absl::Status Server::LoadModel(const ServerOptions& options) {
   H3_ASSIGN_OR_RETURN(std::unique_ptr<loader::ModelFile> file,
-                      loader::ModelFile::Open(options.model_path));
+                      options.model_path.empty()
+                          ? models::OpenDefaultModel()
+                          : loader::ModelFile::Open(options.model_path));
   if (!file->tokenizer_kind().empty()) {
     H3_ASSIGN_OR_RETURN(tokenizer_, tokenizer::LoadEmbeddedTokenizer(*file));
   }
@@ -47,15 +50,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   H3_ASSIGN_OR_RETURN(server->metrics_,
                       Metrics::Start(options.host, options.metrics_port));
   ServedModel served{.max_new_tokens = options.max_new_tokens};
-  if (!options.model_path.empty()) {
-    H3_RETURN_IF_ERROR(
-        Annotate(server->LoadModel(options),
-                 absl::StrCat("cannot serve ", options.model_path)));
+  if (!options.model_path.empty() || options.default_model) {
+    const std::string default_name(models::kDefaultModelName);
+    const std::string file_name =
+        options.model_path.empty()
+            ? default_name
+            : std::filesystem::path(options.model_path).stem().string();
+    H3_RETURN_IF_ERROR(Annotate(
+        server->LoadModel(options),
+        absl::StrCat("cannot serve ", options.model_path.empty()
+                                          ? "the default model " + default_name
+                                          : options.model_path)));
     served.scheduler = server->scheduler_.get();
-    served.name =
-        options.model_name.empty()
-            ? std::filesystem::path(options.model_path).stem().string()
-            : options.model_name;
+    served.name = options.model_name.empty() ? file_name : options.model_name;
   }
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -20,7 +20,10 @@ struct ServerOptions {
   int port = 50051;         // 0: pick a free port
   int metrics_port = 8000;  // 0: pick a free port; -1: no metrics endpoint
 
-  std::string model_path;  // a model file (h3 convert); empty: no model
+  std::string model_path;  // a model file (h3 convert); empty: see below
+  // With no model_path: serve the embedded default model (h3-kjv) if true,
+  // else no model (health NOT_SERVING, generation UNAVAILABLE).
+  bool default_model = false;
   std::string model_name;  // reported by GetModelInfo; empty: the file name
   // Prompt plus generated tokens per request (sizes each slot's KV cache).
   int64_t max_sequence_length = 2048;

@@ -16,6 +16,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "loader/model_file.h"
+#include "models/default_model.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/load.h"
@@ -76,7 +77,9 @@ nlohmann::ordered_json TimingJson(const Timing& t) {
 absl::Status Run(const RunFlags& flags) {
   const Clock::time_point load_start = Clock::now();
   H3_ASSIGN_OR_RETURN(std::unique_ptr<loader::ModelFile> file,
-                      loader::ModelFile::Open(flags.model));
+                      flags.model.empty()
+                          ? models::OpenDefaultModel()
+                          : loader::ModelFile::Open(flags.model));
   std::unique_ptr<tokenizer::Tokenizer> tok;  // null: ids only
   if (!file->tokenizer_kind().empty()) {
     H3_ASSIGN_OR_RETURN(tok, tokenizer::LoadEmbeddedTokenizer(*file));
@@ -187,8 +190,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* cmd =
       app.add_subcommand("run", "Generate offline with the CPU engine");
-  cmd->add_option("--model", flags->model, "The model file (h3 convert)")
-      ->required();
+  cmd->add_option("--model", flags->model,
+                  "The model file (h3 convert); default: the embedded "
+                  "default model h3-kjv");
   CLI::Option* prompt =
       cmd->add_option("--prompt", flags->prompt,
                       "The prompt as text (needs an embedded tokenizer)");

@@ -239,8 +239,8 @@ int StartServer(Subprocess& server) {
 }
 
 TEST(ServeTest, AnswersH3ToolReflectionAndStopsOnSigterm) {
-  Subprocess server({kH3serve, "--host", "127.0.0.1", "--port", "0",
-                     "--metrics-port", "0", "--shutdown-grace", "1"});
+  Subprocess server({kH3serve, "--no-model", "--host", "127.0.0.1", "--port",
+                     "0", "--metrics-port", "0", "--shutdown-grace", "1"});
   const int port = StartServer(server);
   ASSERT_GT(port, 0) << server.output();
   const std::string address = "127.0.0.1:" + std::to_string(port);
@@ -318,9 +318,41 @@ TEST(ServeTest, SigtermLetsRunningStreamsFinishThenExitsZero) {
   EXPECT_THAT(server.output(), HasSubstr("all requests finished"));
 }
 
-TEST(ServeTest, SecondServerOnTheSamePortFailsClearly) {
-  Subprocess first(
+// The README's path: h3serve with no flags serves the embedded default model.
+TEST(ServeTest, ServesTheDefaultModelWithNoConfiguration) {
+  Subprocess server(
       {kH3serve, "--host", "127.0.0.1", "--port", "0", "--metrics-port", "-1"});
+  const int port = StartServer(server);
+  ASSERT_GT(port, 0) << server.output();
+  EXPECT_THAT(server.output(), HasSubstr("embedded default model h3-kjv"));
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+
+  RunResult info =
+      RunCommand({kH3, "server-info", "--server", address, "--json"});
+  ASSERT_EQ(info.exit_code, 0) << info.out;
+  nlohmann::json json = nlohmann::json::parse(info.out);
+  EXPECT_EQ(json["health"], "SERVING");
+  EXPECT_EQ(json["model_loaded"], true);
+
+  RunResult generated =
+      RunCommand({kH3, "generate", "--server", address, "--greedy",
+                  "--max-tokens", "24", "--json", "And God said"});
+  ASSERT_EQ(generated.exit_code, 0) << generated.out;
+  json = nlohmann::json::parse(generated.out);
+  EXPECT_FALSE(json["text"].get<std::string>().empty());
+  EXPECT_GT(json["usage"]["generated_tokens"].get<int>(), 0) << generated.out;
+  EXPECT_EQ(server.Stop(SIGTERM, 20s), 0) << server.output();
+}
+
+TEST(ServeTest, NoModelExcludesModel) {
+  RunResult result = RunCommand({kH3serve, "--no-model", "--model", kH3});
+  EXPECT_NE(result.exit_code, 0) << result.out;
+  EXPECT_THAT(result.out, HasSubstr("excludes"));
+}
+
+TEST(ServeTest, SecondServerOnTheSamePortFailsClearly) {
+  Subprocess first({kH3serve, "--no-model", "--host", "127.0.0.1", "--port",
+                    "0", "--metrics-port", "-1"});
   const int port = StartServer(first);
   ASSERT_GT(port, 0) << first.output();
   RunResult second = RunCommand({kH3serve, "--host", "127.0.0.1", "--port",
