@@ -145,12 +145,13 @@ TEST_F(BenchRunnerTest, FailuresAreCountedByCode) {
   options.max_sequence_length = 4096;
   options.max_new_tokens = 4000;
   Start(options);
-  // All at once: one runs, one waits, and the others are refused while the
-  // first one's 2000 tokens take far longer than sending six requests.
+  // All at once into one slot and a waiting queue of one: while the first
+  // request's 2000 tokens take far longer than sending six, at most two are
+  // taken and the others are refused.
   const RunRecord run = Run(LoadOptions(), Prompts(6, 8, 2000));
   const BenchMetrics m = ComputeMetrics(run);
   EXPECT_EQ(m.succeeded + m.failed, 6);
-  EXPECT_GE(m.succeeded, 2);
+  EXPECT_GE(m.succeeded, 1);
   EXPECT_GE(m.failed, 1);
   EXPECT_EQ(m.failures_by_code.size(), 1u);
   EXPECT_EQ(m.failures_by_code.count("RESOURCE_EXHAUSTED"), 1u);

@@ -130,8 +130,9 @@ TEST_F(BenchTest, FailuresAgainstATinyQueueAreCountedNotFatal) {
   options.max_sequence_length = 4096;
   options.max_new_tokens = 4000;
   Start(options);
-  // All at once: one runs, one waits, the others are refused while the
-  // first one's 2000 tokens take far longer than sending eight requests.
+  // All at once into one slot and a waiting queue of one: while the first
+  // request's 2000 tokens take far longer than sending eight, at most two
+  // are taken and the others are refused.
   const RunResult result =
       Bench({"--num-prompts", "8", "--input-len", "8", "--output-len", "2000",
              "--num-warmups", "0"});
@@ -141,7 +142,8 @@ TEST_F(BenchTest, FailuresAgainstATinyQueueAreCountedNotFatal) {
   const int succeeded = requests["succeeded"];
   const int failed = requests["failed"];
   EXPECT_EQ(succeeded + failed, 8);
-  EXPECT_GE(succeeded, 2);
+  EXPECT_GE(succeeded, 1);
+  EXPECT_GE(failed, 1);
   EXPECT_EQ(requests["failures_by_code"]["RESOURCE_EXHAUSTED"], failed);
 }
 
