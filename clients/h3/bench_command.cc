@@ -8,7 +8,6 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -281,7 +280,8 @@ int Bench(const BenchFlags& f, double rate) {
         {"results", MetricsJson(metrics)},
         {"per_request", RequestsJson(run)}};
     std::ofstream file(f.json_path);
-    file << out.dump(1) << "\n";
+    file << out.dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
+         << "\n";
     file.close();
     if (!file) {
       std::cerr << "h3 bench: cannot write " << f.json_path << "\n";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -89,7 +90,7 @@ absl::StatusOr<std::vector<BenchPrompt>> ReadJsonlPrompts(
     p.output_len = default_output_len;
     if (auto len = record.find("output_len"); len != record.end()) {
       if (!len->is_number_integer() || len->get<int64_t>() < 1 ||
-          len->get<int64_t>() > INT32_MAX) {
+          len->get<int64_t>() > std::numeric_limits<int32_t>::max()) {
         return bad("\"output_len\" is not a positive integer");
       }
       p.output_len = len->get<int32_t>();
