@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <utility>
+
 namespace h3::cli {
 namespace {
 
@@ -25,7 +27,10 @@ void OnInterrupt(int) {
 }  // namespace
 
 CancelOnInterrupt::CancelOnInterrupt(grpc::ClientContext* context)
-    : context_(context) {
+    : CancelOnInterrupt([context] { context->TryCancel(); }) {}
+
+CancelOnInterrupt::CancelOnInterrupt(std::function<void()> on_interrupt)
+    : on_interrupt_(std::move(on_interrupt)) {
   struct sigaction current {};
   if (sigaction(SIGINT, nullptr, &current) != 0 ||
       current.sa_handler == SIG_IGN || pipe2(pipe_, O_CLOEXEC) != 0) {
@@ -56,7 +61,7 @@ void CancelOnInterrupt::Watch() {
   }
   if (byte != kInterrupted) return;
   interrupted_.store(true);
-  context_->TryCancel();
+  on_interrupt_();
 }
 
 }  // namespace h3::cli

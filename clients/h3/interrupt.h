@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "grpcpp/client_context.h"
@@ -21,6 +22,10 @@ namespace h3::cli {
 class CancelOnInterrupt {
  public:
   explicit CancelOnInterrupt(grpc::ClientContext* context);
+  // The same for work that is not one call (many calls at once): the first
+  // SIGINT runs `on_interrupt` on a thread of this object's. It must be
+  // thread-safe and may run until the destructor joins that thread.
+  explicit CancelOnInterrupt(std::function<void()> on_interrupt);
   ~CancelOnInterrupt();
   CancelOnInterrupt(const CancelOnInterrupt&) = delete;
   CancelOnInterrupt& operator=(const CancelOnInterrupt&) = delete;
@@ -31,7 +36,7 @@ class CancelOnInterrupt {
  private:
   void Watch();
 
-  grpc::ClientContext* context_;
+  std::function<void()> on_interrupt_;
   int pipe_[2] = {-1, -1};  // the handler writes, the watcher reads
   struct sigaction previous_ {};
   std::atomic<bool> interrupted_{false};

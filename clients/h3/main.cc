@@ -9,6 +9,7 @@
 #include "clients/h3/tokenize_command.h"
 #endif
 #if H3_WITH_SERVER_COMMANDS
+#include "clients/h3/bench_command.h"
 #include "clients/h3/generate_command.h"
 #include "clients/h3/server_info_command.h"
 #endif
@@ -22,10 +23,7 @@ constexpr int kUsageExit = 2;
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "h3: the command-line tool of h3serve.\n"
-      "A command for load tests against a server (bench) is not built yet.",
-      "h3"};
+  CLI::App app{"h3: the command-line tool of h3serve.", "h3"};
   app.set_version_flag("--version", h3::VersionLine("h3"));
   app.require_subcommand(1);
   int exit_code = 0;
@@ -39,6 +37,7 @@ int main(int argc, char** argv) {
 #if H3_WITH_SERVER_COMMANDS  // a build without gRPC has no server commands
   h3::cli::AddGenerateCommand(app, &exit_code);
   h3::cli::AddServerInfoCommand(app, &exit_code);
+  h3::cli::AddBenchCommand(app, &exit_code);
 #endif
   try {
     app.parse(argc, argv);

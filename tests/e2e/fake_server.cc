@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "grpcpp/security/server_credentials.h"
@@ -18,6 +19,11 @@ class FakeTextGeneration::Service final
     script_ = std::move(script);
   }
 
+  void SetModelInfo(v1::ModelInfo info) {
+    std::lock_guard<std::mutex> lock(mu_);
+    model_info_ = std::move(info);
+  }
+
   std::vector<v1::GenerateRequest> requests() const {
     std::lock_guard<std::mutex> lock(mu_);
     return requests_;
@@ -26,6 +32,23 @@ class FakeTextGeneration::Service final
   bool WaitForCancel(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     return cancelled_cv_.wait_for(lock, timeout, [this] { return cancelled_; });
+  }
+
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override {
+    grpc::Status status(grpc::StatusCode::UNIMPLEMENTED,
+                        "no model info was set");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (model_info_.has_value()) {
+        *response = *model_info_;
+        status = grpc::Status::OK;
+      }
+    }
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
   }
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
@@ -114,6 +137,7 @@ class FakeTextGeneration::Service final
 
   mutable std::mutex mu_;
   Script script_;
+  std::optional<v1::ModelInfo> model_info_;
   std::vector<v1::GenerateRequest> requests_;
   bool cancelled_ = false;
   std::condition_variable cancelled_cv_;
@@ -140,6 +164,10 @@ FakeTextGeneration::~FakeTextGeneration() {
 
 void FakeTextGeneration::SetScript(Script script) {
   service_->SetScript(std::move(script));
+}
+
+void FakeTextGeneration::SetModelInfo(v1::ModelInfo info) {
+  service_->SetModelInfo(std::move(info));
 }
 
 std::vector<v1::GenerateRequest> FakeTextGeneration::requests() const {

@@ -15,8 +15,8 @@ namespace h3::testing {
 // An in-process h3.v1.TextGeneration server on loopback whose Generate and
 // Complete answer from a script instead of a model, for testing clients: it
 // records what they ask and answers exactly what a test wants, errors and
-// never-ending streams included. Other methods are UNIMPLEMENTED.
-// Thread-safe.
+// never-ending streams included, at once. GetModelInfo answers what
+// SetModelInfo gave; other methods are UNIMPLEMENTED. Thread-safe.
 class FakeTextGeneration {
  public:
   struct Script {
@@ -40,6 +40,9 @@ class FakeTextGeneration {
 
   // What later calls answer. The default script answers no pieces and OK.
   void SetScript(Script script);
+
+  // What GetModelInfo answers from now on (UNIMPLEMENTED before).
+  void SetModelInfo(v1::ModelInfo info);
 
   // The requests of the Generate and Complete calls so far, oldest first.
   std::vector<v1::GenerateRequest> requests() const;

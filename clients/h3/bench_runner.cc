@@ -1,0 +1,242 @@
+#include "clients/h3/bench_runner.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/strip.h"
+#include "clients/h3/grpc_status.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/client_callback.h"
+
+namespace h3::cli {
+namespace {
+
+constexpr auto kProgressInterval = std::chrono::milliseconds(100);
+
+// CPU time (user + system) of the whole process so far.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+v1::GenerateRequest MakeRequest(const BenchPrompt& prompt, float temperature) {
+  v1::GenerateRequest request;
+  if (prompt.ids.empty()) {
+    request.set_text(prompt.text);
+  } else {
+    request.mutable_token_ids()->mutable_ids()->Add(prompt.ids.begin(),
+                                                    prompt.ids.end());
+  }
+  request.mutable_sampling()->set_temperature(temperature);
+  v1::StopConditions& stop = *request.mutable_stop();
+  stop.set_min_new_tokens(prompt.output_len);
+  stop.set_max_new_tokens(prompt.output_len);
+  stop.set_ignore_eos(true);
+  return request;
+}
+
+}  // namespace
+
+std::vector<double> ArrivalTimes(int n, double rate, double burstiness,
+                                 uint64_t seed) {
+  std::vector<double> times(n, 0.0);
+  if (std::isinf(rate)) return times;
+  std::mt19937_64 rng(seed);
+  // Shape k and scale theta have mean k * theta = 1 / rate.
+  std::gamma_distribution<double> gap(burstiness, 1.0 / (rate * burstiness));
+  for (int i = 1; i < n; ++i) times[i] = times[i - 1] + gap(rng);
+  return times;
+}
+
+// One Generate call: records the arrival of each streamed message on the
+// run's clock, and tells the runner when the call has ended. Owned by the
+// runner; gRPC does not touch it after OnDone.
+class BenchRunner::Call final
+    : public grpc::ClientReadReactor<v1::GenerateResponse> {
+ public:
+  Call(BenchRunner* runner, RequestRecord* record, Clock::time_point start)
+      : runner_(runner), record_(record), start_(start) {}
+
+  // Sends the request. REQUIRES: called once.
+  void Start(v1::GenerateRequest request) {
+    request_ = std::move(request);
+    if (request_.has_token_ids()) {
+      record_->input_tokens = request_.token_ids().ids_size();
+    }
+    record_->chunk_times_s.reserve(request_.stop().max_new_tokens());
+    record_->chunk_tokens.reserve(request_.stop().max_new_tokens());
+    runner_->stub_->async()->Generate(&context_, &request_, this);
+    StartRead(&response_);
+    record_->start_s = Now();
+    StartCall();
+  }
+
+  // Thread-safe; the call ends with CANCELLED unless it has already ended.
+  void Cancel() { context_.TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream has ended; OnDone follows
+    const double now = Now();
+    if (response_.token_ids_size() > 0) {
+      record_->chunk_times_s.push_back(now);
+      record_->chunk_tokens.push_back(response_.token_ids_size());
+    }
+    if (response_.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      record_->finish_reason = absl::AsciiStrToLower(absl::StripPrefix(
+          v1::FinishReason_Name(response_.finish_reason()), "FINISH_REASON_"));
+    }
+    if (response_.has_usage()) {
+      record_->input_tokens = response_.usage().prompt_tokens();
+      record_->cached_input_tokens = response_.usage().cached_prompt_tokens();
+    }
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    record_->end_s = Now();
+    runner_->Ended(status, record_);
+  }
+
+ private:
+  double Now() const {
+    return std::chrono::duration<double>(Clock::now() - start_).count();
+  }
+
+  BenchRunner* runner_;
+  RequestRecord* record_;
+  const Clock::time_point start_;
+  grpc::ClientContext context_;
+  v1::GenerateRequest request_;
+  v1::GenerateResponse response_;
+};
+
+BenchRunner::BenchRunner(v1::TextGeneration::Stub* stub, LoadOptions options)
+    : stub_(stub), options_(options) {}
+
+BenchRunner::~BenchRunner() = default;
+
+RunRecord BenchRunner::Run(const std::vector<BenchPrompt>& prompts,
+                           const std::vector<double>& arrivals,
+                           const ProgressFn& progress) {
+  RunRecord run;
+  run.requests.resize(prompts.size());
+  std::unique_lock<std::mutex> lock(mu_);
+  calls_.clear();
+  calls_.resize(prompts.size());
+  in_flight_ = done_ = failed_ = 0;
+  const double cpu_before = ProcessCpuSeconds();
+  start_ = Clock::now();
+  next_progress_ = start_;
+  const Clock::time_point limit =
+      options_.time_limit_s > 0
+          ? start_ + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(options_.time_limit_s))
+          : Clock::time_point::max();
+  auto stop_at_limit = [&] {
+    if (stopped_ || Clock::now() < limit) return false;
+    stopped_ = true;
+    stopped_by_ = "time limit";
+    for (const std::unique_ptr<Call>& call : calls_) {
+      if (call != nullptr) call->Cancel();
+    }
+    return true;
+  };
+
+  for (size_t i = 0; i < prompts.size() && !stopped_; ++i) {
+    const Clock::time_point arrival =
+        start_ + std::chrono::duration_cast<Clock::duration>(
+                     std::chrono::duration<double>(arrivals[i]));
+    auto full = [this] {
+      return options_.max_concurrency > 0 &&
+             in_flight_ >= options_.max_concurrency;
+    };
+    while (!stopped_ && !stop_at_limit() &&
+           (Clock::now() < arrival || full())) {
+      WaitAWhile(lock, std::min(full() ? limit : arrival, limit), progress);
+    }
+    if (stopped_) break;
+    ++in_flight_;
+    calls_[i] = std::make_unique<Call>(this, &run.requests[i], start_);
+    Call* call = calls_[i].get();
+    // Stop may cancel the call before it starts; gRPC then cancels it on
+    // start.
+    lock.unlock();
+    call->Start(MakeRequest(prompts[i], options_.temperature));
+    lock.lock();
+  }
+  while (in_flight_ > 0) {
+    stop_at_limit();
+    WaitAWhile(lock, limit, progress);
+  }
+  run.duration_s = std::chrono::duration<double>(Clock::now() - start_).count();
+  run.client_cpu_s = ProcessCpuSeconds() - cpu_before;
+  run.stopped_by = stopped_by_;
+  const Progress last = ProgressLocked();
+  lock.unlock();
+  if (progress != nullptr) progress(last);
+  return run;
+}
+
+void BenchRunner::Stop(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  stopped_by_ = why;
+  for (const std::unique_ptr<Call>& call : calls_) {
+    if (call != nullptr) call->Cancel();
+  }
+  changed_.notify_all();
+}
+
+void BenchRunner::Ended(const grpc::Status& status, RequestRecord* record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  using Outcome = RequestRecord::Outcome;
+  if (status.ok()) {
+    record->outcome = Outcome::kSucceeded;
+  } else if (stopped_ && status.error_code() == grpc::StatusCode::CANCELLED) {
+    record->outcome = Outcome::kStopped;
+  } else {
+    record->outcome = Outcome::kFailed;
+    record->error_code = GrpcCodeName(status.error_code());
+    ++failed_;
+  }
+  --in_flight_;
+  ++done_;
+  changed_.notify_all();
+}
+
+void BenchRunner::WaitAWhile(std::unique_lock<std::mutex>& lock,
+                             Clock::time_point until,
+                             const ProgressFn& progress) {
+  Clock::time_point now = Clock::now();
+  if (progress != nullptr && now >= next_progress_) {
+    next_progress_ = now + kProgressInterval;
+    const Progress p = ProgressLocked();
+    lock.unlock();
+    progress(p);
+    lock.lock();
+    now = Clock::now();
+  }
+  until = std::min(until, now + kProgressInterval);
+  if (progress != nullptr) until = std::min(until, next_progress_);
+  changed_.wait_until(lock, until);
+}
+
+Progress BenchRunner::ProgressLocked() const {
+  Progress p;
+  p.done = done_;
+  p.failed = failed_;
+  p.in_flight = in_flight_;
+  p.total = static_cast<int64_t>(calls_.size());
+  p.elapsed_s = std::chrono::duration<double>(Clock::now() - start_).count();
+  return p;
+}
+
+}  // namespace h3::cli
