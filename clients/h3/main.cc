@@ -10,6 +10,7 @@
 #endif
 #if H3_WITH_SERVER_COMMANDS
 #include "clients/h3/generate_command.h"
+#include "clients/h3/health_command.h"
 #include "clients/h3/server_info_command.h"
 #endif
 
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
 #if H3_WITH_SERVER_COMMANDS  // a build without gRPC has no server commands
   h3::cli::AddGenerateCommand(app, &exit_code);
   h3::cli::AddServerInfoCommand(app, &exit_code);
+  h3::cli::AddHealthCommand(app, &exit_code);
 #endif
   try {
     app.parse(argc, argv);
