@@ -245,37 +245,40 @@ class DockerfilesTest(unittest.TestCase):
         # Debian package owns: the nvidia/cuda runtime image provides it.
         libraries = {l for l in libraries
                      if not os.path.realpath(l).startswith("/usr/local/cuda")}
+        # dpkg may know a library by its /lib path or by its real one: ask
+        # for both in one call (it fails for the unknown ones, and says so).
+        paths = libraries | {os.path.realpath(l) for l in libraries}
+        _, out = ds.run(["dpkg", "-S"] + sorted(paths), check=False)
+        package_of = {path: package for package, path in
+                      re.findall(r"(?m)^([^:\s,]+)\S*: (/\S+)$", out)}
         owners = {}
         for library in libraries:
-            # dpkg may know a library by its /lib path or by its real one.
-            code, out = ds.run(["dpkg", "-S", os.path.realpath(library)],
-                               check=False)
-            if code != 0:
-                _, out = ds.run(["dpkg", "-S", library])
-            owners[library] = out.split(":")[0]
+            owner = (package_of.get(os.path.realpath(library)) or
+                     package_of.get(library))
+            self.assertIsNotNone(owner, f"no package owns {library}")
+            owners[library] = owner
         _, out = ds.run([os.path.join(ds.SOURCE_DIR, INSTALL_DEPS),
                          "--print", "--runtime"])
         listed = set(out.split())
 
-        def depends(package):  # of an installed package; {} for another
-            _, out = ds.run(["dpkg-query", "-W", "-f=${Depends}", package],
-                            check=False)
-            if "no packages found" in out:
-                return set()
-            return {d.strip().split()[0].split(":")[0]
-                    for d in re.split(r"[,|]", out) if d.strip()}
-
         # What a runtime stage gets: the list, what it pulls in, and the
-        # packages of priority required that every Debian image has.
-        _, out = ds.run(["dpkg-query", "-W", "-f=${Package} ${Priority}\n"])
-        available = {l.split()[0] for l in out.splitlines()
-                     if l.endswith(" required")}
+        # packages of priority required that every Debian image has. One
+        # dpkg-query for every installed package's priority and dependencies.
+        _, out = ds.run(["dpkg-query", "-W",
+                         "-f=${Package}\t${Priority}\t${Depends}\n"])
+        depends, available = {}, set()
+        for line in out.splitlines():
+            package, priority, deps = line.split("\t")
+            depends[package] = {d.split()[0].split(":")[0]
+                                for d in re.split(r"[,|]", deps) if d.strip()}
+            if priority == "required":
+                available.add(package)
         todo = list(listed)
         while todo:
             package = todo.pop()
             if package not in available:
                 available.add(package)
-                todo.extend(depends(package))
+                todo.extend(depends.get(package, ()))
         for library, package in sorted(owners.items()):
             self.assertIn(package, available, library)
         # And nothing listed that no binary loads.
