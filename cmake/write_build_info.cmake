@@ -1,6 +1,11 @@
 # Script mode (cmake -P): writes OUTPUT from cmake/build_info.cc.in.
 find_package(Git QUIET)
+# Without a git checkout (a Docker build context leaves .git out), the commit
+# comes from $H3_GIT_COMMIT when set (docker build --build-arg H3_GIT_COMMIT=).
 set(GIT_COMMIT "unknown")
+if(DEFINED ENV{H3_GIT_COMMIT} AND NOT "$ENV{H3_GIT_COMMIT}" STREQUAL "")
+  set(GIT_COMMIT "$ENV{H3_GIT_COMMIT}")
+endif()
 set(GIT_DIRTY "")
 if(GIT_FOUND)
   execute_process(COMMAND "${GIT_EXECUTABLE}" rev-parse --short=12 HEAD

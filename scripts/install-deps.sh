@@ -2,15 +2,20 @@
 # Installs from Debian what h3serve needs, and does nothing (quietly, in well
 # under a second) when everything is there.
 #
-#   scripts/install-deps.sh          build dependencies
-#   scripts/install-deps.sh --test   build and test dependencies
-#   scripts/install-deps.sh --print [--test]   list the packages, install nothing
-#   scripts/install-deps.sh --check [--test]   exit 1 if any is missing
+#   scripts/install-deps.sh             build dependencies
+#   scripts/install-deps.sh --test      build and test dependencies
+#   scripts/install-deps.sh --runtime   only the shared libraries that h3serve
+#                                       and h3 load at run time (for images)
+#   scripts/install-deps.sh --print [--test | --runtime]   list, install nothing
+#   scripts/install-deps.sh --check [--test | --runtime]   exit 1 if any is missing
 #
 # The CUDA Toolkit is not a Debian package we install: when nvcc is present
 # (PATH, $CUDACXX or /usr/local/cuda) the build uses it, otherwise it builds
-# for the CPU only. Dockerfiles call this script too, so that the package list
-# lives in one place.
+# for the CPU only. The Dockerfiles (deploy/) call this script for both their
+# build and runtime stages, so that the package lists live here only. The
+# build and test lists have the same names on Debian 12 and Ubuntu 24.04 (the
+# CUDA images' base); runtime library names differ, so there is one runtime
+# list per release.
 set -euo pipefail
 
 build_packages=(
@@ -32,22 +37,51 @@ test_packages=(
   libgtest-dev libgmock-dev                     # GoogleTest / GoogleMock
   python3-grpcio python3-protobuf               # clients/python and its test
   bible-kjv                                     # the default model's held-out text
+  prometheus python3-yaml                       # tests/deploy: scrape h3serve, read manifests
+)
+# What the binaries load (ldd h3serve h3 lib/h3/*.so, less the C and C++
+# runtimes every base image has); their own dependencies come with them.
+# tests/deploy/dockerfiles_test.py checks the Debian 12 list against ldd.
+runtime_packages_bookworm=(
+  libabsl20220623 libprotobuf32 libgrpc29 libgrpc++1.51
+  libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
+  libzip4 libre2-9 libsentencepiece0 libopenblas0-pthread libkissfft-float131
+)
+runtime_packages_noble=(                        # Ubuntu 24.04: the 64-bit time_t renames
+  libabsl20220623t64 libprotobuf32t64 libgrpc29t64 libgrpc++1.51t64
+  libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
+  libzip4t64 libre2-10 libsentencepiece0 libopenblas0-pthread libkissfft-float131
 )
 
 mode=install
-with_test=0
+list=build
 for arg in "$@"; do
   case "$arg" in
-    --test) with_test=1 ;;
+    --test|--runtime)
+      if [ "$list" != build ]; then
+        echo "install-deps.sh: --test and --runtime exclude each other" >&2; exit 2
+      fi
+      list=${arg#--} ;;
     --print) mode=print ;;
     --check) mode=check ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
 
-packages=("${build_packages[@]}")
-if [ "$with_test" = 1 ]; then packages+=("${test_packages[@]}"); fi
+case "$list" in
+  build) packages=("${build_packages[@]}") ;;
+  test) packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  runtime)
+    release=$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")
+    case "$release" in
+      bookworm) packages=("${runtime_packages_bookworm[@]}") ;;
+      noble) packages=("${runtime_packages_noble[@]}") ;;
+      *) echo "install-deps.sh: no runtime package list for '$release'" \
+              "(Debian 12 bookworm and Ubuntu 24.04 noble have one)" >&2
+         exit 1 ;;
+    esac ;;
+esac
 
 if [ "$mode" = print ]; then
   printf '%s\n' "${packages[@]}"

@@ -1,20 +1,14 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds h3serve and the h3 tool, and starts the
-# server in the foreground on the embedded default model (h3-kjv), or on
-# --model M.h3. Arguments go to h3serve (try --help).
+# Installs what is missing, builds h3serve and the h3 tool (scripts/build.sh),
+# and starts the server in the foreground on the embedded default model
+# (h3-kjv), or on --model M.h3. Arguments go to h3serve (try --help).
 #
 #   scripts/serve.sh
 #   scripts/serve.sh --model h3-125m.h3 --port 50052 --metrics-port 9000
 set -euo pipefail
 cd "$(dirname "$0")/.."
-preset="${H3_PRESET:-default}"
 
-scripts/install-deps.sh
-cmake --preset "$preset" -DH3_BUILD_TESTS=OFF >/dev/null
-cmake --build --preset "$preset" --target h3serve h3
-case "$preset" in
-  default) build_dir=build ;;
-  *) build_dir="build-$preset" ;;   # as binaryDir in CMakePresets.json
-esac
+scripts/build.sh
+build_dir=$(scripts/build.sh --dir)
 echo "Ask it from another terminal: $build_dir/clients/h3 generate \"And God said\""
 exec "$build_dir/server/h3serve" "$@"

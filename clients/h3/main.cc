@@ -11,6 +11,7 @@
 #if H3_WITH_SERVER_COMMANDS
 #include "clients/h3/bench_command.h"
 #include "clients/h3/generate_command.h"
+#include "clients/h3/health_command.h"
 #include "clients/h3/server_info_command.h"
 #endif
 
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   h3::cli::AddGenerateCommand(app, &exit_code);
   h3::cli::AddServerInfoCommand(app, &exit_code);
   h3::cli::AddBenchCommand(app, &exit_code);
+  h3::cli::AddHealthCommand(app, &exit_code);
 #endif
   try {
     app.parse(argc, argv);
