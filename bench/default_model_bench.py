@@ -62,15 +62,19 @@ def startup():
         [os.path.join(args.build, "server", "h3serve"), "--host", "127.0.0.1",
          "--port", str(PORT), "--metrics-port", "-1", "--threads", str(args.threads)],
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    stub = pb_grpc.TextGenerationStub(grpc.insecure_channel(f"127.0.0.1:{PORT}"))
     request = pb.GenerateRequest(text="And God said",
                                  sampling=pb.SamplingParams(temperature=0),
                                  stop=pb.StopConditions(max_new_tokens=1))
     while True:
+        # A fresh channel per try: a channel that failed to connect waits out
+        # gRPC's reconnect backoff (1 s and more) before it tries again.
+        channel = grpc.insecure_channel(f"127.0.0.1:{PORT}")
+        stub = pb_grpc.TextGenerationStub(channel)
         try:
             generate(stub, request)
             return server, stub, time.perf_counter() - start
         except grpc.RpcError as e:
+            channel.close()
             if e.code() != grpc.StatusCode.UNAVAILABLE or server.poll() is not None:
                 raise
             time.sleep(0.005)
