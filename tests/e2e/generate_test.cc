@@ -89,17 +89,9 @@ class GenerateTest : public ::testing::Test {
     }
   }
 
-  // Starts h3serve on the suite's model with `flags` on a free loopback
-  // port; sets *address to its HOST:PORT, or "" when it did not start.
   static std::unique_ptr<Subprocess> StartServer(
       const std::vector<std::string>& flags, std::string* address) {
-    std::vector<std::string> argv = {kH3serve, "--model",        model_,
-                                     "--host", "127.0.0.1",      "--port",
-                                     "0",      "--metrics-port", "-1"};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    auto server = std::make_unique<Subprocess>(argv);
-    *address = testing::WaitForGrpcAddress(*server, 60s);
-    return server;
+    return testing::StartH3serve(kH3serve, model_, flags, address);
   }
 
   static void TearDownTestSuite() {

@@ -44,17 +44,9 @@ class HealthTest : public ::testing::Test {
 
   void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
 
-  // Starts h3serve on the suite's model on a free loopback port with `flags`;
-  // sets *address to its HOST:PORT ("" when it did not start).
   static std::unique_ptr<Subprocess> StartServer(
       const std::vector<std::string>& flags, std::string* address) {
-    std::vector<std::string> argv = {kH3serve, "--model",        model_,
-                                     "--host", "127.0.0.1",      "--port",
-                                     "0",      "--metrics-port", "-1"};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    auto server = std::make_unique<Subprocess>(argv);
-    *address = testing::WaitForGrpcAddress(*server, 60s);
-    return server;
+    return testing::StartH3serve(kH3serve, model_, flags, address);
   }
 
   static RunResult Health(const std::vector<std::string>& args) {

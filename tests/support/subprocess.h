@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,14 @@ class Subprocess {
 // comes within `timeout`.
 std::string WaitForGrpcAddress(Subprocess& server,
                                std::chrono::milliseconds timeout);
+
+// Starts the h3serve binary `h3serve` on `model` on a free loopback port,
+// without metrics, with `flags` added; sets *address to its HOST:PORT, or ""
+// when it did not start within 60 s (its output() says why).
+std::unique_ptr<Subprocess> StartH3serve(const std::string& h3serve,
+                                         const std::string& model,
+                                         const std::vector<std::string>& flags,
+                                         std::string* address);
 
 }  // namespace h3::testing
 
