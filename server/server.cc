@@ -51,18 +51,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
                       Metrics::Start(options.host, options.metrics_port));
   ServedModel served{.max_new_tokens = options.max_new_tokens};
   if (!options.model_path.empty() || options.default_model) {
-    const std::string default_name(models::kDefaultModelName);
-    const std::string file_name =
-        options.model_path.empty()
-            ? default_name
-            : std::filesystem::path(options.model_path).stem().string();
+    const bool embedded = options.model_path.empty();
     H3_RETURN_IF_ERROR(Annotate(
         server->LoadModel(options),
-        absl::StrCat("cannot serve ", options.model_path.empty()
-                                          ? "the default model " + default_name
-                                          : options.model_path)));
+        absl::StrCat("cannot serve ", embedded ? "the default model h3-kjv"
+                                               : options.model_path)));
     served.scheduler = server->scheduler_.get();
-    served.name = options.model_name.empty() ? file_name : options.model_name;
+    served.name = options.model_name;
+    if (served.name.empty()) {
+      served.name =
+          embedded ? std::string(models::kDefaultModelName)
+                   : std::filesystem::path(options.model_path).stem().string();
+    }
   }
 
   grpc::EnableDefaultHealthCheckService(true);
