@@ -33,3 +33,21 @@ def emit(benchmark, out_path, **fields):
     if out_path:
         with open(out_path, "w") as fh:
             fh.write(text + "\n")
+
+
+def add_server_options(parser):
+    """--threads, --build and --out, which the server benchmarks share."""
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--out", help="also write the JSON here")
+
+
+def grpc_api(build):
+    """(grpc, pb, pb_grpc): gRPC and the h3.v1 stubs the build generated
+    into BUILD/python (python3-grpcio, python3-protobuf)."""
+    import sys
+    sys.path.insert(0, os.path.join(build, "python"))
+    import grpc
+    from h3.v1 import text_generation_pb2 as pb
+    from h3.v1 import text_generation_pb2_grpc as pb_grpc
+    return grpc, pb, pb_grpc

@@ -31,24 +31,16 @@ import sys
 import threading
 import time
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import report
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--model", required=True)
 ap.add_argument("--streams", default="1,8,32")
 ap.add_argument("--max-tokens", type=int, default=32)
 ap.add_argument("--prompt-len", type=int, default=16)
-ap.add_argument("--threads", type=int, default=os.cpu_count())
-ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-ap.add_argument("--out", help="also write the JSON here")
+report.add_server_options(ap)
 args = ap.parse_args()
-
-sys.path.insert(0, os.path.join(args.build, "python"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import report  # noqa: E402
-import grpc  # noqa: E402
-from h3.v1 import text_generation_pb2 as pb  # noqa: E402
-from h3.v1 import text_generation_pb2_grpc as pb_grpc  # noqa: E402
+grpc, pb, pb_grpc = report.grpc_api(args.build)
 
 
 def log(*a):

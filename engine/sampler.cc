@@ -177,13 +177,17 @@ double Sampler::Uniform() {
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
 }
 
+double LogSumExp(absl::Span<const float> x) {
+  const float max = *std::max_element(x.begin(), x.end());
+  double sum = 0;
+  for (float v : x) sum += std::exp(v - max);
+  return max + std::log(sum);
+}
+
 void Sampler::Logprobs(absl::Span<const float> logits, int n,
                        SampledToken* out) {
   const float* x = logits.data();
-  const float max_logit = *std::max_element(x, x + vocab_size_);
-  double sum = 0;
-  for (int32_t i = 0; i < vocab_size_; ++i) sum += std::exp(x[i] - max_logit);
-  const double log_z = max_logit + std::log(sum);
+  const double log_z = LogSumExp(logits.first(vocab_size_));
   out->logprob = static_cast<float>(x[out->id] - log_z);
   out->top.clear();
   if (n <= 0) return;

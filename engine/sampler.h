@@ -13,6 +13,9 @@
 
 namespace h3::engine {
 
+// log(sum_i exp(x_i)), computed stably (the log-normaliser of logits).
+double LogSumExp(absl::Span<const float> x);
+
 // How the next token is chosen from a model's logits. The defaults sample
 // from the model's distribution unchanged.
 struct SamplingParams {

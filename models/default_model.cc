@@ -27,8 +27,6 @@ absl::Span<const uint8_t> DefaultModelBytes() {
           static_cast<size_t>(h3_default_model_end - h3_default_model_begin)};
 }
 
-absl::string_view DefaultModelSha256() { return H3_DEFAULT_MODEL_SHA256; }
-
 absl::StatusOr<std::unique_ptr<loader::ModelFile>> OpenDefaultModel() {
   return loader::ModelFile::Open(
       absl::StrCat("<embedded ", kDefaultModelName, ">"), DefaultModelBytes());

@@ -19,9 +19,6 @@ inline constexpr absl::string_view kDefaultModelName = "h3-kjv";
 // aligned, like a mapped file); they live as long as the process.
 absl::Span<const uint8_t> DefaultModelBytes();
 
-// SHA-256 of those bytes (hex), as computed at build time.
-absl::string_view DefaultModelSha256();
-
 // The embedded file opened and checked as ModelFile::Open checks a file;
 // its path() is "<embedded h3-kjv>".
 absl::StatusOr<std::unique_ptr<loader::ModelFile>> OpenDefaultModel();

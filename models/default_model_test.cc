@@ -5,10 +5,8 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "engine/backend.h"
 #include "engine/model.h"
 #include "gtest/gtest.h"
+#include "loader/mapped_file.h"
 #include "models/perplexity.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/subprocess.h"
@@ -27,11 +26,13 @@ namespace {
 
 const std::string kModelDir = H3_MODEL_DIR;  // models/h3-kjv
 
+// Word separators for checking generated text against the corpus.
+constexpr absl::string_view kWordSeparators = " \t\n,.;:?!()'";
+
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  absl::StatusOr<std::string> contents = loader::ReadFileToString(path);
+  EXPECT_TRUE(contents.ok()) << contents.status();
+  return contents.ok() ? *std::move(contents) : std::string();
 }
 
 struct Loaded {
@@ -154,7 +155,7 @@ TEST_F(HeldOutTest, GreedyTextIsMadeOfBibleWords) {
   std::set<std::string> words;
   for (absl::string_view w :
        absl::StrSplit(ReadFile(*dir_ + "/train.txt"),
-                      absl::ByAnyChar(" \t\n,.;:?!()'"), absl::SkipEmpty())) {
+                      absl::ByAnyChar(kWordSeparators), absl::SkipEmpty())) {
     words.emplace(w);
   }
   auto prompt = l.tokenizer->Encode("And God said");
@@ -180,7 +181,7 @@ TEST_F(HeldOutTest, GreedyTextIsMadeOfBibleWords) {
   std::cout << "And God said" << *text << "\n";
   int known = 0, all = 0;
   for (absl::string_view w : absl::StrSplit(
-           *text, absl::ByAnyChar(" \t\n,.;:?!()'"), absl::SkipEmpty())) {
+           *text, absl::ByAnyChar(kWordSeparators), absl::SkipEmpty())) {
     ++all;
     known += words.count(std::string(w));
   }

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "base/status_macros.h"
+#include "engine/sampler.h"
 
 namespace h3::models {
 
@@ -120,12 +121,9 @@ absl::StatusOr<double> ModelLoss(engine::Model& model,
       logits.resize(live.size() * padded);
       H3_RETURN_IF_ERROR(model.Decode(live, tokens, logits.data()));
       for (size_t r = 0; r < live.size(); ++r) {
-        const float* row = logits.data() + r * padded;
-        const float max = *std::max_element(row, row + vocab);
-        double z = 0;
-        for (int64_t v = 0; v < vocab; ++v) z += std::exp(double(row[v] - max));
+        const absl::Span<const float> row(logits.data() + r * padded, vocab);
         const int32_t next = stream[starts[first + which[r]] + t + 1];
-        sum += std::log(z) - double(row[next] - max);
+        sum += engine::LogSumExp(row) - double(row[next]);
         ++count;
       }
     }
