@@ -1,0 +1,110 @@
+// H3PrefillCuda: uploads one layer's weights and routes each call to the fused
+// kernel or the cuFFT path.
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/h3_prefill.h"
+#include "kernels/cuda/h3_prefill_cufft.h"
+#include "kernels/cuda/h3_prefill_fused.h"
+
+namespace h3::kernels {
+
+const char* H3PrefillPathName(H3PrefillPath path) {
+  return path == H3PrefillPath::kFused ? "fused" : "cufft";
+}
+
+bool H3FusedSupports(const H3Shape& s, std::string* why) {
+  if (s.head_dim != 1) {
+    *why = "head_dim " + std::to_string(s.head_dim) +
+           " (the fused kernel computes head_dim 1)";
+    return false;
+  }
+  if (s.modes() % 8 != 0 || s.modes() > 64) {
+    *why = "d_state " + std::to_string(s.d_state) +
+           " (the fused kernel needs d_state / 2 a multiple of 8, at most 64)";
+    return false;
+  }
+  return true;
+}
+
+H3PrefillCuda::~H3PrefillCuda() {
+  fused_.reset();
+  cufft_.reset();
+  cudaFree(weight_memory_);
+}
+
+cudaError_t H3PrefillCuda::Create(const H3Weights& w, const Options& options,
+                                  std::unique_ptr<H3PrefillCuda>* out) {
+  const H3Shape& s = w.shape;
+  if (s.d_model <= 0 || s.head_dim <= 0 || s.d_model % s.head_dim != 0 ||
+      s.d_state <= 0 || s.d_state % 2 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t d = s.d_model, n = s.d_state;
+  const size_t heads = s.heads(), modes = s.modes();
+  // The weights, packed into one allocation in H3Weights order.
+  struct Part {
+    const float* host;
+    size_t size;
+    const float** device;
+  };
+  std::unique_ptr<H3PrefillCuda> op(new H3PrefillCuda());
+  op->device_weights_.shape = s;
+  H3Weights& dw = op->device_weights_;
+  const Part parts[] = {{w.shift_kernel, d * n, &dw.shift_kernel},
+                        {w.shift_B, d * n, &dw.shift_B},
+                        {w.shift_C, d * n, &dw.shift_C},
+                        {w.shift_D, d, &dw.shift_D},
+                        {w.dA, 2 * heads * modes, &dw.dA},
+                        {w.dB, 2 * heads * modes, &dw.dB},
+                        {w.C, 2 * heads * modes, &dw.C},
+                        {w.D, heads, &dw.D}};
+  std::vector<float> packed;
+  for (const Part& part : parts) {
+    if (part.host == nullptr) return cudaErrorInvalidValue;
+    packed.insert(packed.end(), part.host, part.host + part.size);
+  }
+  cudaError_t err =
+      cudaMalloc(&op->weight_memory_, packed.size() * sizeof(float));
+  if (err != cudaSuccess) return err;
+  err = cudaMemcpy(op->weight_memory_, packed.data(),
+                   packed.size() * sizeof(float), cudaMemcpyHostToDevice);
+  if (err != cudaSuccess) return err;
+  size_t offset = 0;
+  for (const Part& part : parts) {
+    *part.device = op->weight_memory_ + offset;
+    offset += part.size;
+  }
+
+  err = H3PrefillCufft::Create(dw, &op->cufft_);
+  if (err != cudaSuccess) return err;
+  std::string why;
+  if (options.prefer == H3PrefillPath::kCufft) {
+    op->reason_ = "cuFFT path requested";
+  } else if (!H3FusedSupports(s, &why)) {
+    op->reason_ = "cuFFT path: the fused kernel does not support " + why;
+  } else {
+    err = H3PrefillFused::Create(dw, &op->fused_);
+    if (err != cudaSuccess) return err;
+    op->path_ = H3PrefillPath::kFused;
+    op->reason_ =
+        "fused FlashConv kernel (channel-major calls; others take cuFFT)";
+  }
+  *out = std::move(op);
+  return cudaSuccess;
+}
+
+cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,
+                               cudaStream_t stream) {
+  if (p.batch < 0 || p.length < 0) return cudaErrorInvalidValue;
+  if (p.batch == 0 || p.length == 0) return cudaSuccess;
+  if (p.q == nullptr || p.k == nullptr || p.v == nullptr ||
+      p.out == nullptr || p.shift_state == nullptr ||
+      p.diag_state == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  if (fused_ != nullptr && p.layout.time == 1) return fused_->Run(p, stream);
+  return cufft_->Run(p, stream);
+}
+
+}  // namespace h3::kernels

@@ -1,0 +1,121 @@
+#ifndef H3_KERNELS_CUDA_H3_PREFILL_H_
+#define H3_KERNELS_CUDA_H3_PREFILL_H_
+
+// H3 prefill on the GPU: the GPU twin of H3PrefillCpu (kernels/h3.h) for a
+// batch of sequences, with two implementations behind one per-layer object:
+//
+//   fused (FlashConv, h3_prefill_fused.cu): one kernel computes the shift
+//     convolution, kv, the long convolution by a block FFT on tensor cores,
+//     the carried state's contribution, the output gate and both end states,
+//     walking the sequence in on-chip chunks and passing the state between
+//     them. Needs head_dim 1, modes a multiple of 8 up to 64, d_state <= 128
+//     and channel-major tensors (time_stride 1).
+//   cufft (h3_prefill_cufft.cu): the unfused baseline. cuFFT for the
+//     convolution, separate elementwise kernels for the rest. Any shape and
+//     any layout; the fallback where the fused kernel does not apply.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/h3.h"
+
+namespace h3::kernels {
+
+enum class ElementType { kFloat32, kFloat16, kBFloat16 };
+
+// Where element (b, t, c) of q, k, v and out lives, in elements from the
+// tensor's base pointer: b * batch + t * time + c * channel.
+struct SequenceLayout {
+  int64_t batch = 0;
+  int64_t time = 0;
+  int64_t channel = 0;
+
+  // [B, d, L]: each channel's sequence contiguous (what FlashConv wants).
+  static SequenceLayout ChannelMajor(int d, int64_t length) {
+    return {d * length, 1, length};
+  }
+  // [B, L, d]: each token's channels contiguous (what a GEMM writes).
+  static SequenceLayout TokenMajor(int d, int64_t length) {
+    return {d * length, d, 1};
+  }
+};
+
+// One prefill call: a chunk of `length` tokens for each of `batch` sequences
+// (all the same length), each starting from its own saved state.
+// q, k, v, out: device tensors of `type` in `layout`; out must not alias
+// q, k or v. The states are fp32 device memory, read as the state before the
+// chunk (zeros for a new sequence) and overwritten with the state after it,
+// one H3State per sequence laid out back to back:
+//   shift_state [batch, d, N],  diag_state [batch, p, p, H, M] complex.
+struct H3PrefillCudaParams {
+  int batch = 0;
+  int64_t length = 0;
+  ElementType type = ElementType::kFloat32;
+  SequenceLayout layout;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float* shift_state = nullptr;
+  float* diag_state = nullptr;
+};
+
+enum class H3PrefillPath { kFused, kCufft };
+const char* H3PrefillPathName(H3PrefillPath path);
+
+class H3PrefillCufft;
+class H3PrefillFused;
+
+// One H3 layer's prefill on the current CUDA device: owns a device copy of the
+// layer's weights and what every call reuses (kernel spectra, cuFFT plans,
+// scratch), computed once at load.
+class H3PrefillCuda {
+ public:
+  struct Options {
+    // kFused uses the fused kernel where the layer's shape allows it and the
+    // cuFFT path otherwise; kCufft always uses the cuFFT path.
+    H3PrefillPath prefer = H3PrefillPath::kFused;
+  };
+
+  // `weights` holds host pointers (as filled by H3Discretize); they are
+  // copied. On failure *out is untouched and the error is returned.
+  static cudaError_t Create(const H3Weights& weights, const Options& options,
+                            std::unique_ptr<H3PrefillCuda>* out);
+  ~H3PrefillCuda();
+
+  // The path chosen at load, and why, in words (for the load-time log).
+  H3PrefillPath path() const { return path_; }
+  const std::string& reason() const { return reason_; }
+  // The layer's weights in device memory.
+  const H3Weights& device_weights() const { return device_weights_; }
+
+  // Enqueues one call on `stream`. Calls with a layout the fused kernel does
+  // not read (time stride != 1) take the cuFFT path. InvalidValue for
+  // arguments that break the contract above. Not thread-safe: the object
+  // owns scratch memory that one call at a time uses.
+  cudaError_t Run(const H3PrefillCudaParams& params, cudaStream_t stream);
+
+  H3PrefillCuda(const H3PrefillCuda&) = delete;
+  H3PrefillCuda& operator=(const H3PrefillCuda&) = delete;
+
+ private:
+  H3PrefillCuda() = default;
+
+  H3PrefillPath path_ = H3PrefillPath::kCufft;
+  std::string reason_;
+  float* weight_memory_ = nullptr;  // one allocation behind device_weights_
+  H3Weights device_weights_;
+  std::unique_ptr<H3PrefillCufft> cufft_;
+  std::unique_ptr<H3PrefillFused> fused_;
+};
+
+// Whether the fused kernel handles this layer shape; if not, *why says what
+// it lacks.
+bool H3FusedSupports(const H3Shape& shape, std::string* why);
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_CUDA_H3_PREFILL_H_

@@ -1,0 +1,36 @@
+#ifndef H3_KERNELS_CUDA_H3_PREFILL_FUSED_H_
+#define H3_KERNELS_CUDA_H3_PREFILL_FUSED_H_
+
+// FlashConv: the fused H3 prefill kernel (see h3_prefill_fused.cu for the
+// algorithm). Internal to H3PrefillCuda, which checks H3FusedSupports first.
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "kernels/cuda/h3_prefill.h"
+#include "kernels/h3.h"
+
+namespace h3::kernels {
+
+class H3PrefillFused {
+ public:
+  // `device_weights` holds device pointers that outlive this object.
+  // Precomputes the DFT matrices and the permuted kernel spectra of every
+  // chunk size the kernel uses.
+  static cudaError_t Create(const H3Weights& device_weights,
+                            std::unique_ptr<H3PrefillFused>* out);
+  ~H3PrefillFused();
+
+  // REQUIRES: params.layout.time == 1 and H3FusedSupports(shape).
+  cudaError_t Run(const H3PrefillCudaParams& params, cudaStream_t stream);
+
+ private:
+  struct Impl;
+  explicit H3PrefillFused(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_CUDA_H3_PREFILL_FUSED_H_
