@@ -19,9 +19,9 @@ bool H3FusedSupports(const H3Shape& s, std::string* why) {
            " (the fused kernel computes head_dim 1)";
     return false;
   }
-  if (s.modes() % 8 != 0 || s.modes() > 64) {
+  if (s.modes() % 8 != 0 || s.modes() > 32) {
     *why = "d_state " + std::to_string(s.d_state) +
-           " (the fused kernel needs d_state / 2 a multiple of 8, at most 64)";
+           " (the fused kernel needs d_state a multiple of 16, at most 64)";
     return false;
   }
   return true;
@@ -98,9 +98,8 @@ cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,
                                cudaStream_t stream) {
   if (p.batch < 0 || p.length < 0) return cudaErrorInvalidValue;
   if (p.batch == 0 || p.length == 0) return cudaSuccess;
-  if (p.q == nullptr || p.k == nullptr || p.v == nullptr ||
-      p.out == nullptr || p.shift_state == nullptr ||
-      p.diag_state == nullptr) {
+  if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.out == nullptr ||
+      p.shift_state == nullptr || p.diag_state == nullptr) {
     return cudaErrorInvalidValue;
   }
   if (fused_ != nullptr && p.layout.time == 1) return fused_->Run(p, stream);
