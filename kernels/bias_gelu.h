@@ -9,11 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define H3_HOST_DEVICE __host__ __device__
-#else
-#define H3_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace h3::kernels {
 

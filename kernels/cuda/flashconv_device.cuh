@@ -11,14 +11,12 @@
 
 #include <cstdint>
 
+#include "kernels/flashconv.h"
+
 namespace h3::kernels::flashconv {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxModes = 32;    // diagonal-SSM modes M (d_state <= 64)
-constexpr int kHistory = 64;     // shift taps kept across chunks (>= d_state)
-constexpr int kMaxChunk = 2048;  // tokens per on-chip chunk (FFT size 4096)
-constexpr int kStateTile = 256;  // tokens per tile of the state matrices
 
 // ---- elements
 
@@ -103,12 +101,6 @@ using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 template <typename Frag>
 __device__ inline void Negate(Frag& f) {
   for (int i = 0; i < f.num_elements; ++i) f.x[i] = __hneg(f.x[i]);
-}
-
-// Rows of the state matrices (E, P, Z) in groups of 8 modes: a 16-row tile
-// holds the real parts of modes 8g..8g+7, then their imaginary parts.
-__device__ inline int ModeRow(int m, int imag) {
-  return 16 * (m / 8) + 8 * imag + m % 8;
 }
 
 // ---- shared memory

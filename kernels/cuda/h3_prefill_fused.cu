@@ -481,14 +481,6 @@ void* KernelOf() {
   return reinterpret_cast<void*>(&FusedPrefillKernel<T, N1, N2>);
 }
 
-// The FFT sizes the kernel uses, with their factors n = n1 * n2.
-struct FftSize {
-  int n, n1, n2;
-};
-constexpr FftSize kSizes[] = {
-    {512, 32, 16}, {1024, 32, 32}, {2048, 32, 64}, {4096, 64, 64}};
-constexpr int kNumSizes = 4;
-
 template <typename T>
 void* KernelFor(int size_index) {
   switch (size_index) {
@@ -514,32 +506,13 @@ void* KernelFor(ElementType type, int size_index) {
   }
 }
 
-constexpr double kPi = 3.14159265358979323846;
-
-// The DFT tables of one size, fp16, as the kernel reads them.
-std::vector<__half> DftTables(const FftSize& size) {
-  const int n1 = size.n1, n2 = size.n2;
-  std::vector<__half> t(2 * n1 * (n1 / 2) + 2 * n2 * n2);
-  auto w = [](int64_t e, int n) {
-    const double angle = -2.0 * kPi * static_cast<double>(e % n) / n;
-    return std::complex<double>(std::cos(angle), std::sin(angle));
-  };
-  __half* f1 = t.data();
-  for (int k1 = 0; k1 < n1; ++k1) {
-    for (int j = 0; j < n1 / 2; ++j) {
-      const std::complex<double> z = w(int64_t{k1} * j, n1) / double(n1);
-      f1[k1 * (n1 / 2) + j] = __double2half(z.real());
-      f1[n1 * (n1 / 2) + k1 * (n1 / 2) + j] = __double2half(z.imag());
-    }
-  }
-  __half* f2 = f1 + 2 * n1 * (n1 / 2);
-  for (int i = 0; i < n2; ++i) {
-    for (int j = 0; j < n2; ++j) {
-      const std::complex<double> z = w(int64_t{i} * j, n2) / double(n2);
-      f2[i * n2 + j] = __double2half(z.real());
-      f2[n2 * n2 + i * n2 + j] = __double2half(z.imag());
-    }
-  }
+// The DFT tables of one size in fp16, f1 then f2, as the kernel reads them.
+std::vector<__half> DftTables(const fc::FftSize& size) {
+  const int f1_size = 2 * size.n1 * (size.n1 / 2);
+  std::vector<__half> t(f1_size + 2 * size.n2 * size.n2);
+  fc::DftTables(
+      size, [&](int i, double x) { t[i] = __double2half(x); },
+      [&](int i, double x) { t[f1_size + i] = __double2half(x); });
   return t;
 }
 
@@ -558,7 +531,7 @@ __global__ void PermuteSpectrum(const float2* rfft, int n, int n1,
   most = fc::BlockMax(most, slots);
   const float inv = most > 0 ? 1.0f / most : 0.0f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const int k1 = i / n2, k2 = i % n2, freq = k1 + n1 * k2;
+    const int freq = fc::PermutedFrequency(i, n1, n2);
     const float2 z =
         freq <= n / 2 ? in[freq] : make_float2(in[n - freq].x, -in[n - freq].y);
     spectrum[static_cast<int64_t>(h) * n + i] = fc::CScale(z, inv);
@@ -571,7 +544,7 @@ __global__ void PermuteSpectrum(const float2* rfft, int n, int n1,
 struct H3PrefillFused::Impl {
   H3Weights w;
   std::vector<void*> allocations;
-  SizeTables tables[kNumSizes];
+  SizeTables tables[fc::kNumFftSizes];
 
   ~Impl() {
     for (void* p : allocations) cudaFree(p);
@@ -596,8 +569,8 @@ cudaError_t H3PrefillFused::Create(const H3Weights& w,
   auto impl = std::make_unique<Impl>();
   impl->w = w;
   const int heads = w.shape.heads();
-  for (int i = 0; i < kNumSizes; ++i) {
-    const FftSize& size = kSizes[i];
+  for (int i = 0; i < fc::kNumFftSizes; ++i) {
+    const fc::FftSize& size = fc::kFftSizes[i];
     const std::vector<__half> dft = DftTables(size);
     __half* f1 = nullptr;
     float* rfft = nullptr;
@@ -644,15 +617,15 @@ cudaError_t H3PrefillFused::Run(const H3PrefillCudaParams& p,
                                 cudaStream_t stream) {
   const H3Shape& shape = impl_->w.shape;
   if (p.layout.time != 1 || shape.d_model > 65535) return cudaErrorInvalidValue;
-  int index = 0;
-  while (index + 1 < kNumSizes && kSizes[index].n < 2 * p.length) ++index;
+  const int index = fc::FftSizeIndex(p.length);
   KernelArgs args{
       impl_->w, impl_->tables[index], p.length,    p.layout, p.q, p.k, p.v,
       p.out,    p.shift_state,        p.diag_state};
   void* params[] = {&args};
   const dim3 grid(p.batch, shape.d_model);
   return cudaLaunchKernel(KernelFor(p.type, index), grid, dim3(fc::kThreads),
-                          params, fc::SharedMap(kSizes[index].n).total, stream);
+                          params, fc::SharedMap(fc::kFftSizes[index].n).total,
+                          stream);
 }
 
 }  // namespace h3::kernels

@@ -1,0 +1,363 @@
+// The fused GPU prefill's algorithm (kernels/cuda/h3_prefill_fused.cu),
+// emulated on the CPU step by step with the kernel's conventions
+// (kernels/flashconv.h) and its fp16 roundings, against the CPU twin
+// H3PrefillCpu. This checks what the GPU tests cannot check without a GPU:
+// the two-level FFT's index order, twiddles and scales, the permuted
+// spectrum, the state matrices E, P, Z and their row order, chunking with
+// state passing, and the error that fp16 tensor-core operands cost. It does
+// not check the CUDA mechanics (fragments, synchronisation); the gpu-labelled
+// kernels_cuda_test does.
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/flashconv.h"
+#include "kernels/h3.h"
+#include "tests/support/random.h"
+#include "tests/support/random_h3_layer.h"
+
+namespace h3::kernels {
+namespace {
+
+namespace fc = flashconv;
+using cfloat = std::complex<float>;
+
+// Rounds to fp16 and back, as the kernel's operands are stored.
+float Half(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+
+cfloat PowPolar(double log_r, double theta, double n) {
+  const double r = std::exp(n * log_r);
+  return cfloat(static_cast<float>(r * std::cos(n * theta)),
+                static_cast<float>(r * std::sin(n * theta)));
+}
+
+cfloat Twiddle(int r, int n) {
+  const double angle = -2.0 * 3.14159265358979323846 * r / n;
+  return cfloat(static_cast<float>(std::cos(angle)),
+                static_cast<float>(std::sin(angle)));
+}
+
+// One channel's prefill of `len` tokens (p = 1), as the kernel computes it.
+// q, k, v: the channel's inputs; shift [N] and diag [M] complex in place.
+class Emulator {
+ public:
+  Emulator(const H3Weights& w, int c, const fc::FftSize& size)
+      : w_(w), c_(c), size_(size), modes_(w.shape.modes()) {
+    std::vector<float> rfft(2 * w.shape.heads() * (size.n / 2 + 1));
+    H3KernelSpectrum(w, size.n, rfft.data());
+    const float* bins = rfft.data() + 2 * c * (size.n / 2 + 1);
+    spectrum_.resize(size.n);
+    float most = 0;
+    for (int i = 0; i < size.n; ++i) {
+      const int f = fc::PermutedFrequency(i, size.n1, size.n2);
+      spectrum_[i] = f <= size.n / 2
+                         ? cfloat(bins[2 * f], bins[2 * f + 1])
+                         : std::conj(cfloat(bins[2 * (size.n - f)],
+                                            bins[2 * (size.n - f) + 1]));
+      most = std::max(
+          {most, std::abs(spectrum_[i].real()), std::abs(spectrum_[i].imag())});
+    }
+    for (cfloat& z : spectrum_) z /= most;
+    spectrum_scale_ = most;
+    f1_.resize(2 * size.n1 * (size.n1 / 2));
+    f2_.resize(2 * size.n2 * size.n2);
+    fc::DftTables(
+        size, [&](int i, double x) { f1_[i] = Half(static_cast<float>(x)); },
+        [&](int i, double x) { f2_[i] = Half(static_cast<float>(x)); });
+    for (int m = 0; m < modes_; ++m) {
+      const int i = c * modes_ + m;
+      const double re = w.dA[2 * i], im = w.dA[2 * i + 1];
+      log_r_.push_back(0.5 * std::log(re * re + im * im));
+      theta_.push_back(std::atan2(im, re));
+    }
+    // P[j][m] = C dA^(j+1) and E[m][i] = dA^(15-i) dB, scaled to [-1, 1].
+    pcat_.assign(16 * 2 * modes_, 0.0f);
+    ecat_.assign(2 * modes_ * 16, 0.0f);
+    std::vector<cfloat> p(16 * modes_), e(16 * modes_);
+    float p_max = 0, e_max = 0;
+    for (int j = 0; j < 16; ++j) {
+      for (int m = 0; m < modes_; ++m) {
+        const int i = c * modes_ + m;
+        p[j * modes_ + m] = cfloat(w.C[2 * i], w.C[2 * i + 1]) *
+                            PowPolar(log_r_[m], theta_[m], j + 1);
+        e[m * 16 + j] = cfloat(w.dB[2 * i], w.dB[2 * i + 1]) *
+                        PowPolar(log_r_[m], theta_[m], 15 - j);
+        p_max = std::max({p_max, std::abs(p[j * modes_ + m].real()),
+                          std::abs(p[j * modes_ + m].imag())});
+        e_max = std::max({e_max, std::abs(e[m * 16 + j].real()),
+                          std::abs(e[m * 16 + j].imag())});
+      }
+    }
+    for (int j = 0; j < 16; ++j) {
+      for (int m = 0; m < modes_; ++m) {
+        const cfloat pv = p[j * modes_ + m] / p_max, ev = e[m * 16 + j] / e_max;
+        pcat_[j * 2 * modes_ + fc::ModeRow(m, 0)] = Half(pv.real());
+        pcat_[j * 2 * modes_ + fc::ModeRow(m, 1)] = Half(-pv.imag());
+        ecat_[fc::ModeRow(m, 0) * 16 + j] = Half(ev.real());
+        ecat_[fc::ModeRow(m, 1) * 16 + j] = Half(ev.imag());
+      }
+    }
+    scale_p_ = p_max;
+    scale_e_ = e_max;
+  }
+
+  void Run(int64_t length, const float* q, const float* k, const float* v,
+           float* out, float* shift, float* diag) {
+    const int ns = w_.shape.d_state, chunk = size_.n / 2;
+    std::vector<float> history(fc::kHistory, 0.0f), shift0(shift, shift + ns);
+    std::vector<cfloat> x(modes_);
+    for (int m = 0; m < modes_; ++m)
+      x[m] = cfloat(diag[2 * m], diag[2 * m + 1]);
+    for (int64_t start = 0; start < length; start += chunk) {
+      const int len =
+          static_cast<int>(std::min<int64_t>(chunk, length - start));
+      std::vector<float> kf(fc::kHistory + chunk, 0.0f), extra(chunk, 0.0f);
+      std::copy(history.begin(), history.end(), kf.begin());
+      for (int t = 0; t < len; ++t) kf[fc::kHistory + t] = k[start + t];
+      float kv_max = 0;
+      for (int t = 0; t < len; ++t) {
+        const float* kt = kf.data() + fc::kHistory + t;
+        float sum = w_.shift_D[c_] * kt[0];
+        for (int j = 0; j < ns; ++j)
+          sum += w_.shift_kernel[c_ * ns + j] * kt[-j];
+        if (start == 0) {
+          for (int n = 0; n + t + 1 < ns; ++n)
+            sum += w_.shift_C[c_ * ns + n + t + 1] * shift0[n];
+        }
+        extra[t] = sum * v[start + t];
+        kv_max = std::max(kv_max, std::abs(extra[t]));
+      }
+      std::copy(kf.begin() + len, kf.begin() + len + fc::kHistory,
+                history.begin());
+      const float kv_inv = kv_max > 0 ? 1.0f / kv_max : 0.0f;
+      std::vector<float> u(chunk);  // plane P: the FFT's input kv / kv_max
+      for (int t = 0; t < chunk; ++t) u[t] = Half(extra[t] * kv_inv);
+      const std::vector<cfloat> x_next =
+          EndState(len, extra, kv_max, kv_inv, x);
+      for (float& e : extra) e *= w_.D[c_];
+      AddCarriedOutput(chunk, x, extra);
+      std::vector<float> y(chunk, 0.0f);
+      if (kv_max > 0) Convolve(u, &y);
+      const float scale = size_.n * kv_max * spectrum_scale_;
+      for (int t = 0; t < len; ++t) {
+        out[start + t] = q[start + t] * (y[t] * scale + extra[t]);
+      }
+      x = x_next;
+    }
+    for (int m = 0; m < modes_; ++m) {
+      diag[2 * m] = x[m].real();
+      diag[2 * m + 1] = x[m].imag();
+    }
+    for (int n = 0; n < ns; ++n) {
+      float sum = n >= length ? shift0[n - length] : 0.0f;
+      for (int j = 0; j <= n; ++j)
+        sum += w_.shift_B[c_ * ns + n - j] * history[fc::kHistory - 1 - j];
+      shift[n] = sum;
+    }
+  }
+
+ private:
+  std::vector<cfloat> EndState(int len, const std::vector<float>& kv,
+                               float kv_max, float kv_inv,
+                               const std::vector<cfloat>& x) {
+    const int l256 =
+        (len + fc::kStateTile - 1) / fc::kStateTile * fc::kStateTile;
+    const int pad = l256 - len;
+    std::vector<float> right(l256, 0.0f);
+    for (int t = pad; t < l256; ++t) right[t] = Half(kv[t - pad] * kv_inv);
+    std::vector<cfloat> next(modes_);
+    for (int m = 0; m < modes_; ++m) {
+      const cfloat a16 = PowPolar(log_r_[m], theta_[m], 16);
+      const cfloat a256 = PowPolar(log_r_[m], theta_[m], 256);
+      cfloat acc = 0;
+      if (kv_max > 0) {
+        for (int gt = 0; gt < l256 / fc::kStateTile; ++gt) {
+          cfloat part = 0;
+          for (int g = 0; g < 16; ++g) {
+            float re = 0, im = 0;
+            for (int i = 0; i < 16; ++i) {
+              const float kvi = right[fc::kStateTile * gt + 16 * g + i];
+              re += ecat_[fc::ModeRow(m, 0) * 16 + i] * kvi;
+              im += ecat_[fc::ModeRow(m, 1) * 16 + i] * kvi;
+            }
+            part = part * a16 + cfloat(re, im);
+          }
+          acc = acc * a256 + part;
+        }
+      }
+      next[m] = PowPolar(log_r_[m], theta_[m], len) * x[m] +
+                acc * (kv_max * scale_e_);
+    }
+    return next;
+  }
+
+  void AddCarriedOutput(int chunk, const std::vector<cfloat>& x,
+                        std::vector<float>& extra) {
+    float x_max = 0;
+    for (const cfloat& z : x)
+      x_max = std::max({x_max, std::abs(z.real()), std::abs(z.imag())});
+    if (x_max == 0) return;
+    const int groups = chunk / 16;
+    std::vector<float> z(2 * modes_ * groups);
+    for (int m = 0; m < modes_; ++m) {
+      for (int segment = 0; segment < 8; ++segment) {
+        const int g0 = segment * groups / 8;
+        cfloat zv = PowPolar(log_r_[m], theta_[m], 16.0 * g0) * x[m] / x_max;
+        const cfloat a16 = PowPolar(log_r_[m], theta_[m], 16);
+        for (int g = g0; g < g0 + groups / 8; ++g) {
+          z[fc::ModeRow(m, 0) * groups + g] = Half(zv.real());
+          z[fc::ModeRow(m, 1) * groups + g] = Half(zv.imag());
+          zv *= a16;
+        }
+      }
+    }
+    for (int g = 0; g < groups; ++g) {
+      for (int j = 0; j < 16; ++j) {
+        float sum = 0;
+        for (int kk = 0; kk < 2 * modes_; ++kk)
+          sum += pcat_[j * 2 * modes_ + kk] * z[kk * groups + g];
+        extra[16 * g + j] += 2.0f * scale_p_ * x_max * sum;
+      }
+    }
+  }
+
+  // y = (K * u) / (n spectrum_scale) by the two-level FFT, u = kv / kv_max.
+  void Convolve(const std::vector<float>& u, std::vector<float>* y) {
+    const int n1 = size_.n1, n2 = size_.n2, n = size_.n;
+    const float* f1r = f1_.data();
+    const float* f1i = f1r + n1 * (n1 / 2);
+    const float* f2r = f2_.data();
+    const float* f2i = f2r + n2 * n2;
+    std::vector<cfloat> a(n), b(n);
+    for (int k1 = 0; k1 < n1; ++k1) {
+      for (int c2 = 0; c2 < n2; ++c2) {
+        float re = 0, im = 0;
+        for (int j = 0; j < n1 / 2; ++j) {
+          re += f1r[k1 * (n1 / 2) + j] * u[j * n2 + c2];
+          im += f1i[k1 * (n1 / 2) + j] * u[j * n2 + c2];
+        }
+        const cfloat z = cfloat(re, im) * Twiddle(k1 * c2, n);
+        a[k1 * n2 + c2] = cfloat(Half(z.real()), Half(z.imag()));
+      }
+    }
+    for (int pass = 0; pass < 2; ++pass) {  // forward, then inverse
+      for (int r = 0; r < n1; ++r) {
+        for (int c2 = 0; c2 < n2; ++c2) {
+          cfloat sum = 0;
+          for (int j = 0; j < n2; ++j) {
+            const cfloat f(f2r[j * n2 + c2], f2i[j * n2 + c2]);
+            sum += a[r * n2 + j] * (pass == 0 ? f : std::conj(f));
+          }
+          const cfloat z = pass == 0 ? sum * spectrum_[r * n2 + c2]
+                                     : sum * std::conj(Twiddle(r * c2, n));
+          b[r * n2 + c2] = cfloat(Half(z.real()), Half(z.imag()));
+        }
+      }
+      std::swap(a, b);
+    }
+    for (int r = 0; r < n1 / 2; ++r) {
+      for (int c2 = 0; c2 < n2; ++c2) {
+        float sum = 0;
+        for (int k1 = 0; k1 < n1; ++k1) {
+          sum += f1r[k1 * (n1 / 2) + r] * a[k1 * n2 + c2].real() +
+                 f1i[k1 * (n1 / 2) + r] * a[k1 * n2 + c2].imag();
+        }
+        (*y)[r * n2 + c2] = sum;
+      }
+    }
+  }
+
+  const H3Weights& w_;
+  int c_;
+  fc::FftSize size_;
+  int modes_;
+  std::vector<cfloat> spectrum_;
+  float spectrum_scale_ = 0;
+  std::vector<float> f1_, f2_, pcat_, ecat_;
+  std::vector<double> log_r_, theta_;
+  float scale_p_ = 0, scale_e_ = 0;
+};
+
+double NormalisedError(const std::vector<float>& got,
+                       const std::vector<float>& want) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, double{std::abs(got[i] - want[i])});
+    scale = std::max(scale, double{std::abs(want[i])});
+  }
+  return err / std::max(scale, 1e-30);
+}
+
+// The bounds the GPU test holds the fused kernel to (h3_prefill_test.cc):
+// every operand of a tensor-core product is fp16 (2^-11 relative), scaled
+// into [-1, 1]; four FFT products and the state products each add about one
+// rounding of the output's scale.
+constexpr double kOutputBound = 5e-3;
+constexpr double kStateBound = 1e-3;
+
+// (d_state, length)
+class FlashConvEmulationTest
+    : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
+
+TEST_P(FlashConvEmulationTest, MatchesTheCpuTwin) {
+  const auto [d_state, length] = GetParam();
+  const int d = 4;
+  const H3Shape shape{d, 1, d_state};
+  const h3::testing::RandomH3Layer layer(shape, 7);
+  const H3Weights w = layer.weights();
+  const auto q = h3::testing::RandomNormal(length * d, 1),
+             k = h3::testing::RandomNormal(length * d, 2),
+             v = h3::testing::RandomNormal(length * d, 3);
+  // A nonzero saved state, as a chunked prefill or prefix reuse starts from.
+  const auto shift0 = h3::testing::RandomNormal(d * d_state, 4),
+             diag0 = h3::testing::RandomNormal(d * d_state, 5);
+
+  std::vector<float> want(length * d), want_shift = shift0, want_diag = diag0;
+  const int nfft = H3FftSize(length);
+  std::vector<float> spectrum(2 * d * (nfft / 2 + 1));
+  H3KernelSpectrum(w, nfft, spectrum.data());
+  H3PrefillCpu({w,
+                length,
+                q.data(),
+                k.data(),
+                v.data(),
+                want.data(),
+                {want_shift.data(), want_diag.data()},
+                spectrum.data(),
+                nfft});
+
+  std::vector<float> got(length * d), shift = shift0, diag = diag0;
+  const fc::FftSize size = fc::kFftSizes[fc::FftSizeIndex(length)];
+  std::vector<float> qc(length), kc(length), vc(length), oc(length);
+  for (int c = 0; c < d; ++c) {
+    for (int64_t t = 0; t < length; ++t) {
+      qc[t] = q[t * d + c];
+      kc[t] = k[t * d + c];
+      vc[t] = v[t * d + c];
+    }
+    Emulator(w, c, size)
+        .Run(length, qc.data(), kc.data(), vc.data(), oc.data(),
+             shift.data() + c * d_state, diag.data() + c * d_state);
+    for (int64_t t = 0; t < length; ++t) got[t * d + c] = oc[t];
+  }
+  const double out_err = NormalisedError(got, want);
+  const double shift_err = NormalisedError(shift, want_shift);
+  const double diag_err = NormalisedError(diag, want_diag);
+  EXPECT_LT(out_err, kOutputBound);
+  EXPECT_LT(shift_err, 1e-5);  // fp32 throughout, as on the CPU
+  EXPECT_LT(diag_err, kStateBound);
+  RecordProperty("output_error", std::to_string(out_err));
+  RecordProperty("diag_state_error", std::to_string(diag_err));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Lengths, FlashConvEmulationTest,
+    ::testing::Combine(::testing::Values(64, 16),
+                       ::testing::Values<int64_t>(1, 2, 63, 97, 256, 1025, 2048,
+                                                  5000)));
+
+}  // namespace
+}  // namespace h3::kernels
