@@ -143,11 +143,12 @@ __device__ void EndState(int len, int l256, int modes, float kv_scale,
         __syncwarp();
         if (lane < 8) {  // Horner over the tile's 16 columns
           const int m = 8 * group + lane;
+          const int re = fc::ModeRow(m, 0) - 16 * group;  // rows of the tile
+          const int im = fc::ModeRow(m, 1) - 16 * group;
           float2 acc = make_float2(0.0f, 0.0f);
           for (int g = 0; g < 16; ++g) {
-            acc = fc::CAdd(
-                fc::CMul(acc, s.dA16[m]),
-                make_float2(st[lane * 16 + g], st[(8 + lane) * 16 + g]));
+            acc = fc::CAdd(fc::CMul(acc, s.dA16[m]),
+                           make_float2(st[re * 16 + g], st[im * 16 + g]));
           }
           s.partial[gt][m] = acc;
         }
