@@ -1,0 +1,406 @@
+// MeasureShape: the random layer, the buffers and the timed calls of
+// h3_flashconv_bench.
+#include "bench/flashconv_cases.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <numbers>
+#include <random>
+#include <string_view>
+
+#include "bench/flashconv_floor.h"
+#include "kernels/h3.h"
+
+namespace h3::bench {
+
+using kernels::ElementType;
+using kernels::H3PrefillCuda;
+using kernels::H3PrefillCudaParams;
+using kernels::H3PrefillPath;
+using kernels::H3Shape;
+using kernels::H3Weights;
+
+const char* TypeName(ElementType type) {
+  switch (type) {
+    case ElementType::kFloat32:
+      return "fp32";
+    case ElementType::kFloat16:
+      return "fp16";
+    case ElementType::kBFloat16:
+      return "bf16";
+  }
+  return "?";
+}
+
+std::optional<ElementType> ParseType(const std::string& name) {
+  for (ElementType t :
+       {ElementType::kFloat32, ElementType::kFloat16, ElementType::kBFloat16}) {
+    if (name == TypeName(t)) return t;
+  }
+  return std::nullopt;
+}
+
+int64_t ElementSize(ElementType type) {
+  return type == ElementType::kFloat32 ? 4 : 2;
+}
+
+std::optional<Shape> ParseShape(const std::string& text) {
+  const auto positive = [](std::string_view s, int* v) {
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+    return ec == std::errc() && end == s.data() + s.size() && *v > 0;
+  };
+  const size_t x = text.find('x');
+  Shape shape;
+  if (x == std::string::npos ||
+      !positive(std::string_view(text).substr(0, x), &shape.batch) ||
+      !positive(std::string_view(text).substr(x + 1), &shape.heads)) {
+    return std::nullopt;
+  }
+  return shape;
+}
+
+namespace {
+
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+using DeviceMemory = std::unique_ptr<void, DeviceFree>;
+
+DeviceMemory Allocate(int64_t bytes) {
+  void* p = nullptr;
+  H3_BENCH_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return DeviceMemory(p);
+}
+
+// One H3 layer with random parameters in the ranges S4D initialises them to:
+// dt log-uniform in [0.001, 0.1], A = -0.5 + i pi m (S4D-Lin), B and C from
+// N(0, 0.5^2), the shift SSM's B and C from N(0, 0.1^2), both D from N(0, 1).
+// Host memory: H3PrefillCuda::Create copies it.
+class RandomLayer {
+ public:
+  RandomLayer(const H3Shape& s, uint64_t seed) : shape_(s) {
+    const size_t d = s.d_model, n = s.d_state, h = s.heads(), m = s.modes();
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const auto normals = [&](size_t size, float stddev) {
+      std::vector<float> v(size);
+      for (float& x : v) x = stddev * normal(rng);
+      return v;
+    };
+    shift_B_ = normals(d * n, 0.1f);
+    shift_C_ = normals(d * n, 0.1f);
+    shift_D_ = normals(d, 1.0f);
+    B_ = normals(h * m * 2, 0.5f);
+    C_ = normals(h * m * 2, 0.5f);
+    D_ = normals(h, 1.0f);
+    std::uniform_real_distribution<float> log_dt(std::log(0.001f),
+                                                 std::log(0.1f));
+    for (size_t i = 0; i < h; ++i) log_dt_.push_back(log_dt(rng));
+    inv_A_real_.assign(h * m, std::log(0.5f));
+    for (size_t i = 0; i < h * m; ++i) {
+      A_imag_.push_back(std::numbers::pi_v<float> * (i % m));
+    }
+    shift_kernel_.resize(d * n);
+    dA_.resize(h * m * 2);
+    dB_.resize(h * m * 2);
+    kernels::H3Discretize({.shape = s,
+                           .shift_B = shift_B_.data(),
+                           .shift_C = shift_C_.data(),
+                           .shift_D = shift_D_.data(),
+                           .log_dt = log_dt_.data(),
+                           .inv_A_real = inv_A_real_.data(),
+                           .A_imag = A_imag_.data(),
+                           .B = B_.data(),
+                           .C = C_.data(),
+                           .D = D_.data()},
+                          {shift_kernel_.data(), dA_.data(), dB_.data()});
+  }
+
+  H3Weights weights() const {
+    return {.shape = shape_,
+            .shift_kernel = shift_kernel_.data(),
+            .shift_B = shift_B_.data(),
+            .shift_C = shift_C_.data(),
+            .shift_D = shift_D_.data(),
+            .dA = dA_.data(),
+            .dB = dB_.data(),
+            .C = C_.data(),
+            .D = D_.data()};
+  }
+
+ private:
+  H3Shape shape_;
+  std::vector<float> shift_B_, shift_C_, shift_D_, log_dt_, inv_A_real_,
+      A_imag_, B_, C_, D_, shift_kernel_, dA_, dB_;
+};
+
+// A path's layer object, with its own output and states so that the paths
+// never share memory. Without `op` the path is skipped (base.skipped says
+// why) for the whole shape.
+struct PathState {
+  PathResult base;
+  std::unique_ptr<H3PrefillCuda> op;
+  DeviceMemory out, shift, diag;
+};
+
+struct StateBytes {
+  int64_t shift = 0;  // [B, d, N] fp32
+  int64_t diag = 0;   // [B, H, M] complex fp32 (head_dim 1)
+};
+
+// Whether `err` is an implementation declining (recorded; the case skipped)
+// rather than failing (fatal). Clears the runtime's last error if so.
+bool Declined(cudaError_t err, const char* call, std::string* why) {
+  if (err != cudaErrorNotSupported && err != cudaErrorMemoryAllocation) {
+    return false;
+  }
+  cudaGetLastError();
+  *why = std::string(call) + " returned " + cudaGetErrorName(err) + " (" +
+         cudaGetErrorString(err) + ")";
+  return true;
+}
+
+class EventPair {
+ public:
+  EventPair() {
+    H3_BENCH_CUDA_CHECK(cudaEventCreate(&start));
+    H3_BENCH_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~EventPair() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+
+  // Milliseconds from start to stop, rounded to 10 ns (the events resolve
+  // about 0.5 us). REQUIRES: both recorded and complete.
+  double Ms() const {
+    float ms = 0;
+    H3_BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return std::round(ms * 1e5) / 1e5;
+  }
+
+  cudaEvent_t start = nullptr, stop = nullptr;
+};
+
+MaxDiff Diff(const void* a, const void* b, int64_t n, ElementType type,
+             cudaStream_t stream) {
+  MaxDiff diff;
+  H3_BENCH_CUDA_CHECK(ComputeMaxDiff(a, b, n, type, stream, &diff));
+  return diff;
+}
+
+// One case on every path that has a layer object. The buffers hold at least
+// this case's tensors.
+CaseResult MeasureCase(const Shape& shape, const CaseOptions& o, int64_t length,
+                       ElementType type, const DeviceMemory (&qkv)[3],
+                       const DeviceMemory& flush, std::vector<PathState>& paths,
+                       const StateBytes& sb, cudaStream_t stream) {
+  CaseResult r{shape, o.d_state, length, type};
+  std::vector<bool> active;
+  for (const PathState& ps : paths) {
+    r.paths.push_back(ps.base);
+    active.push_back(ps.op != nullptr);
+  }
+  // Zeroes path i's states and flushes L2 (not timed), then enqueues the
+  // call, between the events of `timer` when given. A decline retires the
+  // path for this case.
+  const auto call = [&](size_t i, EventPair* timer) {
+    PathState& ps = paths[i];
+    H3_BENCH_CUDA_CHECK(cudaMemsetAsync(ps.shift.get(), 0, sb.shift, stream));
+    H3_BENCH_CUDA_CHECK(cudaMemsetAsync(ps.diag.get(), 0, sb.diag, stream));
+    if (flush) {
+      H3_BENCH_CUDA_CHECK(
+          cudaMemsetAsync(flush.get(), 0, o.l2_flush_bytes, stream));
+    }
+    H3PrefillCudaParams p;
+    p.batch = shape.batch;
+    p.length = length;
+    p.type = type;
+    p.layout = kernels::SequenceLayout::ChannelMajor(shape.heads, length);
+    p.q = qkv[0].get();
+    p.k = qkv[1].get();
+    p.v = qkv[2].get();
+    p.out = ps.out.get();
+    p.shift_state = static_cast<float*>(ps.shift.get());
+    p.diag_state = static_cast<float*>(ps.diag.get());
+    if (timer) H3_BENCH_CUDA_CHECK(cudaEventRecord(timer->start, stream));
+    const cudaError_t err = ps.op->Run(p, stream);
+    std::string why;
+    if (Declined(err, "H3PrefillCuda::Run", &why)) {
+      active[i] = false;
+      r.paths[i].skipped = why;
+      return;
+    }
+    CheckCuda(err, "H3PrefillCuda::Run(params, stream)", __FILE__, __LINE__);
+    if (timer) H3_BENCH_CUDA_CHECK(cudaEventRecord(timer->stop, stream));
+  };
+
+  // The correctness guard: one call each, fused against cuFFT.
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (active[i]) call(i, nullptr);
+  }
+  H3_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  size_t fused = paths.size(), cufft = paths.size();
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (!active[i]) continue;
+    (paths[i].base.path == H3PrefillPath::kFused ? fused : cufft) = i;
+  }
+  if (fused < paths.size() && cufft < paths.size()) {
+    const PathState &a = paths[fused], &b = paths[cufft];
+    r.out_diff =
+        Diff(a.out.get(), b.out.get(),
+             int64_t{shape.batch} * shape.heads * length, type, stream);
+    r.shift_diff = Diff(a.shift.get(), b.shift.get(), sb.shift / 4,
+                        ElementType::kFloat32, stream);
+    r.diag_diff = Diff(a.diag.get(), b.diag.get(), sb.diag / 4,
+                       ElementType::kFloat32, stream);
+  }
+
+  // Warm-up, whose fastest call sets the number of repetitions.
+  std::vector<int> reps(paths.size(), 0);
+  {
+    std::vector<std::deque<EventPair>> warm;
+    for (size_t i = 0; i < paths.size(); ++i) warm.emplace_back(o.warmup);
+    for (int w = 0; w < o.warmup; ++w) {
+      for (size_t i = 0; i < paths.size(); ++i) {
+        if (active[i]) call(i, &warm[i][w]);
+      }
+    }
+    H3_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (!active[i]) continue;
+      double fastest = warm[i][0].Ms();
+      for (const EventPair& t : warm[i]) fastest = std::min(fastest, t.Ms());
+      reps[i] = RepsFor(fastest, o.min_time_ms, o.min_reps, o.max_reps);
+    }
+  }
+
+  // The timed calls: the paths alternate call by call, everything enqueued
+  // before one synchronisation (events created beforehand).
+  std::vector<std::deque<EventPair>> timed;
+  for (size_t i = 0; i < paths.size(); ++i) timed.emplace_back(reps[i]);
+  const int most = *std::max_element(reps.begin(), reps.end());
+  for (int rep = 0; rep < most; ++rep) {
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (active[i] && rep < reps[i]) call(i, &timed[i][rep]);
+    }
+  }
+  H3_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (!active[i]) continue;
+    for (const EventPair& t : timed[i]) r.paths[i].ms.push_back(t.Ms());
+  }
+  return r;
+}
+
+void PrintProgress(const CaseResult& r) {
+  std::fprintf(stderr, "h3_flashconv_bench: %dx%d L=%lld %s:", r.shape.batch,
+               r.shape.heads, static_cast<long long>(r.length),
+               TypeName(r.type));
+  for (const PathResult& p : r.paths) {
+    const char* name = kernels::H3PrefillPathName(p.path);
+    if (p.ms.empty()) {
+      std::fprintf(stderr, " %s skipped;", name);
+    } else {
+      std::fprintf(stderr, " %s %.4f ms (median of %zu);", name,
+                   Summarize(p.ms).median, p.ms.size());
+    }
+  }
+  std::fprintf(stderr, "\n");
+}
+
+}  // namespace
+
+std::vector<CaseResult> MeasureShape(const Shape& shape, const CaseOptions& o,
+                                     cudaStream_t stream) {
+  const H3Shape s{.d_model = shape.heads, .head_dim = 1, .d_state = o.d_state};
+  const RandomLayer layer(s, o.seed);
+  std::vector<PathState> paths;
+  int with_op = 0;
+  for (H3PrefillPath path : o.paths) {
+    PathState& ps = paths.emplace_back();
+    ps.base.path = path;
+    H3PrefillCuda::Options options;
+    options.prefer = path;
+    const cudaError_t err =
+        H3PrefillCuda::Create(layer.weights(), options, &ps.op);
+    if (err != cudaSuccess) {
+      if (!Declined(err, "H3PrefillCuda::Create", &ps.base.skipped)) {
+        CheckCuda(err, "H3PrefillCuda::Create(weights, options, &op)", __FILE__,
+                  __LINE__);
+      }
+      continue;
+    }
+    ps.base.path_taken = kernels::H3PrefillPathName(ps.op->path());
+    ps.base.reason = ps.op->reason();
+    ++with_op;
+  }
+
+  // Our tensors, allocated once at the longest length that fits in the
+  // budget; longer cases are skipped.
+  const int64_t batch = shape.batch, channels = shape.heads;
+  const StateBytes sb{batch * channels * o.d_state * 4,
+                      batch * channels * s.modes() * 8};
+  int64_t element = 0;
+  for (ElementType t : o.types) element = std::max(element, ElementSize(t));
+  const auto need = [&](int64_t length) {
+    return (3 + with_op) * batch * channels * length * element +
+           with_op * (sb.shift + sb.diag) + o.l2_flush_bytes;
+  };
+  size_t free_bytes = 0, total_bytes = 0;
+  H3_BENCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const double budget = o.memory_fraction * free_bytes;
+  int64_t fit = 0;
+  for (int64_t length : o.lengths) {
+    if (with_op > 0 && need(length) <= budget) fit = length;
+  }
+  DeviceMemory qkv[3], flush;
+  if (fit > 0) {
+    if (o.l2_flush_bytes > 0) flush = Allocate(o.l2_flush_bytes);
+    const int64_t tensor = batch * channels * fit * element;
+    for (DeviceMemory& t : qkv) t = Allocate(tensor);
+    for (PathState& ps : paths) {
+      if (ps.op == nullptr) continue;
+      ps.out = Allocate(tensor);
+      ps.shift = Allocate(sb.shift);
+      ps.diag = Allocate(sb.diag);
+    }
+  }
+
+  std::vector<CaseResult> results;
+  for (ElementType type : o.types) {
+    for (int j = 0; j < 3 && fit > 0; ++j) {
+      H3_BENCH_CUDA_CHECK(FillNormal(qkv[j].get(), batch * channels * fit, type,
+                                     o.seed * 3 + j, stream));
+    }
+    for (int64_t length : o.lengths) {
+      if (length <= fit) {
+        results.push_back(
+            MeasureCase(shape, o, length, type, qkv, flush, paths, sb, stream));
+      } else {
+        CaseResult& r =
+            results.emplace_back(CaseResult{shape, o.d_state, length, type});
+        char why[200];
+        std::snprintf(why, sizeof why,
+                      "our tensors need %.2f GiB, over the budget of %.2f GiB "
+                      "(--memory-fraction %.2f of %.2f GiB free)",
+                      need(length) / 1073741824.0, budget / 1073741824.0,
+                      o.memory_fraction, free_bytes / 1073741824.0);
+        for (const PathState& ps : paths) {
+          PathResult& p = r.paths.emplace_back(ps.base);
+          if (ps.op != nullptr) p.skipped = why;
+        }
+      }
+      PrintProgress(results.back());
+    }
+  }
+  return results;
+}
+
+}  // namespace h3::bench
