@@ -6,71 +6,19 @@
 
 #include <cmath>
 #include <complex>
-#include <random>
 #include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/support/random.h"
+#include "tests/support/random_h3_layer.h"
 
 namespace h3::kernels {
 namespace {
 
 using cdouble = std::complex<double>;
-
-// One layer with random parameters in the ranges S4D initialises them to.
-struct Layer {
-  Layer(H3Shape s, uint32_t seed) : shape(s) {
-    const int d = s.d_model, n = s.d_state, heads = s.heads(), m = s.modes();
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-    auto fill = [&](std::vector<float>& v, size_t size, float scale) {
-      v.resize(size);
-      for (float& x : v) x = scale * normal(rng);
-    };
-    fill(shift_B, d * n, 0.5f);
-    fill(shift_C, d * n, 0.3f);
-    fill(shift_D, d, 1.0f);
-    fill(B, heads * m * 2, 0.5f);
-    fill(C, heads * m * 2, 0.5f);
-    fill(D, heads, 1.0f);
-    log_dt.resize(heads);
-    for (float& x : log_dt)
-      x = std::log(0.001f) + uniform(rng) * std::log(100.0f);
-    inv_A_real.resize(heads * m);
-    A_imag.resize(heads * m);
-    for (int i = 0; i < heads * m; ++i) {
-      inv_A_real[i] = std::log(0.5f) + 0.1f * normal(rng);
-      A_imag[i] = 3.14159265f * (i % m);
-    }
-    shift_kernel.resize(d * n);
-    dA.resize(heads * m * 2);
-    dB.resize(heads * m * 2);
-    H3Discretize(
-        {shape, shift_B.data(), shift_C.data(), shift_D.data(), log_dt.data(),
-         inv_A_real.data(), A_imag.data(), B.data(), C.data(), D.data()},
-        {shift_kernel.data(), dA.data(), dB.data()});
-  }
-
-  H3Weights weights() const {
-    return {shape,          shift_kernel.data(), shift_B.data(), shift_C.data(),
-            shift_D.data(), dA.data(),           dB.data(),      C.data(),
-            D.data()};
-  }
-
-  H3Shape shape;
-  std::vector<float> shift_B, shift_C, shift_D, log_dt, inv_A_real, A_imag, B,
-      C, D, shift_kernel, dA, dB;
-};
-
-struct State {
-  explicit State(const H3Shape& s)
-      : shift(s.d_model * s.d_state, 0.0f),
-        diag(2 * s.kv_channels() * s.modes(), 0.0f) {}
-  H3State view() { return {shift.data(), diag.data()}; }
-  std::vector<float> shift, diag;
-};
+using Layer = h3::testing::RandomH3Layer;
+using State = h3::testing::H3StateBuffers;
 
 // The whole layer from token 0, evaluated directly from the raw parameters.
 std::vector<double> Direct(const Layer& layer, int64_t len,

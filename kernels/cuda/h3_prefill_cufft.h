@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "kernels/cuda/h3_prefill.h"
@@ -16,14 +17,37 @@
 
 namespace h3::kernels {
 
+// Calls longer than 8192 tokens run as pieces of at most 8192 tokens, one
+// after another, each starting from the state the previous one left, so
+// kernel spectra and FFTs exist only up to 16384 points. The object keeps,
+// growing them as calls need: the kernel spectra (one [H, nfft/2 + 1] per FFT
+// size used), cuFFT plans per (FFT size, transform count), and scratch of
+// about 8 KV nfft bytes per sequence processed at once. Calls on different
+// streams are ordered by the object (each waits for the previous one).
 class H3PrefillCufft {
  public:
+  struct Options {
+    // The sequences of a call are processed in groups whose scratch fits
+    // this budget (at least one sequence per group).
+    int64_t scratch_budget_bytes = int64_t{1} << 30;
+  };
+
   // `device_weights` holds device pointers that outlive this object.
+  // InvalidValue for a malformed shape or a null weight, NotSupported for a
+  // head_dim too large for the kernels' tiles (above about 1500).
   static cudaError_t Create(const H3Weights& device_weights,
+                            std::unique_ptr<H3PrefillCufft>* out) {
+    return Create(device_weights, Options(), out);
+  }
+  static cudaError_t Create(const H3Weights& device_weights,
+                            const Options& options,
                             std::unique_ptr<H3PrefillCufft>* out);
   ~H3PrefillCufft();
 
-  // Enqueues one call on `stream` (the contract of H3PrefillCuda::Run).
+  // Enqueues one call on `stream` (the contract of H3PrefillCuda::Run; also
+  // InvalidValue for an unknown element type or `out` equal to q, k or v).
+  // The first call of a new FFT size computes its kernel spectrum and waits
+  // for `stream`.
   cudaError_t Run(const H3PrefillCudaParams& params, cudaStream_t stream);
 
  private:
