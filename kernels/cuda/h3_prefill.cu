@@ -59,10 +59,16 @@ cudaError_t H3PrefillCuda::Create(const H3Weights& w, const Options& options,
                         {w.dB, 2 * heads * modes, &dw.dB},
                         {w.C, 2 * heads * modes, &dw.C},
                         {w.D, heads, &dw.D}};
+  // Each array starts 256-byte aligned, so kernels may read complex values
+  // as float2 and rows as vectors.
+  constexpr size_t kAlign = 64;  // floats
   std::vector<float> packed;
+  std::vector<size_t> offsets;
   for (const Part& part : parts) {
     if (part.host == nullptr) return cudaErrorInvalidValue;
+    offsets.push_back(packed.size());
     packed.insert(packed.end(), part.host, part.host + part.size);
+    packed.resize((packed.size() + kAlign - 1) / kAlign * kAlign, 0.0f);
   }
   cudaError_t err =
       cudaMalloc(&op->weight_memory_, packed.size() * sizeof(float));
@@ -70,10 +76,8 @@ cudaError_t H3PrefillCuda::Create(const H3Weights& w, const Options& options,
   err = cudaMemcpy(op->weight_memory_, packed.data(),
                    packed.size() * sizeof(float), cudaMemcpyHostToDevice);
   if (err != cudaSuccess) return err;
-  size_t offset = 0;
-  for (const Part& part : parts) {
-    *part.device = op->weight_memory_ + offset;
-    offset += part.size;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    *parts[i].device = op->weight_memory_ + offsets[i];
   }
 
   err = H3PrefillCufft::Create(dw, &op->cufft_);
