@@ -8,12 +8,11 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
-#include <numbers>
-#include <random>
 #include <string_view>
 
 #include "bench/flashconv_floor.h"
 #include "kernels/h3.h"
+#include "tests/support/random_h3_layer.h"
 
 namespace h3::bench {
 
@@ -75,68 +74,6 @@ DeviceMemory Allocate(int64_t bytes) {
   H3_BENCH_CUDA_CHECK(cudaMalloc(&p, bytes));
   return DeviceMemory(p);
 }
-
-// One H3 layer with random parameters in the ranges S4D initialises them to:
-// dt log-uniform in [0.001, 0.1], A = -0.5 + i pi m (S4D-Lin), B and C from
-// N(0, 0.5^2), the shift SSM's B and C from N(0, 0.1^2), both D from N(0, 1).
-// Host memory: H3PrefillCuda::Create copies it.
-class RandomLayer {
- public:
-  RandomLayer(const H3Shape& s, uint64_t seed) : shape_(s) {
-    const size_t d = s.d_model, n = s.d_state, h = s.heads(), m = s.modes();
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    const auto normals = [&](size_t size, float stddev) {
-      std::vector<float> v(size);
-      for (float& x : v) x = stddev * normal(rng);
-      return v;
-    };
-    shift_B_ = normals(d * n, 0.1f);
-    shift_C_ = normals(d * n, 0.1f);
-    shift_D_ = normals(d, 1.0f);
-    B_ = normals(h * m * 2, 0.5f);
-    C_ = normals(h * m * 2, 0.5f);
-    D_ = normals(h, 1.0f);
-    std::uniform_real_distribution<float> log_dt(std::log(0.001f),
-                                                 std::log(0.1f));
-    for (size_t i = 0; i < h; ++i) log_dt_.push_back(log_dt(rng));
-    inv_A_real_.assign(h * m, std::log(0.5f));
-    for (size_t i = 0; i < h * m; ++i) {
-      A_imag_.push_back(std::numbers::pi_v<float> * (i % m));
-    }
-    shift_kernel_.resize(d * n);
-    dA_.resize(h * m * 2);
-    dB_.resize(h * m * 2);
-    kernels::H3Discretize({.shape = s,
-                           .shift_B = shift_B_.data(),
-                           .shift_C = shift_C_.data(),
-                           .shift_D = shift_D_.data(),
-                           .log_dt = log_dt_.data(),
-                           .inv_A_real = inv_A_real_.data(),
-                           .A_imag = A_imag_.data(),
-                           .B = B_.data(),
-                           .C = C_.data(),
-                           .D = D_.data()},
-                          {shift_kernel_.data(), dA_.data(), dB_.data()});
-  }
-
-  H3Weights weights() const {
-    return {.shape = shape_,
-            .shift_kernel = shift_kernel_.data(),
-            .shift_B = shift_B_.data(),
-            .shift_C = shift_C_.data(),
-            .shift_D = shift_D_.data(),
-            .dA = dA_.data(),
-            .dB = dB_.data(),
-            .C = C_.data(),
-            .D = D_.data()};
-  }
-
- private:
-  H3Shape shape_;
-  std::vector<float> shift_B_, shift_C_, shift_D_, log_dt_, inv_A_real_,
-      A_imag_, B_, C_, D_, shift_kernel_, dA_, dB_;
-};
 
 // A path's layer object, with its own output and states so that the paths
 // never share memory. Without `op` the path is skipped (base.skipped says
@@ -320,7 +257,9 @@ void PrintProgress(const CaseResult& r) {
 std::vector<CaseResult> MeasureShape(const Shape& shape, const CaseOptions& o,
                                      cudaStream_t stream) {
   const H3Shape s{.d_model = shape.heads, .head_dim = 1, .d_state = o.d_state};
-  const RandomLayer layer(s, o.seed);
+  // The S4D-range random layer of the kernel tests (weights do not change
+  // the work a call does).
+  const h3::testing::RandomH3Layer layer(s, static_cast<uint32_t>(o.seed));
   std::vector<PathState> paths;
   int with_op = 0;
   for (H3PrefillPath path : o.paths) {

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/flashconv.h"
 #include "kernels/h3.h"
+#include "tests/support/normalised_error.h"
 #include "tests/support/random.h"
 #include "tests/support/random_h3_layer.h"
 
@@ -23,6 +24,7 @@ namespace h3::kernels {
 namespace {
 
 namespace fc = flashconv;
+using h3::testing::NormalisedError;
 using cfloat = std::complex<float>;
 
 // Rounds to fp16 and back, as the kernel's operands are stored.
@@ -280,16 +282,6 @@ class Emulator {
   std::vector<double> log_r_, theta_;
   float scale_p_ = 0, scale_e_ = 0;
 };
-
-double NormalisedError(const std::vector<float>& got,
-                       const std::vector<float>& want) {
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err = std::max(err, double{std::abs(got[i] - want[i])});
-    scale = std::max(scale, double{std::abs(want[i])});
-  }
-  return err / std::max(scale, 1e-30);
-}
 
 // The bounds the GPU test holds the fused kernel to (h3_prefill_test.cc):
 // every operand of a tensor-core product is fp16 (2^-11 relative), scaled

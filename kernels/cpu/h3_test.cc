@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/normalised_error.h"
 #include "tests/support/random.h"
 #include "tests/support/random_h3_layer.h"
 
 namespace h3::kernels {
 namespace {
+
+using h3::testing::NormalisedError;
 
 using cdouble = std::complex<double>;
 using Layer = h3::testing::RandomH3Layer;
@@ -77,17 +80,6 @@ std::vector<double> Direct(const Layer& layer, int64_t len,
     }
   }
   return out;
-}
-
-// max |got - want| / max |want|: the error normalised by the output's scale.
-double NormalisedError(const std::vector<float>& got,
-                       const std::vector<double>& want) {
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err = std::max(err, std::abs(got[i] - want[i]));
-    scale = std::max(scale, std::abs(want[i]));
-  }
-  return err / std::max(scale, 1e-30);
 }
 
 // Runs prefill chunks of the given lengths from a zero state; returns the

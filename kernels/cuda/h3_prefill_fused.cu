@@ -32,6 +32,7 @@
 #include <complex>
 #include <vector>
 
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/flashconv_device.cuh"
 #include "kernels/cuda/h3_prefill_cufft.h"
 #include "kernels/cuda/h3_prefill_fused.h"
@@ -544,21 +545,8 @@ __global__ void PermuteSpectrum(const float2* rfft, int n, int n1,
 
 struct H3PrefillFused::Impl {
   H3Weights w;
-  std::vector<void*> allocations;
+  DeviceBuffer memory[fc::kNumFftSizes][3];  // per size: DFT, spectrum, scale
   SizeTables tables[fc::kNumFftSizes];
-
-  ~Impl() {
-    for (void* p : allocations) cudaFree(p);
-  }
-  template <typename P>
-  cudaError_t Allocate(size_t bytes, P** out) {
-    void* p = nullptr;
-    const cudaError_t err = cudaMalloc(&p, bytes);
-    if (err != cudaSuccess) return err;
-    allocations.push_back(p);
-    *out = static_cast<P*>(p);
-    return cudaSuccess;
-  }
 };
 
 H3PrefillFused::H3PrefillFused(std::unique_ptr<Impl> impl)
@@ -573,35 +561,35 @@ cudaError_t H3PrefillFused::Create(const H3Weights& w,
   for (int i = 0; i < fc::kNumFftSizes; ++i) {
     const fc::FftSize& size = fc::kFftSizes[i];
     const std::vector<__half> dft = DftTables(size);
-    __half* f1 = nullptr;
-    float* rfft = nullptr;
-    float2* spectrum = nullptr;
-    float* scale = nullptr;
-    cudaError_t err = impl->Allocate(dft.size() * sizeof(__half), &f1);
+    DeviceBuffer& f1 = impl->memory[i][0];
+    DeviceBuffer& spectrum = impl->memory[i][1];
+    DeviceBuffer& scale = impl->memory[i][2];
+    DeviceBuffer rfft;  // the rFFT bins, before PermuteSpectrum
+    cudaError_t err = f1.Reserve(dft.size() * sizeof(__half));
     if (err == cudaSuccess) {
-      err = cudaMemcpy(f1, dft.data(), dft.size() * sizeof(__half),
+      err = cudaMemcpy(f1.get(), dft.data(), dft.size() * sizeof(__half),
                        cudaMemcpyHostToDevice);
     }
+    if (err == cudaSuccess)
+      err = spectrum.Reserve(sizeof(float2) * heads * size.n);
+    if (err == cudaSuccess) err = scale.Reserve(sizeof(float) * heads);
     if (err == cudaSuccess) {
-      err = impl->Allocate(sizeof(float2) * heads * size.n, &spectrum);
-    }
-    if (err == cudaSuccess) err = impl->Allocate(sizeof(float) * heads, &scale);
-    if (err == cudaSuccess) {
-      err = cudaMalloc(&rfft, sizeof(float2) * heads * (size.n / 2 + 1));
-    }
-    if (err == cudaSuccess) {
-      err = H3KernelSpectrumCuda(w, size.n, rfft, nullptr);
+      err = rfft.Reserve(sizeof(float2) * heads * (size.n / 2 + 1));
     }
     if (err == cudaSuccess) {
-      PermuteSpectrum<<<heads, fc::kThreads>>>(
-          reinterpret_cast<const float2*>(rfft), size.n, size.n1, spectrum,
-          scale);
+      err = H3KernelSpectrumCuda(w, size.n, rfft.as<float>(), nullptr);
+    }
+    if (err == cudaSuccess) {
+      PermuteSpectrum<<<heads, fc::kThreads>>>(rfft.as<const float2>(), size.n,
+                                               size.n1, spectrum.as<float2>(),
+                                               scale.as<float>());
       err = cudaGetLastError();
     }
     if (err == cudaSuccess) err = cudaDeviceSynchronize();
-    cudaFree(rfft);
     if (err != cudaSuccess) return err;
-    impl->tables[i] = {f1, f1 + 2 * size.n1 * (size.n1 / 2), spectrum, scale};
+    const __half* f1_data = f1.as<const __half>();
+    impl->tables[i] = {f1_data, f1_data + 2 * size.n1 * (size.n1 / 2),
+                       spectrum.as<const float2>(), scale.as<const float>()};
     for (ElementType type : {ElementType::kFloat32, ElementType::kFloat16,
                              ElementType::kBFloat16}) {
       err = cudaFuncSetAttribute(KernelFor(type, i),

@@ -18,6 +18,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/h3_prefill.h"
 #include "kernels/h3.h"
+#include "tests/support/normalised_error.h"
 #include "tests/support/random.h"
 #include "tests/support/random_h3_layer.h"
 
@@ -228,19 +229,7 @@ inline void PrefillCpu(const h3::testing::RandomH3Layer& layer, int batch,
   });
 }
 
-// max |got - want| / max |want|: the error normalised by the tensor's scale;
-// infinite where `got` holds a NaN or infinity, or the sizes differ.
-inline double NormalisedError(const std::vector<float>& got,
-                              const std::vector<float>& want) {
-  if (got.size() != want.size()) return INFINITY;
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    err = std::max(err, std::abs(double{got[i]} - want[i]));
-    scale = std::max(scale, std::abs(double{want[i]}));
-  }
-  return err / std::max(scale, 1e-30);
-}
+using h3::testing::NormalisedError;
 
 }  // namespace h3::kernels::testing
 
