@@ -43,10 +43,6 @@ std::optional<ElementType> ParseType(const std::string& name) {
   return std::nullopt;
 }
 
-int64_t ElementSize(ElementType type) {
-  return type == ElementType::kFloat32 ? 4 : 2;
-}
-
 std::optional<Shape> ParseShape(const std::string& text) {
   const auto positive = [](std::string_view s, int* v) {
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);

@@ -20,7 +20,7 @@ namespace h3::bench {
 // "fp32", "fp16", "bf16".
 const char* TypeName(kernels::ElementType type);
 std::optional<kernels::ElementType> ParseType(const std::string& name);
-int64_t ElementSize(kernels::ElementType type);
+using kernels::ElementSize;
 
 // A batch of sequences through one layer of `heads` channels (d_model = H,
 // head_dim 1).

@@ -44,6 +44,23 @@ struct AttentionParams {
   float* out = nullptr;  // [length, heads * head_dim]
 };
 
+// One decoding step of a batch of sequences, each at its own position with
+// its own cache: for sequence b, what AttentionParams{shape, positions[b], 1,
+// qkv + b * 3 d, inv_freq, caches[b], out + b * d} computes. The arrays
+// `caches` and `positions` live where the kernel runs (device memory for the
+// CUDA kernel), so that one launch, or one captured graph, serves any batch
+// of sequences. REQUIRES: positions[b] < caches[b].capacity; distinct
+// sequences have distinct caches.
+struct AttentionDecodeParams {
+  AttentionShape shape;
+  int batch = 0;
+  const float* qkv = nullptr;       // [batch, 3, heads, head_dim]
+  const float* inv_freq = nullptr;  // [rotary_dim / 2]; null without rotary
+  const KvCache* caches = nullptr;  // [batch]
+  const int64_t* positions = nullptr;  // [batch]: the new token's position
+  float* out = nullptr;                // [batch, heads * head_dim]
+};
+
 // Rotates the first rotary_dim dims of one head vector `x` at `position`:
 // for i < r/2, with angle = position * inv_freq[i] rounded to fp32 as the
 // reference computes it, (x[i], x[i + r/2]) becomes
@@ -51,8 +68,9 @@ struct AttentionParams {
 void ApplyRotary(float* x, int rotary_dim, const float* inv_freq,
                  int64_t position);
 
-// The CPU twin. Multi-threaded over heads (and query rows when long).
+// The CPU twins. Multi-threaded over heads (and query rows when long).
 void AttentionCpu(const AttentionParams& params);
+void AttentionDecodeCpu(const AttentionDecodeParams& params);
 
 }  // namespace h3::kernels
 

@@ -74,8 +74,9 @@ struct H3PrefillParams {
 };
 
 // One decoding step for a batch of sequences, each at its own position with
-// its own state. REQUIRES: q, k, v, out hold [batch, d]; states[b] is
-// sequence b's state.
+// its own state. REQUIRES: q, k, v hold [batch, d] rows `input_stride`
+// elements apart (d when 0; 3 d when they are the column blocks of one fused
+// q|k|v product); out holds [batch, d]; states[b] is sequence b's state.
 struct H3StepParams {
   H3Weights w;
   int batch = 0;
@@ -84,6 +85,7 @@ struct H3StepParams {
   const float* v = nullptr;
   float* out = nullptr;
   const H3State* states = nullptr;  // [batch]
+  int64_t input_stride = 0;
 };
 
 // The checkpoint's SSM parameters of one layer (H3_MODEL.md names), fp32.

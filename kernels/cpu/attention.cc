@@ -75,4 +75,12 @@ void AttentionCpu(const AttentionParams& p) {
   });
 }
 
+void AttentionDecodeCpu(const AttentionDecodeParams& p) {
+  const int64_t d = p.shape.d_model();
+  for (int b = 0; b < p.batch; ++b) {
+    AttentionCpu({p.shape, p.positions[b], 1, p.qkv + b * 3 * d, p.inv_freq,
+                  p.caches[b], p.out + b * d});
+  }
+}
+
 }  // namespace h3::kernels

@@ -20,11 +20,10 @@
 #include <memory>
 #include <string>
 
+#include "kernels/cuda/element_type.h"
 #include "kernels/h3.h"
 
 namespace h3::kernels {
-
-enum class ElementType { kFloat32, kFloat16, kBFloat16 };
 
 // Where element (b, t, c) of q, k, v and out lives, in elements from the
 // tensor's base pointer: b * batch + t * time + c * channel.

@@ -24,10 +24,6 @@
 
 namespace h3::kernels::testing {
 
-inline size_t ElementSize(ElementType type) {
-  return type == ElementType::kFloat32 ? 4 : 2;
-}
-
 // x rounded to `type` (to nearest) and back.
 inline float RoundTo(ElementType type, float x) {
   switch (type) {

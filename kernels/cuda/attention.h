@@ -1,0 +1,46 @@
+#ifndef H3_KERNELS_CUDA_ATTENTION_H_
+#define H3_KERNELS_CUDA_ATTENTION_H_
+
+// Attention of the hybrid model's attention layers on the GPU: the GPU twins
+// of AttentionCpu and AttentionDecodeCpu (kernels/attention.h), fp32, rotary
+// included.
+//
+// Prefill: tiled causal attention with an on-chip (online) softmax: the
+// score matrix never reaches global memory.
+// Decode: one query per sequence over its KV cache, split across the
+// sequence into pieces whose partial softmax results are combined by a
+// second kernel, so that a long context keeps every SM busy.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/attention.h"
+
+namespace h3::kernels {
+
+// Same Params as AttentionCpu; every pointer in device memory. Writes the new
+// tokens' rotated keys and values into the cache and their outputs.
+cudaError_t AttentionPrefillCuda(const AttentionParams& params,
+                                 cudaStream_t stream);
+
+// The workspace AttentionDecodeCuda needs for `batch` sequences whose
+// positions are below `max_positions` (the caches' capacity).
+size_t AttentionDecodeWorkspaceBytes(const AttentionShape& shape, int batch,
+                                     int64_t max_positions);
+
+// Same Params as AttentionDecodeCpu; every pointer in device memory,
+// including the `caches` and `positions` arrays. The split across the
+// sequence is chosen from `max_positions`, not from the positions (which the
+// host may not know: they live on the device), so one captured graph serves
+// every position; pieces past a sequence's position do no work.
+// InvalidValue if the workspace is smaller than
+// AttentionDecodeWorkspaceBytes(shape, batch, max_positions).
+cudaError_t AttentionDecodeCuda(const AttentionDecodeParams& params,
+                                int64_t max_positions, void* workspace,
+                                size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_CUDA_ATTENTION_H_

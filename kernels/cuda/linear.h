@@ -1,0 +1,71 @@
+#ifndef H3_KERNELS_CUDA_LINEAR_H_
+#define H3_KERNELS_CUDA_LINEAR_H_
+
+// The model's matrix products on the GPU, by cuBLASLt, with the bias and the
+// GELU (tanh approximation) fused into the product's epilogue.
+//
+//   y[rows, n] = epilogue(x[rows, k] W^T + bias),  W [n, k] row-major
+//
+// x and y are fp32 (the engine's activations); W is fp32, fp16 or bf16. For
+// 16-bit weights x is first rounded to W's type into scratch the object owns,
+// and the product accumulates in fp32 and writes fp32. fp32 weights use
+// fp32 arithmetic throughout (no TF32) unless Options::allow_tf32.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/cuda/element_type.h"
+
+namespace h3::kernels {
+
+struct LinearCudaParams {
+  const float* x = nullptr;  // [rows, k]
+  const void* w = nullptr;   // [n, k] of w_type
+  ElementType w_type = ElementType::kFloat32;
+  const float* bias = nullptr;  // [n], or null
+  float* y = nullptr;           // [rows, n]; must not alias x
+  int64_t rows = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  bool gelu = false;  // y = GELU_tanh(x W^T + bias)
+};
+
+class LinearCuda {
+ public:
+  struct Options {
+    // The largest rows * k a call may have with 16-bit weights (the scratch
+    // x is rounded into). Calls beyond it fail with a message saying so.
+    int64_t max_rows_times_k = 0;
+    bool allow_tf32 = false;
+    // false: the product alone by cuBLASLt, then bias (+ GELU) by our own
+    // kernel (BiasGeluCuda). For comparing, and where an epilogue is missing.
+    bool fused_epilogues = true;
+  };
+
+  // Makes the cuBLASLt handle, its workspace and the scratch on the current
+  // device. Returns "" on success, otherwise a message naming the failed
+  // call and its error.
+  static std::string Create(const Options& options,
+                            std::unique_ptr<LinearCuda>* out);
+  ~LinearCuda();
+
+  // Enqueues one product on `stream`. Returns "" or the error, in words.
+  // Allocates nothing, so it may be captured into a CUDA graph (after a
+  // first, uncaptured call of the same shape has chosen the algorithm).
+  std::string Run(const LinearCudaParams& params, cudaStream_t stream);
+
+  LinearCuda(const LinearCuda&) = delete;
+  LinearCuda& operator=(const LinearCuda&) = delete;
+
+ private:
+  struct State;
+  explicit LinearCuda(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_CUDA_LINEAR_H_
