@@ -89,6 +89,23 @@ class Backend {
 // kernels' CPU twins, threads from base/parallel.h.
 std::unique_ptr<Backend> MakeCpuBackend();
 
+// How weight matrices are stored (activations, SSM states and SSM
+// parameters are always fp32). The CPU backend stores fp32 only.
+enum class WeightType { kFloat32, kFloat16, kBFloat16 };
+
+struct BackendOptions {
+  // "cpu", "cuda" (the first GPU), "cuda:N", or "auto": the first GPU when
+  // one is present and usable, else the CPU.
+  std::string device = "auto";
+  WeightType weight_type = WeightType::kFloat32;
+};
+
+// The backend `options` name. InvalidArgument for an unknown device name,
+// FailedPrecondition for "cuda" without a usable GPU (the reason in words),
+// InvalidArgument for 16-bit weights on the CPU.
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
+    const BackendOptions& options);
+
 }  // namespace h3::engine
 
 #endif  // H3_ENGINE_BACKEND_H_
