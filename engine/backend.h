@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -30,19 +31,83 @@ class Buffer {
   int64_t size_ = 0;
 };
 
+// How weight matrices are stored (activations, SSM states and SSM
+// parameters are always fp32). The CPU backend stores fp32 only.
+enum class WeightType { kFloat32, kFloat16, kBFloat16 };
+const char* WeightTypeName(WeightType type);  // "fp32", "fp16", "bf16"
+
+// A weight matrix [rows, cols], row-major, in a backend's memory and in the
+// backend's weight type. Move-only; frees itself.
+class Matrix {
+ public:
+  using Deleter = void (*)(void*);
+  Matrix() = default;
+  Matrix(void* data, int64_t rows, int64_t cols, WeightType type,
+         Deleter deleter)
+      : data_(data, deleter), rows_(rows), cols_(cols), type_(type) {}
+
+  const void* data() const { return data_.get(); }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  WeightType type() const { return type_; }
+
+ private:
+  std::unique_ptr<void, Deleter> data_{nullptr, nullptr};
+  int64_t rows_ = 0, cols_ = 0;
+  WeightType type_ = WeightType::kFloat32;
+};
+
+// Memory the host writes and the backend's ops read: pinned host memory with
+// a device mirror on CUDA (Upload copies one to the other, as an enqueued
+// operation that a captured graph repeats), one plain host block on the CPU.
+// The model writes per-step arguments there (token ids, positions, state
+// pointers) so that a captured decode step serves any batch of sequences.
+class Staging {
+ public:
+  using Deleter = void (*)(void*);
+  Staging() = default;
+  Staging(void* host, void* device, int64_t bytes, Deleter free_host,
+          Deleter free_device)
+      : host_(host, free_host), device_(device, free_device), bytes_(bytes) {}
+
+  void* host() const { return host_.get(); }
+  void* device() const { return device_.get(); }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  std::unique_ptr<void, Deleter> host_{nullptr, nullptr};
+  std::unique_ptr<void, Deleter> device_{nullptr, nullptr};
+  int64_t bytes_ = 0;
+};
+
 enum class Epilogue { kNone, kGeluTanh };
 
 // y[rows, n] = epilogue(x[rows, k] W^T + bias) with W [n, k] row-major (the
 // PyTorch Linear layout). bias may be null. y must not alias x.
 struct LinearParams {
   const float* x = nullptr;
-  const float* w = nullptr;
+  const Matrix* w = nullptr;
   const float* bias = nullptr;
   float* y = nullptr;
   int64_t rows = 0;
-  int64_t n = 0;
-  int64_t k = 0;
   Epilogue epilogue = Epilogue::kNone;
+};
+
+// One H3 layer's inner operation (kernels/h3.h), prepared once per layer by
+// Backend::MakeH3Layer: it owns the layer's SSM parameters in the backend and
+// whatever its calls reuse (kernel spectra, FFT plans, scratch). Its inputs
+// are the fused projection q|k|v: rows of 3 d values.
+class H3Layer {
+ public:
+  virtual ~H3Layer() = default;
+  // Prefill of `length` tokens of one sequence from `state` (updated in
+  // place): qkv [length, 3d], out [length, d].
+  virtual absl::Status Prefill(int64_t length, const float* qkv, float* out,
+                               const kernels::H3State& state) = 0;
+  // One token of each of `batch` sequences: qkv [batch, 3d], out [batch, d];
+  // `states` [batch] in backend memory (e.g. a Staging's device side).
+  virtual absl::Status Step(int batch, const float* qkv, float* out,
+                            const kernels::H3State* states) = 0;
 };
 
 // The operations the model is written in. Every pointer an op receives lives
@@ -58,6 +123,7 @@ class Backend {
 
   // "cpu", "cuda:0", ...
   virtual std::string name() const = 0;
+  virtual WeightType weight_type() const = 0;
 
   virtual absl::StatusOr<Buffer> Allocate(int64_t floats) = 0;
   // Copies between host memory and this backend's memory.
@@ -67,37 +133,55 @@ class Backend {
   // Copies within this backend's memory; the ranges must not overlap.
   virtual absl::Status Copy(const float* src, int64_t n, float* dst) = 0;
   virtual absl::Status Fill(float* dst, int64_t n, float value) = 0;
+  // A weight matrix from host fp32 values, rounded to weight_type().
+  virtual absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
+                                              int64_t cols) = 0;
+  virtual absl::StatusOr<Staging> AllocateStaging(int64_t bytes) = 0;
+  // Enqueues the copy of staging's first `bytes` from host to device.
+  virtual absl::Status Upload(const Staging& staging, int64_t bytes) = 0;
 
-  // out[i] = table[ids[i]] for i < n; ids (host) in [0, rows).
+  // out[i] = table[ids[i]] as fp32 for i < n; ids (backend memory, e.g. a
+  // Staging's device side) in [0, table.rows()): the caller checks them.
   virtual absl::Status Embedding(const int32_t* ids, int64_t n,
-                                 const float* table, int64_t cols,
-                                 float* out) = 0;
+                                 const Matrix& table, float* out) = 0;
   virtual absl::Status Linear(const LinearParams& params) = 0;
   virtual absl::Status AddLayerNorm(
       const kernels::AddLayerNormParams& params) = 0;
-  virtual absl::Status H3KernelSpectrum(const kernels::H3Weights& w, int nfft,
-                                        float* out) = 0;
-  virtual absl::Status H3Prefill(const kernels::H3PrefillParams& params) = 0;
-  virtual absl::Status H3Step(const kernels::H3StepParams& params) = 0;
+  // `weights` holds host pointers (as H3Discretize fills them); copied.
+  virtual absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
+      const kernels::H3Weights& weights) = 0;
   // One sequence's chunk (prefill) or one token (decode step).
   virtual absl::Status Attention(const kernels::AttentionParams& params) = 0;
+  // One token of each of a batch of sequences; the caches and positions
+  // arrays in backend memory; every cache holds `capacity` positions.
+  virtual absl::Status AttentionDecode(
+      const kernels::AttentionDecodeParams& params, int64_t capacity) = 0;
   // Waits until all enqueued work is done.
   virtual absl::Status Synchronize() = 0;
+
+  // Graphs: the ops enqueued between BeginCapture and EndCapture are
+  // recorded, not run; Replay(id) runs them again, reading the memory's
+  // contents at the time of the replay (a Staging's host side included).
+  // Backends without graphs return false from SupportsGraphs and
+  // Unimplemented from the rest.
+  virtual bool SupportsGraphs() const { return false; }
+  virtual absl::Status BeginCapture();
+  virtual absl::StatusOr<int> EndCapture();
+  virtual absl::Status Replay(int graph);
+  // Frees every graph (their ids become invalid).
+  virtual void DropGraphs() {}
 };
 
 // The CPU backend: OpenBLAS matrix products, kissfft convolutions, the
 // kernels' CPU twins, threads from base/parallel.h.
 std::unique_ptr<Backend> MakeCpuBackend();
 
-// How weight matrices are stored (activations, SSM states and SSM
-// parameters are always fp32). The CPU backend stores fp32 only.
-enum class WeightType { kFloat32, kFloat16, kBFloat16 };
-
 struct BackendOptions {
   // "cpu", "cuda" (the first GPU), "cuda:N", or "auto": the first GPU when
   // one is present and usable, else the CPU.
   std::string device = "auto";
-  WeightType weight_type = WeightType::kFloat32;
+  // Unset: fp16 on a GPU, fp32 on the CPU.
+  std::optional<WeightType> weight_type;
 };
 
 // The backend `options` name. InvalidArgument for an unknown device name,

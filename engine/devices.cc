@@ -2,7 +2,18 @@
 // device discovery; everything CUDA lives in engine/cuda/.
 #include "engine/devices.h"
 
+#include <memory>
+#include <string>
+
+#include "base/status_macros.h"
+#include "engine/backend.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
 #if H3_WITH_CUDA
+#include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_devices.h"
 #endif
 
@@ -26,6 +37,67 @@ absl::StatusOr<double> SelfTestDevice(int index) {
 #else
   return absl::FailedPreconditionError(
       "this h3 was built without CUDA (H3_WITH_CUDA=OFF)");
+#endif
+}
+
+namespace {
+
+// The GPU `device` names ("cuda" or "cuda:N"), or -1 for the CPU; "auto"
+// becomes the first usable GPU, else the CPU.
+absl::StatusOr<int> ResolveDevice(const std::string& device) {
+  if (device == "cpu") return -1;
+  const CudaInventory inventory = ListCudaDevices();
+  if (device == "auto") {
+    for (const DeviceInfo& info : inventory.devices) {
+      if (info.supported) return info.index;
+    }
+    return -1;
+  }
+  int index = 0;
+  if (device != "cuda" &&
+      !(absl::StartsWith(device, "cuda:") &&
+        absl::SimpleAtoi(device.substr(5), &index) && index >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown device \"", device, "\"; use cpu, cuda, cuda:N or auto"));
+  }
+  if (inventory.devices.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--device ", device, ": no GPU: ", inventory.no_device_reason));
+  }
+  for (const DeviceInfo& info : inventory.devices) {
+    if (info.index != index) continue;
+    if (!info.supported) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--device ", device, ": ", info.name, " (compute capability ",
+          info.compute_major, ".", info.compute_minor,
+          ") has no machine code in this build"));
+    }
+    return index;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--device ", device, ": there are ",
+                   inventory.devices.size(), " GPUs (cuda:0 ...)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
+    const BackendOptions& options) {
+  H3_ASSIGN_OR_RETURN(const int device, ResolveDevice(options.device));
+  if (device < 0) {
+    if (options.weight_type.has_value() &&
+        *options.weight_type != WeightType::kFloat32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the CPU backend keeps weights in fp32, not ",
+                       WeightTypeName(*options.weight_type)));
+    }
+    return MakeCpuBackend();
+  }
+#if H3_WITH_CUDA
+  return cuda::MakeCudaBackend(
+      device, options.weight_type.value_or(WeightType::kFloat16));
+#else
+  return absl::InternalError("unreachable: a GPU without CUDA");
 #endif
 }
 

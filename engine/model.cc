@@ -48,6 +48,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(
   }
   std::unique_ptr<Model> model(new Model(config, std::move(backend), options));
   H3_RETURN_IF_ERROR(model->LoadWeights(file));
+  model->use_graphs_ =
+      options.decode_graphs && model->backend_->SupportsGraphs();
   return model;
 }
 
@@ -61,9 +63,32 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
     H3_ASSIGN_OR_RETURN(std::vector<float> host, ReadWeight(file, name));
     return upload_host(host, out);
   };
+  // Matrices: one or several weights [rows_i, cols] stacked by rows.
+  auto upload_matrix = [&](std::initializer_list<std::string> names,
+                           Matrix* out) -> absl::Status {
+    std::vector<float> host;
+    for (const std::string& name : names) {
+      H3_ASSIGN_OR_RETURN(std::vector<float> part, ReadWeight(file, name));
+      host.insert(host.end(), part.begin(), part.end());
+    }
+    H3_ASSIGN_OR_RETURN(loader::WeightView view, file.Weight(*names.begin()));
+    const int64_t cols = view.shape.back();
+    H3_ASSIGN_OR_RETURN(*out, backend_->UploadMatrix(host.data(),
+                                                     host.size() / cols, cols));
+    return absl::OkStatus();
+  };
+  auto upload_stacked = [&](std::initializer_list<std::string> names,
+                            Buffer* out) -> absl::Status {
+    std::vector<float> host;
+    for (const std::string& name : names) {
+      H3_ASSIGN_OR_RETURN(std::vector<float> part, ReadWeight(file, name));
+      host.insert(host.end(), part.begin(), part.end());
+    }
+    return upload_host(host, out);
+  };
 
   H3_RETURN_IF_ERROR(
-      upload(std::string(loader::kEmbeddingTensor), &embedding_));
+      upload_matrix({std::string(loader::kEmbeddingTensor)}, &embedding_));
   H3_RETURN_IF_ERROR(upload("backbone.ln_f.weight", &ln_f_weight_));
   H3_RETURN_IF_ERROR(upload("backbone.ln_f.bias", &ln_f_bias_));
   layers_.resize(config_.n_layer);
@@ -73,41 +98,43 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
       return loader::LayerTensorName(i, rest);
     };
     layer.attention = config_.IsAttention(i);
+    slot_of_layer_.push_back(layer.attention ? attention_layers_++
+                                             : h3_layers_++);
     for (auto [rest, buffer] : {std::pair{"norm1.weight", &layer.norm1_w},
                                 std::pair{"norm1.bias", &layer.norm1_b},
                                 std::pair{"norm2.weight", &layer.norm2_w},
                                 std::pair{"norm2.bias", &layer.norm2_b},
-                                std::pair{"mlp.fc1.weight", &layer.fc1_w},
                                 std::pair{"mlp.fc1.bias", &layer.fc1_b},
-                                std::pair{"mlp.fc2.weight", &layer.fc2_w},
                                 std::pair{"mlp.fc2.bias", &layer.fc2_b}}) {
       H3_RETURN_IF_ERROR(upload(name(rest), buffer));
     }
+    H3_RETURN_IF_ERROR(upload_matrix({name("mlp.fc1.weight")}, &layer.fc1_w));
+    H3_RETURN_IF_ERROR(upload_matrix({name("mlp.fc2.weight")}, &layer.fc2_w));
     if (layer.attention) {
-      for (auto [rest, buffer] :
-           {std::pair{"mixer.Wqkv.weight", &layer.wqkv_w},
-            std::pair{"mixer.Wqkv.bias", &layer.wqkv_b},
-            std::pair{"mixer.out_proj.weight", &layer.out_w},
-            std::pair{"mixer.out_proj.bias", &layer.out_b}}) {
-        H3_RETURN_IF_ERROR(upload(name(rest), buffer));
-      }
+      H3_RETURN_IF_ERROR(
+          upload_matrix({name("mixer.Wqkv.weight")}, &layer.wqkv_w));
+      H3_RETURN_IF_ERROR(upload(name("mixer.Wqkv.bias"), &layer.wqkv_b));
+      H3_RETURN_IF_ERROR(
+          upload_matrix({name("mixer.out_proj.weight")}, &layer.out_w));
+      H3_RETURN_IF_ERROR(upload(name("mixer.out_proj.bias"), &layer.out_b));
       if (config_.rotary_dim > 0) {
         H3_RETURN_IF_ERROR(
             upload(name("mixer.rotary_emb.inv_freq"), &layer.inv_freq));
       }
       continue;
     }
-    for (auto [rest, buffer] :
-         {std::pair{"mixer.q_proj.weight", &layer.q_w},
-          std::pair{"mixer.q_proj.bias", &layer.q_b},
-          std::pair{"mixer.k_proj.weight", &layer.k_w},
-          std::pair{"mixer.k_proj.bias", &layer.k_b},
-          std::pair{"mixer.v_proj.weight", &layer.v_w},
-          std::pair{"mixer.v_proj.bias", &layer.v_b},
-          std::pair{"mixer.output_linear.weight", &layer.out_w},
-          std::pair{"mixer.output_linear.bias", &layer.out_b}}) {
-      H3_RETURN_IF_ERROR(upload(name(rest), buffer));
-    }
+    H3_RETURN_IF_ERROR(upload_matrix({name("mixer.q_proj.weight"),
+                                      name("mixer.k_proj.weight"),
+                                      name("mixer.v_proj.weight")},
+                                     &layer.wqkv_w));
+    H3_RETURN_IF_ERROR(
+        upload_stacked({name("mixer.q_proj.bias"), name("mixer.k_proj.bias"),
+                        name("mixer.v_proj.bias")},
+                       &layer.wqkv_b));
+    H3_RETURN_IF_ERROR(
+        upload_matrix({name("mixer.output_linear.weight")}, &layer.out_w));
+    H3_RETURN_IF_ERROR(
+        upload(name("mixer.output_linear.bias"), &layer.out_b));
     // SSM parameters: discretised once, here, on the host.
     H3_ASSIGN_OR_RETURN(auto shift_B,
                         ReadWeight(file, name("mixer.ssm_k_kernel.kernel.B")));
@@ -132,15 +159,11 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
         {shape, shift_B.data(), shift_C.data(), shift_D.data(), log_dt.data(),
          inv_A_real.data(), A_imag.data(), B.data(), C.data(), D.data()},
         {shift_kernel.data(), dA.data(), dB.data()});
-    for (auto [host, buffer] :
-         {std::pair{&shift_kernel, &layer.shift_kernel},
-          std::pair{&shift_B, &layer.shift_B},
-          std::pair{&shift_C, &layer.shift_C},
-          std::pair{&shift_D, &layer.shift_D}, std::pair{&dA, &layer.dA},
-          std::pair{&dB, &layer.dB}, std::pair{&C, &layer.C},
-          std::pair{&D, &layer.D}}) {
-      H3_RETURN_IF_ERROR(upload_host(*host, buffer));
-    }
+    H3_ASSIGN_OR_RETURN(
+        layer.h3,
+        backend_->MakeH3Layer({shape, shift_kernel.data(), shift_B.data(),
+                               shift_C.data(), shift_D.data(), dA.data(),
+                               dB.data(), C.data(), D.data()}));
   }
   return absl::OkStatus();
 }
@@ -148,14 +171,6 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
 kernels::H3Shape Model::H3ShapeOf() const {
   return {static_cast<int>(config_.d_model), static_cast<int>(config_.head_dim),
           static_cast<int>(config_.d_state)};
-}
-
-kernels::H3Weights Model::H3WeightsOf(const Layer& layer) const {
-  return {H3ShapeOf(),          layer.shift_kernel.data(),
-          layer.shift_B.data(), layer.shift_C.data(),
-          layer.shift_D.data(), layer.dA.data(),
-          layer.dB.data(),      layer.C.data(),
-          layer.D.data()};
 }
 
 absl::StatusOr<std::unique_ptr<SequenceState>> Model::NewSequence() {
@@ -215,27 +230,65 @@ absl::Status Model::CheckTokens(absl::Span<const int32_t> tokens) const {
 
 absl::Status Model::EnsureScratch(int64_t rows) {
   if (rows <= scratch_rows_) return absl::OkStatus();
+  // Captured graphs point into the memory about to be replaced.
+  backend_->DropGraphs();
+  graphs_.clear();
   const int64_t d = config_.d_model;
-  for (Buffer* b : {&hidden_, &residual_, &normed_, &q_, &k_, &v_, &mixed_}) {
+  for (Buffer* b : {&hidden_, &residual_, &normed_, &mixed_}) {
     H3_ASSIGN_OR_RETURN(*b, backend_->Allocate(rows * d));
   }
   H3_ASSIGN_OR_RETURN(qkv_, backend_->Allocate(rows * 3 * d));
   H3_ASSIGN_OR_RETURN(mlp_, backend_->Allocate(rows * config_.d_inner));
+  H3_ASSIGN_OR_RETURN(logits_,
+                      backend_->Allocate(rows * config_.padded_vocab_size));
   scratch_rows_ = rows;
+  H3_ASSIGN_OR_RETURN(staging_, backend_->AllocateStaging(
+                                    StagedStatesOffset(h3_layers_ +
+                                                       attention_layers_)));
   return absl::OkStatus();
 }
 
-absl::StatusOr<const float*> Model::Spectrum(Layer& layer, int nfft) {
-  auto it = layer.spectra.find(nfft);
-  if (it != layer.spectra.end()) return it->second.data();
-  H3_ASSIGN_OR_RETURN(
-      Buffer spectrum,
-      backend_->Allocate(2 * config_.ssm_heads() * (nfft / 2 + 1)));
-  H3_RETURN_IF_ERROR(
-      backend_->H3KernelSpectrum(H3WeightsOf(layer), nfft, spectrum.data()));
-  const float* data = spectrum.data();
-  layer.spectra.emplace(nfft, std::move(spectrum));
-  return data;
+namespace {
+int64_t RoundUp64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+}  // namespace
+
+int64_t Model::StagedPositionsOffset() const {
+  return RoundUp64(scratch_rows_ * sizeof(int32_t));
+}
+
+// Layers' slots: the H3 layers' state arrays first, then the attention
+// layers' cache arrays; `slot` counts both (H3 layers 0.., then attention).
+int64_t Model::StagedStatesOffset(int slot) const {
+  int64_t offset =
+      StagedPositionsOffset() + RoundUp64(scratch_rows_ * sizeof(int64_t));
+  const int64_t h3_bytes = RoundUp64(scratch_rows_ * sizeof(kernels::H3State));
+  const int64_t kv_bytes = RoundUp64(scratch_rows_ * sizeof(kernels::KvCache));
+  const int h3 = std::min(slot, h3_layers_);
+  return offset + h3 * h3_bytes + (slot - h3) * kv_bytes;
+}
+
+int64_t Model::Bucket(int64_t rows) const {
+  if (!backend_->SupportsGraphs()) return rows;
+  if (rows <= 8) {
+    int64_t bucket = 1;
+    while (bucket < rows) bucket *= 2;
+    return bucket;
+  }
+  const int64_t step = rows <= 64 ? 8 : 32;
+  return (rows + step - 1) / step * step;
+}
+
+kernels::H3State Model::H3StateOf(SequenceState& sequence,
+                                  int layer_index) const {
+  float* base = sequence.layers_[layer_index].data();
+  return {base, base + config_.d_model * config_.d_state};
+}
+
+kernels::KvCache Model::KvCacheOf(SequenceState& sequence,
+                                  int layer_index) const {
+  float* base = sequence.layers_[layer_index].data();
+  const int64_t capacity = options_.max_sequence_length;
+  return {base, base + capacity * config_.d_model, capacity};
 }
 
 }  // namespace h3::engine

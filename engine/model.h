@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -19,6 +20,10 @@ struct ModelOptions {
   int64_t prefill_chunk = 1024;
   // Positions a sequence may reach: the attention layers' KV cache capacity.
   int64_t max_sequence_length = 2048;
+  // On a backend with graphs (CUDA), decode steps are padded to a batch-size
+  // bucket and each bucket's step is captured once and replayed. Off: the
+  // same padded steps, run op by op.
+  bool decode_graphs = true;
 };
 
 // Everything a sequence remembers: per H3 layer the shift and diagonal
@@ -100,23 +105,59 @@ class Model {
   absl::Status AttentionMixer(Layer& layer, int layer_index, int64_t rows,
                               absl::Span<SequenceState* const> sequences,
                               bool prefill);
-  absl::Status Logits(int64_t first_row, int64_t rows, float* logits);
-  absl::StatusOr<const float*> Spectrum(Layer& layer, int nfft);
+  // The LM head over normed_ rows [first_row, first_row + rows) into
+  // logits_ (backend memory).
+  absl::Status LmHead(int64_t first_row, int64_t rows);
+  absl::Status CopyLogits(int64_t rows, float* logits);
+  // Grows the activations and the staging area to `rows` rows. Growth moves
+  // memory that captured graphs point to: it drops them.
   absl::Status EnsureScratch(int64_t rows);
+  // The decode step over staged arguments, for `rows` (a bucket) rows:
+  // upload, embedding, layers, LM head.
+  absl::Status DecodeStep(int64_t rows);
 
   kernels::H3Shape H3ShapeOf() const;
-  kernels::H3Weights H3WeightsOf(const Layer& layer) const;
+  kernels::H3State H3StateOf(SequenceState& sequence, int layer_index) const;
+  kernels::KvCache KvCacheOf(SequenceState& sequence, int layer_index) const;
+  // The padded batch a decode step of `rows` sequences runs as.
+  int64_t Bucket(int64_t rows) const;
+
+  // Where the per-call arguments live in the staging area (byte offsets),
+  // for up to scratch_rows_ rows: token ids, positions, then per H3 layer an
+  // H3State per row and per attention layer a KvCache per row.
+  int64_t StagedIdsOffset() const { return 0; }
+  int64_t StagedPositionsOffset() const;
+  int64_t StagedStatesOffset(int layer_index) const;
+  template <typename T>
+  T* Staged(int64_t offset) const {
+    return reinterpret_cast<T*>(static_cast<char*>(staging_.host()) + offset);
+  }
+  template <typename T>
+  T* StagedOnDevice(int64_t offset) const {
+    return reinterpret_cast<T*>(static_cast<char*>(staging_.device()) +
+                                offset);
+  }
 
   loader::ModelConfig config_;
   std::unique_ptr<Backend> backend_;
   ModelOptions options_;
   std::vector<Layer> layers_;
-  Buffer embedding_, ln_f_weight_, ln_f_bias_;  // embedding: [V_pad, d]
+  std::vector<int> slot_of_layer_;  // layer -> its index among H3 or attn
+  int h3_layers_ = 0, attention_layers_ = 0;
+  Matrix embedding_;  // [V_pad, d]; also the LM head
+  Buffer ln_f_weight_, ln_f_bias_;
 
-  // Activations for up to scratch_rows_ tokens.
+  // Activations and staged arguments for up to scratch_rows_ tokens.
   int64_t scratch_rows_ = 0;
-  Buffer hidden_, residual_, normed_, q_, k_, v_, qkv_, mixed_, mlp_;
+  Buffer hidden_, residual_, normed_, qkv_, mixed_, mlp_;
   Buffer logits_;  // [rows, V_pad]
+  Staging staging_;
+
+  bool use_graphs_ = false;
+  std::vector<std::pair<int64_t, int>> graphs_;  // bucket -> graph id
+  // The state padding rows of a bucketed decode step run on; its results
+  // are never read (several rows may share it).
+  std::unique_ptr<SequenceState> pad_;
 };
 
 }  // namespace h3::engine

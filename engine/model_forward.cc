@@ -26,14 +26,20 @@ absl::Status Model::Prefill(SequenceState& sequence,
     const int64_t rows =
         std::min<int64_t>(options_.prefill_chunk, tokens.size() - start);
     H3_RETURN_IF_ERROR(EnsureScratch(rows));
-    H3_RETURN_IF_ERROR(backend_->Embedding(tokens.data() + start, rows,
-                                           embedding_.data(), config_.d_model,
-                                           hidden_.data()));
+    // The previous chunk's upload may still be reading the staging area.
+    H3_RETURN_IF_ERROR(backend_->Synchronize());
+    std::copy_n(tokens.data() + start, rows,
+                Staged<int32_t>(StagedIdsOffset()));
+    H3_RETURN_IF_ERROR(backend_->Upload(staging_, rows * sizeof(int32_t)));
+    H3_RETURN_IF_ERROR(
+        backend_->Embedding(StagedOnDevice<int32_t>(StagedIdsOffset()), rows,
+                            embedding_, hidden_.data()));
     H3_RETURN_IF_ERROR(
         Forward(rows, absl::MakeSpan(&seq, 1), /*prefill=*/true));
     sequence.position_ += rows;
     if (logits != nullptr && start + rows == tokens.size()) {
-      H3_RETURN_IF_ERROR(Logits(rows - 1, 1, logits));
+      H3_RETURN_IF_ERROR(LmHead(rows - 1, 1));
+      H3_RETURN_IF_ERROR(CopyLogits(1, logits));
     }
   }
   return absl::OkStatus();
@@ -55,12 +61,69 @@ absl::Status Model::Decode(absl::Span<SequenceState* const> sequences,
     }
   }
   const int64_t rows = static_cast<int64_t>(sequences.size());
-  H3_RETURN_IF_ERROR(EnsureScratch(rows));
-  H3_RETURN_IF_ERROR(backend_->Embedding(tokens.data(), rows, embedding_.data(),
-                                         config_.d_model, hidden_.data()));
-  H3_RETURN_IF_ERROR(Forward(rows, sequences, /*prefill=*/false));
+  const int64_t bucket = Bucket(rows);
+  H3_RETURN_IF_ERROR(EnsureScratch(bucket));
+  if (bucket > rows && pad_ == nullptr) {
+    H3_ASSIGN_OR_RETURN(pad_, NewSequence());
+  }
+
+  // Stage the step's arguments; padding rows decode token 0 at position 0
+  // of the pad state.
+  H3_RETURN_IF_ERROR(backend_->Synchronize());
+  auto sequence_of = [&](int64_t b) {
+    return b < rows ? sequences[b] : pad_.get();
+  };
+  int32_t* ids = Staged<int32_t>(StagedIdsOffset());
+  int64_t* positions = Staged<int64_t>(StagedPositionsOffset());
+  for (int64_t b = 0; b < bucket; ++b) {
+    ids[b] = b < rows ? tokens[b] : 0;
+    positions[b] = sequence_of(b)->position();
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const int slot =
+        layers_[i].attention ? h3_layers_ + slot_of_layer_[i] : slot_of_layer_[i];
+    for (int64_t b = 0; b < bucket; ++b) {
+      SequenceState& seq = *sequence_of(b);
+      if (layers_[i].attention) {
+        Staged<kernels::KvCache>(StagedStatesOffset(slot))[b] =
+            KvCacheOf(seq, i);
+      } else {
+        Staged<kernels::H3State>(StagedStatesOffset(slot))[b] =
+            H3StateOf(seq, i);
+      }
+    }
+  }
+
+  auto graph = std::find_if(graphs_.begin(), graphs_.end(),
+                            [&](const auto& g) { return g.first == bucket; });
+  if (graph != graphs_.end()) {
+    H3_RETURN_IF_ERROR(backend_->Replay(graph->second));
+  } else {
+    H3_RETURN_IF_ERROR(DecodeStep(bucket));
+    if (use_graphs_) {
+      // Captured after one uncaptured run of the same shape, which has
+      // chosen the matrix product algorithms and sized every workspace.
+      H3_RETURN_IF_ERROR(backend_->BeginCapture());
+      const absl::Status step = DecodeStep(bucket);
+      absl::StatusOr<int> id = backend_->EndCapture();
+      H3_RETURN_IF_ERROR(step);
+      if (!id.ok()) return id.status();
+      graphs_.emplace_back(bucket, *id);
+    }
+  }
   for (SequenceState* seq : sequences) seq->position_ += 1;
-  return Logits(0, rows, logits);
+  return CopyLogits(rows, logits);
+}
+
+absl::Status Model::DecodeStep(int64_t rows) {
+  H3_RETURN_IF_ERROR(backend_->Upload(staging_, StagedStatesOffset(
+                                                    h3_layers_ +
+                                                    attention_layers_)));
+  H3_RETURN_IF_ERROR(
+      backend_->Embedding(StagedOnDevice<int32_t>(StagedIdsOffset()), rows,
+                          embedding_, hidden_.data()));
+  H3_RETURN_IF_ERROR(Forward(rows, {}, /*prefill=*/false));
+  return LmHead(0, rows);
 }
 
 absl::Status Model::Forward(int64_t rows,
@@ -80,97 +143,79 @@ absl::Status Model::Forward(int64_t rows,
     H3_RETURN_IF_ERROR(backend_->AddLayerNorm(
         {mixed_.data(), residual_.data(), true, layer.norm2_w.data(),
          layer.norm2_b.data(), normed_.data(), rows, d, eps}));
-    H3_RETURN_IF_ERROR(backend_->Linear(
-        {normed_.data(), layer.fc1_w.data(), layer.fc1_b.data(), mlp_.data(),
-         rows, config_.d_inner, d, Epilogue::kGeluTanh}));
     H3_RETURN_IF_ERROR(
-        backend_->Linear({mlp_.data(), layer.fc2_w.data(), layer.fc2_b.data(),
-                          hidden_.data(), rows, d, config_.d_inner}));
+        backend_->Linear({normed_.data(), &layer.fc1_w, layer.fc1_b.data(),
+                          mlp_.data(), rows, Epilogue::kGeluTanh}));
+    H3_RETURN_IF_ERROR(backend_->Linear(
+        {mlp_.data(), &layer.fc2_w, layer.fc2_b.data(), hidden_.data(), rows}));
   }
   return backend_->AddLayerNorm({hidden_.data(), residual_.data(), true,
                                  ln_f_weight_.data(), ln_f_bias_.data(),
                                  normed_.data(), rows, d, eps});
 }
 
+// Prefill: `sequences` holds the one sequence. Decode: the per-row
+// arguments are staged (Decode) and `sequences` is empty.
 absl::Status Model::H3Mixer(Layer& layer, int layer_index, int64_t rows,
                             absl::Span<SequenceState* const> sequences,
                             bool prefill) {
-  const int64_t d = config_.d_model;
-  for (auto [w, b, out] : {std::tuple{&layer.q_w, &layer.q_b, &q_},
-                           std::tuple{&layer.k_w, &layer.k_b, &k_},
-                           std::tuple{&layer.v_w, &layer.v_b, &v_}}) {
-    H3_RETURN_IF_ERROR(backend_->Linear(
-        {normed_.data(), w->data(), b->data(), out->data(), rows, d, d}));
-  }
-  const kernels::H3Weights w = H3WeightsOf(layer);
-  const int64_t shift_size = d * config_.d_state;
-  auto state_of = [&](SequenceState* seq) {
-    float* base = seq->layers_[layer_index].data();
-    return kernels::H3State{base, base + shift_size};
-  };
-  // The inner output goes to qkv_ (free in H3 layers), then output_linear.
-  float* inner = qkv_.data();
+  H3_RETURN_IF_ERROR(backend_->Linear(
+      {normed_.data(), &layer.wqkv_w, layer.wqkv_b.data(), qkv_.data(), rows}));
+  // The inner output goes to normed_ (read by the product above; free until
+  // out_proj).
+  float* inner = normed_.data();
   if (prefill) {
-    const int nfft = kernels::H3FftSize(rows);
-    H3_ASSIGN_OR_RETURN(const float* spectrum, Spectrum(layer, nfft));
-    H3_RETURN_IF_ERROR(
-        backend_->H3Prefill({w, rows, q_.data(), k_.data(), v_.data(), inner,
-                             state_of(sequences[0]), spectrum, nfft}));
+    H3_RETURN_IF_ERROR(layer.h3->Prefill(
+        rows, qkv_.data(), inner, H3StateOf(*sequences[0], layer_index)));
   } else {
-    std::vector<kernels::H3State> states;
-    for (SequenceState* seq : sequences) states.push_back(state_of(seq));
-    H3_RETURN_IF_ERROR(
-        backend_->H3Step({w, static_cast<int>(rows), q_.data(), k_.data(),
-                          v_.data(), inner, states.data()}));
+    H3_RETURN_IF_ERROR(layer.h3->Step(
+        static_cast<int>(rows), qkv_.data(), inner,
+        StagedOnDevice<kernels::H3State>(
+            StagedStatesOffset(slot_of_layer_[layer_index]))));
   }
-  return backend_->Linear({inner, layer.out_w.data(), layer.out_b.data(),
-                           mixed_.data(), rows, d, d});
+  return backend_->Linear(
+      {inner, &layer.out_w, layer.out_b.data(), mixed_.data(), rows});
 }
 
 absl::Status Model::AttentionMixer(Layer& layer, int layer_index, int64_t rows,
                                    absl::Span<SequenceState* const> sequences,
                                    bool prefill) {
   const int64_t d = config_.d_model;
-  H3_RETURN_IF_ERROR(
-      backend_->Linear({normed_.data(), layer.wqkv_w.data(),
-                        layer.wqkv_b.data(), qkv_.data(), rows, 3 * d, d}));
+  H3_RETURN_IF_ERROR(backend_->Linear(
+      {normed_.data(), &layer.wqkv_w, layer.wqkv_b.data(), qkv_.data(), rows}));
   const kernels::AttentionShape shape{static_cast<int>(config_.n_heads),
                                       static_cast<int>(d / config_.n_heads),
                                       static_cast<int>(config_.rotary_dim)};
-  auto cache_of = [&](SequenceState* seq) {
-    float* base = seq->layers_[layer_index].data();
-    const int64_t capacity = options_.max_sequence_length;
-    return kernels::KvCache{base, base + capacity * d, capacity};
-  };
   const float* inv_freq = layer.inv_freq.data();
-  // The attention output goes to q_ (free here), then out_proj.
+  // The attention output goes to normed_ (free until out_proj).
+  float* out = normed_.data();
   if (prefill) {
     SequenceState* seq = sequences[0];
     H3_RETURN_IF_ERROR(
         backend_->Attention({shape, seq->position(), rows, qkv_.data(),
-                             inv_freq, cache_of(seq), q_.data()}));
+                             inv_freq, KvCacheOf(*seq, layer_index), out}));
   } else {
-    for (int64_t b = 0; b < rows; ++b) {
-      SequenceState* seq = sequences[b];
-      H3_RETURN_IF_ERROR(backend_->Attention(
-          {shape, seq->position(), 1, qkv_.data() + b * 3 * d, inv_freq,
-           cache_of(seq), q_.data() + b * d}));
-    }
+    const int slot = h3_layers_ + slot_of_layer_[layer_index];
+    H3_RETURN_IF_ERROR(backend_->AttentionDecode(
+        {shape, static_cast<int>(rows), qkv_.data(), inv_freq,
+         StagedOnDevice<kernels::KvCache>(StagedStatesOffset(slot)),
+         StagedOnDevice<int64_t>(StagedPositionsOffset()), out},
+        options_.max_sequence_length));
   }
-  return backend_->Linear({q_.data(), layer.out_w.data(), layer.out_b.data(),
-                           mixed_.data(), rows, d, d});
+  return backend_->Linear(
+      {out, &layer.out_w, layer.out_b.data(), mixed_.data(), rows});
 }
 
-absl::Status Model::Logits(int64_t first_row, int64_t rows, float* logits) {
-  const int64_t vocab = config_.padded_vocab_size, d = config_.d_model;
-  if (logits_.size() < rows * vocab) {
-    H3_ASSIGN_OR_RETURN(logits_, backend_->Allocate(rows * vocab));
-  }
+absl::Status Model::LmHead(int64_t first_row, int64_t rows) {
   // The LM head is tied to the embedding: logits = LN_f(residual) E^T.
-  H3_RETURN_IF_ERROR(
-      backend_->Linear({normed_.data() + first_row * d, embedding_.data(),
-                        nullptr, logits_.data(), rows, vocab, d}));
-  return backend_->CopyToHost(logits_.data(), rows * vocab, logits);
+  return backend_->Linear({normed_.data() + first_row * config_.d_model,
+                           &embedding_, nullptr, logits_.data(), rows});
+}
+
+absl::Status Model::CopyLogits(int64_t rows, float* logits) {
+  if (logits == nullptr) return backend_->Synchronize();
+  return backend_->CopyToHost(logits_.data(), rows * config_.padded_vocab_size,
+                              logits);
 }
 
 }  // namespace h3::engine

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/parallel.h"
 #include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "kernels/bias_gelu.h"
 #include "kernels/cpu/skinny_gemm.h"
 
@@ -15,23 +16,53 @@ namespace h3::engine {
 namespace {
 
 void FreeHost(float* p) { ::operator delete[](p, std::align_val_t(64)); }
+void FreeHostBytes(void* p) {
+  ::operator delete[](p, std::align_val_t(64));
+}
+void FreeNothing(void*) {}
+
+// 64-byte aligned host memory; null when out of memory.
+void* AllocateHost(int64_t bytes) {
+  return ::operator new[](std::max<int64_t>(bytes, 1), std::align_val_t(64),
+                          std::nothrow);
+}
+
+absl::Status OutOfMemory(int64_t bytes) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));
+}
 
 class CpuBackend final : public Backend {
  public:
   CpuBackend() { openblas_set_num_threads(NumThreads()); }
 
   std::string name() const override { return "cpu"; }
+  WeightType weight_type() const override { return WeightType::kFloat32; }
 
   absl::StatusOr<Buffer> Allocate(int64_t floats) override {
     if (floats < 0) return absl::InvalidArgumentError("negative allocation");
-    float* p = static_cast<float*>(
-        ::operator new[](std::max<int64_t>(floats, 1) * sizeof(float),
-                         std::align_val_t(64), std::nothrow));
-    if (p == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot allocate ", floats * sizeof(float), " bytes of host memory"));
-    }
+    float* p = static_cast<float*>(AllocateHost(floats * sizeof(float)));
+    if (p == nullptr) return OutOfMemory(floats * sizeof(float));
     return Buffer(p, floats, &FreeHost);
+  }
+
+  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
+                                      int64_t cols) override {
+    if (rows < 0 || cols < 0) return absl::InvalidArgumentError("negative size");
+    void* p = AllocateHost(rows * cols * sizeof(float));
+    if (p == nullptr) return OutOfMemory(rows * cols * sizeof(float));
+    std::memcpy(p, host, rows * cols * sizeof(float));
+    return Matrix(p, rows, cols, WeightType::kFloat32, &FreeHostBytes);
+  }
+
+  absl::StatusOr<Staging> AllocateStaging(int64_t bytes) override {
+    if (bytes < 0) return absl::InvalidArgumentError("negative allocation");
+    void* p = AllocateHost(bytes);
+    if (p == nullptr) return OutOfMemory(bytes);
+    return Staging(p, p, bytes, &FreeHostBytes, &FreeNothing);
+  }
+  absl::Status Upload(const Staging&, int64_t) override {
+    return absl::OkStatus();  // the host side is the device side
   }
 
   absl::Status CopyFromHost(const float* host, int64_t n, float* dst) override {
@@ -51,8 +82,10 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::Status Embedding(const int32_t* ids, int64_t n, const float* table,
-                         int64_t cols, float* out) override {
+  absl::Status Embedding(const int32_t* ids, int64_t n, const Matrix& matrix,
+                         float* out) override {
+    const float* table = static_cast<const float*>(matrix.data());
+    const int64_t cols = matrix.cols();
     for (int64_t i = 0; i < n; ++i) {
       std::memcpy(out + i * cols, table + int64_t{ids[i]} * cols,
                   cols * sizeof(float));
@@ -60,7 +93,8 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::Status Linear(const LinearParams& p) override {
+  absl::Status Linear(const LinearParams& params) override {
+    const Params p{params};
     if (p.rows == 0 || p.n == 0) return absl::OkStatus();
     // y = x W^T: row-major x [rows, k], W [n, k].
     if (p.rows <= kernels::kSkinnyGemmMaxRows) {
@@ -92,23 +126,9 @@ class CpuBackend final : public Backend {
     kernels::AddLayerNormCpu(p);
     return absl::OkStatus();
   }
-  absl::Status H3KernelSpectrum(const kernels::H3Weights& w, int nfft,
-                                float* out) override {
-    kernels::H3KernelSpectrum(w, nfft, out);
-    return absl::OkStatus();
-  }
-  absl::Status H3Prefill(const kernels::H3PrefillParams& p) override {
-    if (p.nfft < 2 * p.length) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "H3 prefill of ", p.length, " tokens needs nfft >= ", 2 * p.length,
-          ", got ", p.nfft));
-    }
-    kernels::H3PrefillCpu(p);
-    return absl::OkStatus();
-  }
-  absl::Status H3Step(const kernels::H3StepParams& p) override {
-    kernels::H3StepCpu(p);
-    return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
+      const kernels::H3Weights& weights) override {
+    return MakeCpuH3Layer(weights);
   }
   absl::Status Attention(const kernels::AttentionParams& p) override {
     if (p.start + p.length > p.cache.capacity) {
@@ -119,7 +139,39 @@ class CpuBackend final : public Backend {
     kernels::AttentionCpu(p);
     return absl::OkStatus();
   }
+  absl::Status AttentionDecode(
+      const kernels::AttentionDecodeParams& p, int64_t) override {
+    for (int b = 0; b < p.batch; ++b) {
+      if (p.positions[b] >= p.caches[b].capacity) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "attention: position ", p.positions[b],
+            " is beyond the KV cache's capacity of ", p.caches[b].capacity));
+      }
+    }
+    kernels::AttentionDecodeCpu(p);
+    return absl::OkStatus();
+  }
   absl::Status Synchronize() override { return absl::OkStatus(); }
+
+ private:
+  // LinearParams with the matrix's sizes and fp32 data spelled out.
+  struct Params {
+    explicit Params(const LinearParams& p)
+        : x(p.x),
+          w(static_cast<const float*>(p.w->data())),
+          bias(p.bias),
+          y(p.y),
+          rows(p.rows),
+          n(p.w->rows()),
+          k(p.w->cols()),
+          epilogue(p.epilogue) {}
+    const float* x;
+    const float* w;
+    const float* bias;
+    float* y;
+    int64_t rows, n, k;
+    Epilogue epilogue;
+  };
 };
 
 }  // namespace

@@ -21,9 +21,11 @@ TEST_P(CpuBackendTest, LinearIsXTimesWTransposedPlusBias) {
        w = h3::testing::RandomNormal(n * k, 2),
        bias = h3::testing::RandomNormal(n, 3);
   std::vector<float> y(rows * n);
+  auto matrix = backend_->UploadMatrix(w.data(), n, k);
+  ASSERT_TRUE(matrix.ok());
   ASSERT_TRUE(backend_
-                  ->Linear({x.data(), w.data(), bias.data(), y.data(), rows, n,
-                            k, GetParam()})
+                  ->Linear({x.data(), &*matrix, bias.data(), y.data(), rows,
+                            GetParam()})
                   .ok());
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < n; ++c) {
@@ -45,15 +47,22 @@ INSTANTIATE_TEST_SUITE_P(Epilogues, CpuBackendTest,
 TEST(CpuBackendMemoryTest, AllocateFillCopyAndEmbed) {
   auto backend = MakeCpuBackend();
   EXPECT_EQ(backend->name(), "cpu");
-  auto table = backend->Allocate(12);
-  ASSERT_TRUE(table.ok());
   std::vector<float> host = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};
-  ASSERT_TRUE(backend->CopyFromHost(host.data(), 12, table->data()).ok());
+  auto table = backend->UploadMatrix(host.data(), 4, 3);
+  ASSERT_TRUE(table.ok());
+  EXPECT_EQ(table->type(), WeightType::kFloat32);
   auto out = backend->Allocate(6);
   ASSERT_TRUE(out.ok());
   ASSERT_TRUE(backend->Fill(out->data(), 6, -1).ok());
-  const int32_t ids[] = {3, 1};
-  ASSERT_TRUE(backend->Embedding(ids, 2, table->data(), 3, out->data()).ok());
+  auto ids = backend->AllocateStaging(2 * sizeof(int32_t));
+  ASSERT_TRUE(ids.ok());
+  static_cast<int32_t*>(ids->host())[0] = 3;
+  static_cast<int32_t*>(ids->host())[1] = 1;
+  ASSERT_TRUE(backend->Upload(*ids, 2 * sizeof(int32_t)).ok());
+  ASSERT_TRUE(backend
+                  ->Embedding(static_cast<const int32_t*>(ids->device()), 2,
+                              *table, out->data())
+                  .ok());
   std::vector<float> got(6);
   ASSERT_TRUE(backend->CopyToHost(out->data(), 6, got.data()).ok());
   EXPECT_EQ(got, (std::vector<float>{30, 31, 32, 10, 11, 12}));
@@ -62,17 +71,22 @@ TEST(CpuBackendMemoryTest, AllocateFillCopyAndEmbed) {
 
 TEST(CpuBackendMemoryTest, OpsRefuseBrokenContracts) {
   auto backend = MakeCpuBackend();
-  kernels::H3PrefillParams prefill;
-  prefill.length = 100;
-  prefill.nfft = 128;
-  EXPECT_EQ(backend->H3Prefill(prefill).code(),
-            absl::StatusCode::kInvalidArgument);
   kernels::AttentionParams attention;
   attention.start = 10;
   attention.length = 5;
   attention.cache.capacity = 12;
   EXPECT_EQ(backend->Attention(attention).code(),
             absl::StatusCode::kInvalidArgument);
+  const kernels::KvCache cache{nullptr, nullptr, 12};
+  const int64_t position = 12;
+  kernels::AttentionDecodeParams decode;
+  decode.batch = 1;
+  decode.caches = &cache;
+  decode.positions = &position;
+  EXPECT_EQ(backend->AttentionDecode(decode, 12).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(backend->SupportsGraphs());
+  EXPECT_EQ(backend->BeginCapture().code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

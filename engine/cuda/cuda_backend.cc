@@ -1,0 +1,299 @@
+// The CUDA backend (engine/cuda/cuda_backend.h).
+#include "engine/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "engine/cuda/cuda_status.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/linear.h"
+#include "loader/dtype.h"
+
+namespace h3::engine::cuda {
+namespace {
+
+void FreeDeviceFloats(float* p) { cudaFree(p); }
+void FreeDevice(void* p) { cudaFree(p); }
+void FreePinned(void* p) { cudaFreeHost(p); }
+
+kernels::ElementType ElementTypeOf(WeightType type) {
+  switch (type) {
+    case WeightType::kFloat16:
+      return kernels::ElementType::kFloat16;
+    case WeightType::kBFloat16:
+      return kernels::ElementType::kBFloat16;
+    case WeightType::kFloat32:
+      break;
+  }
+  return kernels::ElementType::kFloat32;
+}
+
+loader::DType DTypeOf(WeightType type) {
+  switch (type) {
+    case WeightType::kFloat16:
+      return loader::DType::kF16;
+    case WeightType::kBFloat16:
+      return loader::DType::kBF16;
+    case WeightType::kFloat32:
+      break;
+  }
+  return loader::DType::kF32;
+}
+
+absl::Status LinearError(const std::string& message) {
+  if (message.empty()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("linear: ", message));
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, WeightType type) : device_(device), type_(type) {}
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
+    DropGraphs();
+    for (void* p : workspaces_) cudaFree(p);
+    linears_.clear();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  absl::Status Init() {
+    H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    H3_CUDA_RETURN_IF_ERROR(
+        cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    return GrowLinear(int64_t{1} << 20);
+  }
+
+  std::string name() const override { return absl::StrCat("cuda:", device_); }
+  WeightType weight_type() const override { return type_; }
+
+  absl::StatusOr<Buffer> Allocate(int64_t floats) override {
+    if (floats < 0) return absl::InvalidArgumentError("negative allocation");
+    void* p = nullptr;
+    H3_RETURN_IF_ERROR(DeviceAlloc(std::max<int64_t>(floats, 1) * 4, &p));
+    return Buffer(static_cast<float*>(p), floats, &FreeDeviceFloats);
+  }
+
+  absl::Status CopyFromHost(const float* host, int64_t n, float* dst) override {
+    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, host, n * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream_));
+    return Synchronize();
+  }
+  absl::Status CopyToHost(const float* src, int64_t n, float* host) override {
+    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, src, n * sizeof(float),
+                                            cudaMemcpyDeviceToHost, stream_));
+    return Synchronize();
+  }
+  absl::Status Copy(const float* src, int64_t n, float* dst) override {
+    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, n * sizeof(float),
+                                            cudaMemcpyDeviceToDevice, stream_));
+    return absl::OkStatus();
+  }
+  absl::Status Fill(float* dst, int64_t n, float value) override {
+    if (value == 0.0f) {
+      H3_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(dst, 0, n * sizeof(float), stream_));
+      return absl::OkStatus();
+    }
+    const std::vector<float> host(n, value);
+    return CopyFromHost(host.data(), n, dst);
+  }
+
+  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
+                                      int64_t cols) override {
+    if (rows < 0 || cols < 0) return absl::InvalidArgumentError("negative size");
+    const int64_t n = rows * cols;
+    const loader::DType to = DTypeOf(type_);
+    std::vector<uint8_t> converted(n * loader::DTypeSize(to));
+    H3_RETURN_IF_ERROR(loader::ConvertFloats(
+        loader::DType::kF32,
+        absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(host),
+                                  n * sizeof(float)),
+        to, absl::MakeSpan(converted)));
+    void* p = nullptr;
+    H3_RETURN_IF_ERROR(DeviceAlloc(std::max<size_t>(converted.size(), 1), &p));
+    Matrix matrix(p, rows, cols, type_, &FreeDevice);
+    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(p, converted.data(),
+                                            converted.size(),
+                                            cudaMemcpyHostToDevice, stream_));
+    H3_RETURN_IF_ERROR(Synchronize());
+    return matrix;
+  }
+
+  absl::StatusOr<Staging> AllocateStaging(int64_t bytes) override {
+    if (bytes < 0) return absl::InvalidArgumentError("negative allocation");
+    bytes = std::max<int64_t>(bytes, 1);
+    void* host = nullptr;
+    H3_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&host, bytes, cudaHostAllocDefault));
+    void* device = nullptr;
+    const absl::Status status = DeviceAlloc(bytes, &device);
+    if (!status.ok()) {
+      cudaFreeHost(host);
+      return status;
+    }
+    return Staging(host, device, bytes, &FreePinned, &FreeDevice);
+  }
+  absl::Status Upload(const Staging& staging, int64_t bytes) override {
+    if (bytes > staging.bytes()) {
+      return absl::InvalidArgumentError("upload beyond the staging area");
+    }
+    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.device(), staging.host(),
+                                            bytes, cudaMemcpyHostToDevice,
+                                            stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Embedding(const int32_t* ids, int64_t n, const Matrix& table,
+                         float* out) override {
+    H3_CUDA_RETURN_IF_ERROR(kernels::EmbeddingCuda(ids, n, table.data(),
+                                                   ElementTypeOf(table.type()),
+                                                   table.cols(), out, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Linear(const LinearParams& p) override {
+    const kernels::LinearCudaParams params{
+        p.x,         p.w->data(), ElementTypeOf(p.w->type()),
+        p.bias,      p.y,         p.rows,
+        p.w->rows(), p.w->cols(), p.epilogue == Epilogue::kGeluTanh};
+    if (params.w_type != kernels::ElementType::kFloat32 &&
+        p.rows * p.w->cols() > linear_capacity_) {
+      H3_RETURN_IF_ERROR(GrowLinear(p.rows * p.w->cols()));
+    }
+    return LinearError(linears_.back()->Run(params, stream_));
+  }
+
+  absl::Status AddLayerNorm(const kernels::AddLayerNormParams& p) override {
+    H3_CUDA_RETURN_IF_ERROR(kernels::AddLayerNormCuda(p, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
+      const kernels::H3Weights& weights) override {
+    return MakeCudaH3Layer(weights, type_, stream_);
+  }
+
+  absl::Status Attention(const kernels::AttentionParams& p) override {
+    if (p.start + p.length > p.cache.capacity) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attention: positions up to ", p.start + p.length,
+          " exceed the KV cache's capacity of ", p.cache.capacity));
+    }
+    H3_CUDA_RETURN_IF_ERROR(kernels::AttentionPrefillCuda(p, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status AttentionDecode(const kernels::AttentionDecodeParams& p,
+                               int64_t capacity) override {
+    const size_t bytes =
+        kernels::AttentionDecodeWorkspaceBytes(p.shape, p.batch, capacity);
+    H3_RETURN_IF_ERROR(ReserveWorkspace(bytes));
+    H3_CUDA_RETURN_IF_ERROR(kernels::AttentionDecodeCuda(
+        p, capacity, workspaces_.back(), workspace_bytes_, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Synchronize() override {
+    H3_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+  bool SupportsGraphs() const override { return true; }
+
+  absl::Status BeginCapture() override {
+    H3_CUDA_RETURN_IF_ERROR(
+        cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int> EndCapture() override {
+    cudaGraph_t graph = nullptr;
+    H3_CUDA_RETURN_IF_ERROR(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    H3_CUDA_RETURN_IF_ERROR(err);
+    graphs_.push_back(exec);
+    return static_cast<int>(graphs_.size()) - 1;
+  }
+
+  absl::Status Replay(int graph) override {
+    if (graph < 0 || graph >= static_cast<int>(graphs_.size()) ||
+        graphs_[graph] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("no graph ", graph));
+    }
+    H3_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[graph], stream_));
+    return absl::OkStatus();
+  }
+
+  void DropGraphs() override {
+    for (cudaGraphExec_t exec : graphs_) {
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
+    }
+    graphs_.clear();
+  }
+
+ private:
+  absl::Status DeviceAlloc(int64_t bytes, void** p) {
+    const cudaError_t err = cudaMalloc(p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot allocate ", bytes, " bytes of GPU memory on ", name()));
+    }
+    H3_CUDA_RETURN_IF_ERROR(err);
+    return absl::OkStatus();
+  }
+
+  // Captured graphs point at workspaces and scratch: growth keeps the old
+  // ones alive (until the backend dies) rather than freeing them.
+  absl::Status ReserveWorkspace(size_t bytes) {
+    if (bytes <= workspace_bytes_ && !workspaces_.empty()) {
+      return absl::OkStatus();
+    }
+    bytes = std::max(bytes, 2 * workspace_bytes_);
+    void* p = nullptr;
+    H3_RETURN_IF_ERROR(DeviceAlloc(std::max<size_t>(bytes, 256), &p));
+    workspaces_.push_back(p);
+    workspace_bytes_ = bytes;
+    return absl::OkStatus();
+  }
+
+  absl::Status GrowLinear(int64_t rows_times_k) {
+    kernels::LinearCuda::Options options;
+    options.max_rows_times_k = std::max(rows_times_k, 2 * linear_capacity_);
+    std::unique_ptr<kernels::LinearCuda> linear;
+    H3_RETURN_IF_ERROR(
+        LinearError(kernels::LinearCuda::Create(options, &linear)));
+    linears_.push_back(std::move(linear));
+    linear_capacity_ = options.max_rows_times_k;
+    return absl::OkStatus();
+  }
+
+  int device_;
+  WeightType type_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current
+  int64_t linear_capacity_ = 0;
+  std::vector<void*> workspaces_;  // last: current
+  size_t workspace_bytes_ = 0;
+  std::vector<cudaGraphExec_t> graphs_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device,
+                                                         WeightType type) {
+  auto backend = std::make_unique<CudaBackend>(device, type);
+  H3_RETURN_IF_ERROR(backend->Init());
+  return backend;
+}
+
+}  // namespace h3::engine::cuda

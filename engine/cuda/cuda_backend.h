@@ -1,0 +1,27 @@
+#ifndef H3_ENGINE_CUDA_CUDA_BACKEND_H_
+#define H3_ENGINE_CUDA_CUDA_BACKEND_H_
+
+// The CUDA backend: every op on one GPU, in order on one stream; weights in
+// fp32, fp16 or bf16, activations, SSM states and the KV cache in fp32.
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+
+namespace h3::engine::cuda {
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device,
+                                                         WeightType type);
+
+// The backend's H3 layer (cuda_h3_layer.cc). `stream` is the backend's.
+// fp32 weights take the cuFFT prefill (exact fp32 arithmetic); 16-bit ones
+// the fused FlashConv kernel where the layer's shape allows it.
+absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
+    const kernels::H3Weights& weights, WeightType type, cudaStream_t stream);
+
+}  // namespace h3::engine::cuda
+
+#endif  // H3_ENGINE_CUDA_CUDA_BACKEND_H_
