@@ -15,8 +15,10 @@
 //   2. temperature 0: the id of the largest value (ties: the lowest id).
 //      Otherwise l /= temperature and:
 //   3. top_k > 0 keeps the k largest (ties at the boundary: lower ids).
-//   4. p = softmax over the kept tokens; top_p < 1 keeps the smallest set of
-//      most likely tokens (ties: lower ids first) whose p sums to >= top_p.
+//   4. p = softmax over the kept tokens (each token's weight exp(l - max l)
+//      rounded to float: TokenWeight in kernels/sampling_token.h);
+//      top_p < 1 keeps the smallest set of most likely tokens (ties: lower
+//      ids first) whose p sums to >= top_p.
 //   5. min_p > 0 drops tokens with p < min_p * max p.
 //   6. the draw: u = PhiloxUniform(seed, step) in [0, 1)
 //      (kernels/philox.h); walking the kept
@@ -24,9 +26,13 @@
 //      u * (sum of kept p); the last kept token if rounding leaves none.
 // logprobs[b] (if not null) = log softmax of the unmodified logits at the
 // chosen id.
+// REQUIRES: no NaN, and a finite largest processed logit. Parameters outside
+// the ranges ValidateSamplingParams (engine/sampler.h) allows still give an
+// id in [0, vocab_size): temperature <= 0 is greedy, top_k outside
+// (0, vocab_size) and top_p >= 1 keep all; if min_p > 1 leaves no token, the
+// largest processed logit's.
 
 #include <cstdint>
-
 
 namespace h3::kernels {
 
@@ -44,16 +50,16 @@ struct SamplingRow {
 
 struct SampleParams {
   int batch = 0;
-  int32_t vocab_size = 0;     // candidates [0, vocab_size)
-  int64_t row_stride = 0;     // elements between rows of logits (padded vocab)
-  const float* logits = nullptr;    // [batch, row_stride]
+  int32_t vocab_size = 0;  // candidates [0, vocab_size)
+  int64_t row_stride = 0;  // elements between rows of logits (padded vocab)
+  const float* logits = nullptr;      // [batch, row_stride]
   const SamplingRow* rows = nullptr;  // [batch]
   // [batch, vocab_size] times each token was generated; null: no penalties.
   const int32_t* counts = nullptr;
   // [batch, vocab_size] 1 for the prompt's tokens; null: none.
   const uint8_t* in_prompt = nullptr;
-  int32_t* ids = nullptr;       // [batch] out
-  float* logprobs = nullptr;    // [batch] out, or null
+  int32_t* ids = nullptr;     // [batch] out
+  float* logprobs = nullptr;  // [batch] out, or null
 };
 
 void SampleCpu(const SampleParams& params);

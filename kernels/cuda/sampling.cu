@@ -1,6 +1,297 @@
-// Scaffold: replaced by the implementation.
+// SampleCuda: the specification of kernels/sampling.h with one block per row
+// and no sort. Every token gets a 64-bit order key (its processed logit's
+// bits, then its id reversed) so that "the k largest, ties to lower ids" and
+// "the most likely tokens whose mass reaches top_p" are both the tokens whose
+// key is at least some threshold. The thresholds come from a radix select
+// over the keys, a 4-bit digit per pass, counting tokens (top_k) or summing
+// their fixed-point mass (top_p); the draw is a block-wide prefix sum of the
+// kept mass in id order. Masses are integers, so every sum is exact and the
+// result does not depend on the order of the additions.
+#include <cstdint>
+
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/sampling.h"
+#include "kernels/philox.h"
+#include "kernels/sampling_token.h"
+
 namespace h3::kernels {
-size_t SampleWorkspaceBytes(int, int32_t) { return 0; }
-cudaError_t SampleCuda(const SampleParams&, void*, size_t, cudaStream_t) { return cudaErrorNotSupported; }
+namespace {
+
+// 16 warps per row: enough to keep one SM's memory pipes busy when the batch
+// is small, and __launch_bounds__ then allows 128 registers per thread, room
+// for the 16 64-bit bins of a radix pass.
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+// A radix digit of 4 bits: its 16 bins stay in registers. Wider digits need
+// shared-memory atomics, which serialise when a warp's tokens share a digit,
+// as the top bits of a row of logits mostly do.
+constexpr int kDigitBits = 4;
+constexpr int kBins = 1 << kDigitBits;
+// A weight w in [0, 1] weighs floor(w * 2^39). With at most 2^24 tokens the
+// row's total stays below 2^63; tokens under 2^-39 of the most likely one
+// weigh nothing (the CPU twin would draw them with that probability).
+constexpr int kMaxVocabBits = 24;
+constexpr float kMassScale = 0x1p39f;
+// The draw scans the row in tiles of kThreads * kPerThread consecutive ids:
+// 16 per thread costs vocab / 8192 block-wide scans.
+constexpr int kPerThread = 16;
+
+struct Shared {
+  uint64_t bins_by_warp[kWarps][kBins];
+  uint64_t bins[kBins];
+  uint64_t u64[32];  // BlockAllReduce / BlockExclusiveSum scratch
+  int32_t i32[32];
+  float f32[32];
+  double f64[32];
+  int32_t chosen;
+};
+
+// One row's processed logits and weights, in the workspace.
+struct Row {
+  const float* x;  // [vocab]
+  const float* w;  // [vocab]
+  int32_t vocab;
+  int id_bits;  // bits for an id, rounded up to whole digits
+};
+
+__device__ uint64_t Plus(uint64_t a, uint64_t b) { return a + b; }
+__device__ uint64_t MaxU64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+// Larger for a larger x, or an equal x and a lower id; distinct for
+// distinct ids.
+__device__ uint64_t OrderKey(float x, int32_t id, const Row& r) {
+  if (x == 0.0f) x = 0.0f;  // -0 == +0: the tie goes to the lower id
+  const uint32_t bits = __float_as_uint(x);
+  const uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+  return (uint64_t{ordered} << r.id_bits) |
+         static_cast<uint32_t>(r.vocab - 1 - id);
+}
+
+__device__ uint64_t Mass(float w) {
+  return w > 0 ? static_cast<uint64_t>(w * kMassScale) : 0;  // NaN: 0
+}
+
+// Sums each thread's bins over the block into sh.bins.
+__device__ void BlockSumBins(uint64_t (&bins)[kBins], Shared& sh) {
+#pragma unroll
+  for (int d = 0; d < kBins; ++d) bins[d] = WarpAllReduce(bins[d], Plus);
+  if (threadIdx.x % 32 == 0) {
+#pragma unroll
+    for (int d = 0; d < kBins; ++d)
+      sh.bins_by_warp[threadIdx.x / 32][d] = bins[d];
+  }
+  __syncthreads();
+  if (threadIdx.x < kBins) {
+    uint64_t sum = 0;
+    for (int w = 0; w < kWarps; ++w) sum += sh.bins_by_warp[w][threadIdx.x];
+    sh.bins[threadIdx.x] = sum;
+  }
+  __syncthreads();
+}
+
+// The largest key c such that the tokens with key >= c weigh at least
+// `target` (weight 1 each, or their mass): the boundary token of "the k
+// largest" or of "the most likely tokens whose mass reaches target". Fixes a
+// digit per pass from the top, keeping `above` (the weight of the tokens
+// whose key beats every key under `prefix`) below target.
+// REQUIRES: 0 < target <= the row's total weight.
+template <bool kByMass>
+__device__ uint64_t SelectThreshold(const Row& r, uint64_t target, Shared& sh) {
+  uint64_t prefix = 0, above = 0;
+  for (int shift = 32 + r.id_bits - kDigitBits; shift >= 0;
+       shift -= kDigitBits) {
+    uint64_t bins[kBins] = {};
+    for (int32_t v = threadIdx.x; v < r.vocab; v += kThreads) {
+      const uint64_t key = OrderKey(r.x[v], v, r);
+      if ((key >> (shift + kDigitBits)) != prefix) continue;
+      const uint32_t digit = (key >> shift) & (kBins - 1);
+      const uint64_t weight = kByMass ? Mass(r.w[v]) : 1;
+#pragma unroll
+      for (int d = 0; d < kBins; ++d) bins[d] += digit == d ? weight : 0;
+    }
+    BlockSumBins(bins, sh);
+    int digit = kBins - 1;
+    for (; digit > 0 && above + sh.bins[digit] < target; --digit) {
+      above += sh.bins[digit];
+    }
+    prefix = (prefix << kDigitBits) | digit;
+    __syncthreads();  // sh.bins is refilled by the next pass
+  }
+  return prefix;
+}
+
+// The draw: the first kept token in id order whose running mass exceeds
+// floor(u * total), u = u24 / 2^24. Kept: key >= threshold and weight >=
+// min_p. Without kept mass, the last kept token, else `fallback`.
+__device__ int32_t Draw(const Row& r, uint64_t threshold, float min_p,
+                        uint32_t u24, int32_t fallback, Shared& sh) {
+  auto kept_mass = [&](int32_t v, bool* is_kept) -> uint64_t {
+    const float w = r.w[v];
+    *is_kept = OrderKey(r.x[v], v, r) >= threshold && w >= min_p;
+    return *is_kept ? Mass(w) : 0;
+  };
+  bool kept;
+  uint64_t mine = 0;
+  for (int32_t v = threadIdx.x; v < r.vocab; v += kThreads) {
+    mine += kept_mass(v, &kept);
+  }
+  const uint64_t total = BlockAllReduce(mine, Plus, sh.u64);
+  // floor(u24 * total / 2^24): below total, so some token's range holds it.
+  const uint64_t target = __umul64hi(uint64_t{u24} << 40, total);
+
+  if (threadIdx.x == 0) sh.chosen = -1;
+  __syncthreads();
+  uint64_t carry = 0;
+  int32_t last = -1;
+  for (int32_t tile = 0; tile < r.vocab; tile += kThreads * kPerThread) {
+    const int32_t begin = tile + threadIdx.x * kPerThread;
+    const int32_t end = min(begin + kPerThread, r.vocab);
+    mine = 0;
+    for (int32_t v = begin; v < end; ++v) {
+      mine += kept_mass(v, &kept);
+      if (kept) last = v;
+    }
+    uint64_t tile_total;
+    const uint64_t before =
+        carry + BlockExclusiveSum(mine, &tile_total, sh.u64);
+    if (before <= target && target < before + mine) {  // one thread
+      uint64_t running = before;
+      for (int32_t v = begin; v < end; ++v) {
+        running += kept_mass(v, &kept);
+        if (running > target) {
+          sh.chosen = v;
+          break;
+        }
+      }
+    }
+    carry += tile_total;
+    __syncthreads();
+    if (sh.chosen >= 0) return sh.chosen;
+  }
+  last = BlockAllReduce(
+      last, [](int32_t a, int32_t b) { return max(a, b); }, sh.i32);
+  return last >= 0 ? last : fallback;
+}
+
+// log(sum exp(logits)) over the row, with double sums as on the CPU.
+__device__ double LogSumExp(const float* logits, int32_t vocab, Shared& sh) {
+  float max_logit = -INFINITY;
+  for (int32_t v = threadIdx.x; v < vocab; v += kThreads) {
+    max_logit = fmaxf(max_logit, logits[v]);
+  }
+  max_logit = BlockAllReduce(
+      max_logit, [](float a, float b) { return fmaxf(a, b); }, sh.f32);
+  double sum = 0;
+  for (int32_t v = threadIdx.x; v < vocab; v += kThreads) {
+    sum += exp(double{logits[v]} - max_logit);
+  }
+  sum = BlockAllReduce(
+      sum, [](double a, double b) { return a + b; }, sh.f64);
+  return max_logit + log(sum);
+}
+
+int IdBits(int32_t vocab) {
+  int bits = 0;
+  while ((int64_t{1} << bits) < vocab) ++bits;
+  return (bits + kDigitBits - 1) / kDigitBits * kDigitBits;
+}
+
+// One block per row. x_all, w_all: [batch, vocab] workspace.
+__global__ void __launch_bounds__(kThreads)
+    SampleKernel(SampleParams p, int id_bits, float* x_all, float* w_all) {
+  __shared__ Shared sh;
+  const int b = blockIdx.x;
+  const SamplingRow row = p.rows[b];
+  const int32_t vocab = p.vocab_size;
+  const int64_t base = int64_t{b} * vocab;
+  const float* logits = p.logits + b * p.row_stride;
+  float* x = x_all + base;
+  float* w = w_all + base;
+  const Row r{x, w, vocab, id_bits};
+  const bool greedy = !(row.temperature > 0);
+
+  // Steps 1-2: processed logits, and the largest (the greedy choice).
+  uint64_t best = 0;
+  for (int32_t v = threadIdx.x; v < vocab; v += kThreads) {
+    const int32_t count = p.counts != nullptr ? p.counts[base + v] : 0;
+    const bool in_prompt = p.in_prompt != nullptr && p.in_prompt[base + v];
+    float xv = PenalizedLogit(logits[v], count, in_prompt, row);
+    if (!greedy) xv /= row.temperature;
+    x[v] = xv;
+    best = MaxU64(best, OrderKey(xv, v, r));
+  }
+  best = BlockAllReduce(best, MaxU64, sh.u64);  // also publishes x
+  const uint64_t id_mask = (uint64_t{1} << id_bits) - 1;
+  const int32_t argmax = vocab - 1 - static_cast<int32_t>(best & id_mask);
+  int32_t id = argmax;
+
+  if (!greedy) {
+    const float max_x = x[argmax];
+    for (int32_t v = threadIdx.x; v < vocab; v += kThreads) {
+      w[v] = TokenWeight(x[v], max_x);
+    }
+    __syncthreads();
+    uint64_t threshold = 0;  // every token
+    if (row.top_k > 0 && row.top_k < vocab) {
+      threshold = SelectThreshold<false>(r, row.top_k, sh);
+    }
+    if (row.top_p < 1.0f) {
+      uint64_t mine = 0;
+      for (int32_t v = threadIdx.x; v < vocab; v += kThreads) {
+        if (OrderKey(x[v], v, r) >= threshold) mine += Mass(w[v]);
+      }
+      const uint64_t total = BlockAllReduce(mine, Plus, sh.u64);
+      // Integer masses reach top_p * total iff they reach its ceiling; at
+      // least the most likely token however small top_p.
+      const double want = ceil(double{row.top_p} * static_cast<double>(total));
+      const uint64_t target = want < 1 ? 1
+                                       : (want >= static_cast<double>(total)
+                                              ? total
+                                              : static_cast<uint64_t>(want));
+      if (total > 0) threshold = SelectThreshold<true>(r, target, sh);
+    }
+    const uint32_t u24 = static_cast<uint32_t>(
+        PhiloxUniform(row.seed, row.step) * 16777216.0f);  // exact
+    id = Draw(r, threshold, row.min_p, u24, argmax, sh);
+  }
+
+  double log_z = 0;
+  if (p.logprobs != nullptr) log_z = LogSumExp(logits, vocab, sh);
+  if (threadIdx.x == 0) {
+    p.ids[b] = id;
+    if (p.logprobs != nullptr) {
+      p.logprobs[b] = static_cast<float>(double{logits[id]} - log_z);
+    }
+  }
+}
+
+}  // namespace
+
+size_t SampleWorkspaceBytes(int batch, int32_t vocab_size) {
+  if (batch <= 0 || vocab_size <= 0) return 0;
+  // Processed logits, then weights: [batch, vocab_size] floats each.
+  return 2 * static_cast<size_t>(batch) * static_cast<size_t>(vocab_size) *
+         sizeof(float);
+}
+
+cudaError_t SampleCuda(const SampleParams& p, void* workspace,
+                       size_t workspace_bytes, cudaStream_t stream) {
+  if (p.batch < 0 || p.vocab_size <= 0 ||
+      p.vocab_size > (int32_t{1} << kMaxVocabBits) ||
+      p.row_stride < p.vocab_size) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.batch == 0) return cudaSuccess;
+  if (p.logits == nullptr || p.rows == nullptr || p.ids == nullptr ||
+      workspace == nullptr ||
+      workspace_bytes < SampleWorkspaceBytes(p.batch, p.vocab_size) ||
+      reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0) {
+    return cudaErrorInvalidValue;
+  }
+  float* x = static_cast<float*>(workspace);
+  float* w = x + static_cast<size_t>(p.batch) * p.vocab_size;
+  SampleKernel<<<p.batch, kThreads, 0, stream>>>(p, IdBits(p.vocab_size), x, w);
+  return cudaGetLastError();
+}
+
 }  // namespace h3::kernels

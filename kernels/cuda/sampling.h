@@ -12,11 +12,18 @@
 
 namespace h3::kernels {
 
+// The scratch SampleCuda needs for `batch` rows of `vocab_size` candidates
+// (the processed logits and their weights: 8 bytes a candidate).
 size_t SampleWorkspaceBytes(int batch, int32_t vocab_size);
 
 // Same Params as SampleCpu; every pointer in device memory (including the
 // `rows` array). Enqueues on `stream`; allocates nothing (graph-capturable).
-// InvalidValue if the workspace is smaller than SampleWorkspaceBytes.
+// The same ids as SampleCpu except where float rounding moves a top_p or draw
+// boundary (weights under 2^-39 of the most likely token's never win the
+// draw); greedy rows always the same; the same ids from run to run.
+// InvalidValue if the workspace is null, not 4-byte aligned or smaller than
+// SampleWorkspaceBytes, if logits, rows or ids is null, or for batch < 0,
+// vocab_size outside [1, 2^24] or row_stride < vocab_size.
 cudaError_t SampleCuda(const SampleParams& params, void* workspace,
                        size_t workspace_bytes, cudaStream_t stream);
 

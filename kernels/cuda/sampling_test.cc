@@ -1,1 +1,313 @@
-// Scaffold: replaced by the tests.
+// SampleCuda against its CPU twin SampleCpu (label gpu: the device tests skip
+// without one; the argument checks run anywhere, they launch nothing).
+#include "kernels/cuda/sampling.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/philox.h"
+#include "kernels/sampling.h"
+#include "kernels/sampling_token.h"
+#include "tests/support/gpu_test.h"
+
+namespace h3::kernels {
+namespace {
+
+#define ASSERT_CUDA_OK(expr) \
+  ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(cudaGetLastError())
+
+// A batch on the host; rows may be padded (row_stride > vocab).
+struct Batch {
+  int32_t vocab = 0;
+  int64_t stride = 0;
+  std::vector<float> logits;  // [rows, stride]
+  std::vector<SamplingRow> rows;
+  std::vector<int32_t> counts;     // [rows, vocab]
+  std::vector<uint8_t> in_prompt;  // [rows, vocab]
+};
+
+// How close (as a share of the mass) the row's top_p boundary and its draw
+// lie to a point where float rounding could move them: the GPU sums weights
+// rounded to 2^-39 in integers, the CPU in double, and nothing else differs
+// (the processed logits and their weights are the same bits on both).
+double BoundaryMargin(const Batch& batch, int b) {
+  const SamplingRow& row = batch.rows[b];
+  if (!(row.temperature > 0)) return 1;  // greedy: exact
+  const int32_t vocab = batch.vocab;
+  std::vector<float> x(vocab), w(vocab);
+  for (int32_t v = 0; v < vocab; ++v) {
+    const int64_t i = int64_t{b} * vocab + v;
+    x[v] = PenalizedLogit(batch.logits[b * batch.stride + v], batch.counts[i],
+                          batch.in_prompt[i] != 0, row) /
+           row.temperature;
+  }
+  const float max_x = *std::max_element(x.begin(), x.end());
+  for (int32_t v = 0; v < vocab; ++v) w[v] = TokenWeight(x[v], max_x);
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t c) {
+    return x[a] > x[c] || (x[a] == x[c] && a < c);
+  });
+  int32_t n = row.top_k > 0 && row.top_k < vocab ? row.top_k : vocab;
+  double margin = 1;
+  if (row.top_p < 1.0f) {
+    double total = 0;
+    for (int32_t i = 0; i < n; ++i) total += w[order[i]];
+    const double target = double{row.top_p} * total;
+    double mass = 0;
+    int32_t i = 0;
+    while (i < n && mass + w[order[i]] < target) mass += w[order[i++]];
+    if (i == n) return 0;
+    margin = std::min(target - mass, mass + w[order[i]] - target) / total;
+    n = i + 1;
+  }
+  std::vector<uint8_t> kept(vocab, 0);
+  for (int32_t i = 0; i < n; ++i) kept[order[i]] = w[order[i]] >= row.min_p;
+  double total = 0;
+  for (int32_t v = 0; v < vocab; ++v) total += kept[v] ? w[v] : 0;
+  const double target = double{PhiloxUniform(row.seed, row.step)} * total;
+  double before = 0;
+  for (int32_t v = 0; v < vocab; ++v) {
+    if (!kept[v]) continue;
+    if (before + w[v] > target) {
+      return std::min({margin, (target - before) / total,
+                       (before + w[v] - target) / total});
+    }
+    before += w[v];
+  }
+  return 0;
+}
+
+// Every combination of temperature (0: greedy), top_k, top_p, min_p and
+// penalties, `repeats` times with other seeds and steps; logits N(0, 2),
+// or multiples of 1/4 (many exact ties) when `ties`.
+Batch RandomBatch(int32_t vocab, bool ties, int repeats, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  Batch batch;
+  batch.vocab = vocab;
+  batch.stride = vocab + 3;
+  for (int rep = 0; rep < repeats; ++rep) {
+    for (float temperature : {0.0f, 0.7f, 1.3f}) {
+      for (int32_t top_k : {0, 1, 50}) {
+        for (float top_p : {1.0f, 0.9f}) {
+          for (float min_p : {0.0f, 0.05f}) {
+            for (bool penalties : {false, true}) {
+              SamplingRow row;
+              row.temperature = temperature;
+              row.top_k = top_k;
+              row.top_p = top_p;
+              row.min_p = min_p;
+              if (penalties) {
+                row.repetition_penalty = 1.3f;
+                row.presence_penalty = 0.4f;
+                row.frequency_penalty = 0.2f;
+              }
+              row.seed = rng();
+              row.step = rng() % 1000;
+              batch.rows.push_back(row);
+            }
+          }
+        }
+      }
+    }
+  }
+  const size_t rows = batch.rows.size();
+  // Padding that would win every draw if it were read.
+  batch.logits.assign(rows * batch.stride, 1e30f);
+  batch.counts.resize(rows * vocab);
+  batch.in_prompt.resize(rows * vocab);
+  for (size_t b = 0; b < rows; ++b) {
+    for (int32_t v = 0; v < vocab; ++v) {
+      const float l = normal(rng);
+      batch.logits[b * batch.stride + v] = ties ? std::round(4 * l) / 4 : l;
+      const float r = uniform(rng);
+      batch.counts[b * vocab + v] =
+          r < 0.02f ? 1 + static_cast<int>(r * 200) : 0;
+      batch.in_prompt[b * vocab + v] = uniform(rng) < 0.03f;
+    }
+  }
+  return batch;
+}
+
+// Moves rows whose boundaries lie within rounding of a decision (the
+// twins may then rightly differ) away from them.
+void KeepAwayFromBoundaries(Batch& batch) {
+  for (size_t b = 0; b < batch.rows.size(); ++b) {
+    for (int tries = 0; BoundaryMargin(batch, b) < 1e-6; ++tries) {
+      ASSERT_LT(tries, 50) << "row " << b;
+      SamplingRow& row = batch.rows[b];
+      row.step += 1000003;
+      if (row.top_p < 1.0f) row.top_p *= 0.999f;
+    }
+  }
+}
+
+struct Result {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+};
+
+template <typename T>
+cudaError_t Upload(const std::vector<T>& host, DeviceBuffer* device) {
+  cudaError_t err =
+      device->Reserve(std::max<size_t>(host.size(), 1) * sizeof(T));
+  if (err != cudaSuccess) return err;
+  return cudaMemcpy(device->get(), host.data(), host.size() * sizeof(T),
+                    cudaMemcpyHostToDevice);
+}
+
+SampleParams Params(const Batch& batch, const float* logits,
+                    const SamplingRow* rows, const int32_t* counts,
+                    const uint8_t* in_prompt, Result* out) {
+  SampleParams p;
+  p.batch = static_cast<int>(batch.rows.size());
+  p.vocab_size = batch.vocab;
+  p.row_stride = batch.stride;
+  p.logits = logits;
+  p.rows = rows;
+  p.counts = counts;
+  p.in_prompt = in_prompt;
+  p.ids = out->ids.data();
+  p.logprobs = out->logprobs.data();
+  return p;
+}
+
+Result OnCpu(const Batch& batch) {
+  Result out{std::vector<int32_t>(batch.rows.size(), -1),
+             std::vector<float>(batch.rows.size(), 0.0f)};
+  SampleCpu(Params(batch, batch.logits.data(), batch.rows.data(),
+                   batch.counts.data(), batch.in_prompt.data(), &out));
+  return out;
+}
+
+void OnGpu(const Batch& batch, Result* out) {
+  const size_t rows = batch.rows.size();
+  DeviceBuffer logits, row_params, counts, in_prompt, ids, logprobs, ws;
+  ASSERT_CUDA_OK(Upload(batch.logits, &logits));
+  ASSERT_CUDA_OK(Upload(batch.rows, &row_params));
+  ASSERT_CUDA_OK(Upload(batch.counts, &counts));
+  ASSERT_CUDA_OK(Upload(batch.in_prompt, &in_prompt));
+  ASSERT_CUDA_OK(ids.Reserve(rows * sizeof(int32_t)));
+  ASSERT_CUDA_OK(logprobs.Reserve(rows * sizeof(float)));
+  const size_t ws_bytes =
+      SampleWorkspaceBytes(static_cast<int>(rows), batch.vocab);
+  ASSERT_CUDA_OK(ws.Reserve(ws_bytes));
+  Result device{{}, {}};
+  SampleParams p =
+      Params(batch, logits.as<float>(), row_params.as<SamplingRow>(),
+             counts.as<int32_t>(), in_prompt.as<uint8_t>(), &device);
+  p.ids = ids.as<int32_t>();
+  p.logprobs = logprobs.as<float>();
+  ASSERT_CUDA_OK(SampleCuda(p, ws.get(), ws_bytes, nullptr));
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
+  out->ids.resize(rows);
+  out->logprobs.resize(rows);
+  ASSERT_CUDA_OK(cudaMemcpy(out->ids.data(), ids.get(), rows * sizeof(int32_t),
+                            cudaMemcpyDeviceToHost));
+  ASSERT_CUDA_OK(cudaMemcpy(out->logprobs.data(), logprobs.get(),
+                            rows * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+std::string RowName(const SamplingRow& r) {
+  return "temperature " + std::to_string(r.temperature) + " top_k " +
+         std::to_string(r.top_k) + " top_p " + std::to_string(r.top_p) +
+         " min_p " + std::to_string(r.min_p) + " repetition " +
+         std::to_string(r.repetition_penalty);
+}
+
+// (vocab, ties, repeats)
+using Shape = std::tuple<int32_t, bool, int>;
+
+class SampleCudaTest : public h3::testing::GpuTestWithParam<Shape> {};
+
+TEST_P(SampleCudaTest, MatchesCpuTwin) {
+  const auto [vocab, ties, repeats] = GetParam();
+  Batch batch = RandomBatch(vocab, ties, repeats, 4321 + vocab);
+  KeepAwayFromBoundaries(batch);
+  if (HasFatalFailure()) return;
+  const Result cpu = OnCpu(batch);
+  Result gpu, again;
+  OnGpu(batch, &gpu);
+  if (HasFatalFailure()) return;
+  OnGpu(batch, &again);
+  if (HasFatalFailure()) return;
+  for (size_t b = 0; b < batch.rows.size(); ++b) {
+    EXPECT_EQ(gpu.ids[b], cpu.ids[b])
+        << "row " << b << ": " << RowName(batch.rows[b]);
+    EXPECT_NEAR(gpu.logprobs[b], cpu.logprobs[b], 1e-5) << "row " << b;
+    EXPECT_EQ(again.ids[b], gpu.ids[b]) << "row " << b << " run to run";
+  }
+}
+
+TEST_P(SampleCudaTest, GreedyMatchesWithoutMovingAnyBoundary) {
+  const auto [vocab, ties, repeats] = GetParam();
+  Batch batch = RandomBatch(vocab, ties, repeats, 99 + vocab);
+  for (SamplingRow& row : batch.rows) row.temperature = 0.0f;
+  const Result cpu = OnCpu(batch);
+  Result gpu;
+  OnGpu(batch, &gpu);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(gpu.ids, cpu.ids);
+}
+
+std::string ShapeName(const ::testing::TestParamInfo<Shape>& info) {
+  const auto [vocab, ties, repeats] = info.param;
+  return std::to_string(vocab) + (ties ? "_ties" : "") + "_x" +
+         std::to_string(repeats);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SampleCudaTest,
+    ::testing::Values(Shape{50257, false, 2}, Shape{50257, true, 1},
+                      Shape{262144, false, 1}, Shape{1000, false, 3},
+                      Shape{7, true, 3}, Shape{1, false, 1}),
+    ShapeName);
+
+// Argument checks come before any launch, so these run without a device.
+TEST(SampleCudaArgsTest, RejectsBadArgumentsAndSmallWorkspaces) {
+  EXPECT_EQ(SampleWorkspaceBytes(2, 10), 2u * 10u * 8u);
+  EXPECT_EQ(SampleWorkspaceBytes(0, 10), 0u);
+  // Never dereferenced: every call below fails its checks or has no rows.
+  alignas(16) static char fake[64];
+  SampleParams p;
+  p.batch = 2;
+  p.vocab_size = 10;
+  p.row_stride = 12;
+  p.logits = reinterpret_cast<const float*>(fake);
+  p.rows = reinterpret_cast<const SamplingRow*>(fake);
+  p.ids = reinterpret_cast<int32_t*>(fake);
+  const size_t need = SampleWorkspaceBytes(2, 10);
+  EXPECT_EQ(SampleCuda(p, fake, need - 1, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(SampleCuda(p, nullptr, need, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(SampleCuda(p, fake + 1, need, nullptr), cudaErrorInvalidValue);
+  SampleParams bad = p;
+  bad.row_stride = 9;
+  EXPECT_EQ(SampleCuda(bad, fake, need, nullptr), cudaErrorInvalidValue);
+  bad = p;
+  bad.vocab_size = (1 << 24) + 1;
+  bad.row_stride = bad.vocab_size;
+  EXPECT_EQ(SampleCuda(bad, fake, SIZE_MAX, nullptr), cudaErrorInvalidValue);
+  bad = p;
+  bad.ids = nullptr;
+  EXPECT_EQ(SampleCuda(bad, fake, need, nullptr), cudaErrorInvalidValue);
+  bad = p;
+  bad.batch = -1;
+  EXPECT_EQ(SampleCuda(bad, fake, need, nullptr), cudaErrorInvalidValue);
+  bad = p;
+  bad.batch = 0;  // nothing to do, no workspace needed
+  EXPECT_EQ(SampleCuda(bad, nullptr, 0, nullptr), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace h3::kernels
