@@ -1,6 +1,379 @@
-// Scaffold: replaced by the implementation.
+// The fused H3 decoding step. H3StepCpu (kernels/cpu/h3_step.cc) is the
+// specification; this computes the same thing with one pass over the state.
+//
+// Decode is memory-bound: per sequence and step the kernel moves its whole
+// state (d N shift floats and p^2 H M complex diagonal modes, read and
+// written) for a few flops per element. For d = 2048, N = 64, p = 1 that is
+// 2 MiB of state per sequence against 2.5 MiB of SSM parameters (shift_B,
+// shift_C, dA, dB, C) shared by the batch, so the parameters are worth
+// reusing: see H3StepHeadDim1Kernel for how.
+#include <algorithm>
+#include <cstdint>
+
 #include "kernels/cuda/h3_step.h"
+
 namespace h3::kernels {
-cudaError_t H3StepCuda(const H3StepParams&, cudaStream_t) { return cudaErrorNotSupported; }
-int64_t H3StepBytes(const H3Shape&, int) { return 0; }
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarp = 32;
+// Both kernels use 4-warp blocks: small enough that the p = 1 kernel's grid
+// has many blocks at batch 1, large enough to keep per-block overheads low.
+constexpr int kThreads = 128;
+// The p = 1 kernel aims at about this many blocks, then lets a block walk
+// through more sequences instead, reusing its parameters from registers. It
+// uses ~72 registers a thread (the prefetched sequence doubles the state
+// registers), so about 7 blocks fit an SM: 4096 blocks are about four waves
+// on the 132 SMs of an H100 (five on an A100's 108), enough that the last
+// wave's tail costs little.
+constexpr int64_t kTargetBlocks = 4096;
+// ...and no more sequences than this per block, so that big batches still
+// spread over the whole GPU rather than serialise inside few blocks.
+constexpr int kMaxSequencesPerBlock = 16;
+// The general kernel's shared memory (kbar[p] and y[p, p]) stays within the
+// 48 KiB every GPU grants without an opt-in attribute.
+constexpr size_t kSharedLimit = 48 * 1024;
+constexpr int kMaxGridY = 65535;
+
+// What the kernels need beyond the Params: sizes H3Shape computes only on
+// the host, and the launch's choices.
+struct StepLayout {
+  int heads = 0;
+  int modes = 0;
+  int64_t input_stride = 0;  // resolved: d when the Params say 0
+  int lanes = 0;             // p = 1 kernel: threads per channel
+  int sequences_per_block = 0;
+  bool weights_aligned = false;  // p = 1 kernel: vector loads of parameters
+};
+
+// kVec consecutive floats from `src`: one vector load when `aligned`
+// (src 4 kVec bytes aligned), else scalar loads. Streaming (`__ldcs`) for
+// state, which is touched once per step: L2 is better spent on parameters.
+template <int kVec, bool kStreaming>
+__device__ __forceinline__ void LoadVec(const float* src, bool aligned,
+                                        float (&dst)[kVec]) {
+  if (aligned) {
+    if constexpr (kVec == 4) {
+      const float4* p = reinterpret_cast<const float4*>(src);
+      const float4 v = kStreaming ? __ldcs(p) : __ldg(p);
+      dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
+    } else {
+      const float2* p = reinterpret_cast<const float2*>(src);
+      const float2 v = kStreaming ? __ldcs(p) : __ldg(p);
+      dst[0] = v.x, dst[1] = v.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) dst[i] = src[i];
+  }
+}
+
+template <int kVec>
+__device__ __forceinline__ void StoreVec(const float (&src)[kVec], bool aligned,
+                                         float* dst) {
+  if (aligned) {
+    if constexpr (kVec == 4) {
+      __stcs(reinterpret_cast<float4*>(dst),
+             make_float4(src[0], src[1], src[2], src[3]));
+    } else {
+      __stcs(reinterpret_cast<float2*>(dst), make_float2(src[0], src[1]));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) dst[i] = src[i];
+  }
+}
+
+// Sum over the `width` lanes (a power of two) of each aligned lane group.
+__device__ __forceinline__ float GroupSum(float x, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+    x += __shfl_xor_sync(kFullMask, x, offset, width);
+  }
+  return x;
+}
+
+// One sequence's share of a p = 1 lane: its slice of the channel's shift
+// state and diagonal state, and the channel's q, k, v.
+template <int kVec>
+struct Slice {
+  float* shift = nullptr;
+  float* diag = nullptr;
+  bool aligned = false;
+  float s[kVec] = {};
+  float x[kVec] = {};
+  float q = 0, k = 0, v = 0;
+};
+
+template <int kVec>
+__device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
+                                                 const StepLayout& l, int b,
+                                                 int64_t c, int64_t row,
+                                                 bool active) {
+  Slice<kVec> t;
+  if (!active) return t;
+  const H3State state = p.states[b];
+  t.shift = state.shift + row;
+  t.diag = state.diag + row;
+  t.aligned = ((reinterpret_cast<uintptr_t>(t.shift) |
+                reinterpret_cast<uintptr_t>(t.diag)) %
+               (sizeof(float) * kVec)) == 0;
+  LoadVec<kVec, true>(t.shift, t.aligned, t.s);
+  LoadVec<kVec, true>(t.diag, t.aligned, t.x);
+  const int64_t at = b * l.input_stride + c;
+  t.q = p.q[at];
+  t.k = p.k[at];
+  t.v = p.v[at];
+  return t;
+}
+
+// head_dim 1. Channel c is head c, and its shift row (N floats) and diagonal
+// row (M = N / 2 complex) have the same size: a group of `lanes` threads owns
+// channel c, lane j holding floats [j kVec, (j + 1) kVec) of both rows and
+// of the matching parameter rows. Lanes past N (N / kVec not a power of two)
+// hold zeros and only take part in the shuffles.
+//
+// Grid: (channel tiles of kThreads / lanes channels, sequence groups). A
+// block loads its channels' parameters into registers once and walks through
+// `sequences_per_block` sequences, prefetching the next one's state while it
+// updates the current one. The alternative, one block per (channel tile,
+// sequence) with parameters re-read from L2, sends the parameters through L2
+// once per sequence: 2.5 MiB against 2 MiB of state for d 2048, N 64, which
+// more than doubles the L2 traffic; the grouping divides that by the group
+// size and still leaves kTargetBlocks blocks to fill the GPU.
+template <int kVec>
+__global__ void __launch_bounds__(kThreads)
+    H3StepHeadDim1Kernel(H3StepParams p, StepLayout l) {
+  const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
+  const int lanes = l.lanes;
+  const int lane = threadIdx.x % lanes;
+  const int64_t c =
+      int64_t{blockIdx.x} * (kThreads / lanes) + threadIdx.x / lanes;
+  const bool active = c < d && lane * kVec < n_state;
+  const int64_t row = c * n_state + lane * kVec;  // [d, N] and [H, M, 2]
+
+  float sb[kVec] = {}, sc[kVec] = {}, da[kVec] = {}, db[kVec] = {};
+  float cc[kVec] = {};
+  float shift_d = 0, skip_d = 0;
+  if (active) {
+    LoadVec<kVec, false>(p.w.shift_B + row, l.weights_aligned, sb);
+    LoadVec<kVec, false>(p.w.shift_C + row, l.weights_aligned, sc);
+    LoadVec<kVec, false>(p.w.dA + row, l.weights_aligned, da);
+    LoadVec<kVec, false>(p.w.dB + row, l.weights_aligned, db);
+    LoadVec<kVec, false>(p.w.C + row, l.weights_aligned, cc);
+    shift_d = p.w.shift_D[c];
+    skip_d = p.w.D[c];
+  }
+
+  // The loop bounds are the same for the whole block: every lane reaches
+  // every shuffle.
+  const int first = blockIdx.y * l.sequences_per_block;
+  const int last = min(first + l.sequences_per_block, p.batch);
+  Slice<kVec> cur = LoadSlice<kVec>(p, l, first, c, row, active);
+  for (int b = first; b < last; ++b) {
+    Slice<kVec> next;
+    if (b + 1 < last) next = LoadSlice<kVec>(p, l, b + 1, c, row, active);
+
+    // Shift SSM: s <- (0, s[0..N-2]) + B k; lane j's first float comes from
+    // lane j - 1's last. kbar = C . s + shift_D k.
+    float carry = __shfl_up_sync(kFullMask, cur.s[kVec - 1], 1, lanes);
+    if (lane == 0) carry = 0.0f;
+    float kbar = 0.0f;
+#pragma unroll
+    for (int i = kVec - 1; i >= 0; --i) {
+      cur.s[i] = (i == 0 ? carry : cur.s[i - 1]) + sb[i] * cur.k;
+      kbar += sc[i] * cur.s[i];
+    }
+    kbar = GroupSum(kbar, lanes) + shift_d * cur.k;
+
+    // Diagonal SSM: x <- dA x + dB kv; y = 2 Re(C . x) + D kv.
+    const float kv = kbar * cur.v;
+    float y = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVec; i += 2) {
+      const float re = da[i] * cur.x[i] - da[i + 1] * cur.x[i + 1] + db[i] * kv;
+      const float im =
+          da[i] * cur.x[i + 1] + da[i + 1] * cur.x[i] + db[i + 1] * kv;
+      cur.x[i] = re;
+      cur.x[i + 1] = im;
+      y += cc[i] * re - cc[i + 1] * im;
+    }
+    y = 2.0f * GroupSum(y, lanes) + skip_d * kv;
+
+    if (active) {
+      StoreVec<kVec>(cur.s, cur.aligned, cur.shift);
+      StoreVec<kVec>(cur.x, cur.aligned, cur.diag);
+      if (lane == 0) p.out[int64_t{b} * d + c] = cur.q * y;
+    }
+    cur = next;
+  }
+}
+
+__device__ __forceinline__ float WarpSum(float x) { return GroupSum(x, kWarp); }
+
+// Any head_dim and state size, scalar loads: the simple path for p > 1
+// (pure H3 models), for p = 1 with N too large for one warp per channel, and
+// the reference layout of the math. Grid: one block per (sequence, head),
+// flattened; warps take the head's p shift rows, then its p^2 kv rows.
+// Shared memory: kbar [p], then y [p, p] ordered (d1, d2).
+__global__ void __launch_bounds__(kThreads)
+    H3StepGeneralKernel(H3StepParams p, StepLayout l) {
+  extern __shared__ float shared[];
+  const int d = p.w.shape.d_model, pd = p.w.shape.head_dim;
+  const int n_state = p.w.shape.d_state, heads = l.heads, modes = l.modes;
+  const int b = static_cast<int>(blockIdx.x / heads);
+  const int h = static_cast<int>(blockIdx.x % heads);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int warps = kThreads / kWarp;
+  const H3State state = p.states[b];
+  const int64_t in = b * l.input_stride + int64_t{h} * pd;
+  float* kbar = shared;
+  float* y = shared + pd;
+
+  for (int i = warp; i < pd; i += warps) {
+    const int64_t c = int64_t{h} * pd + i;
+    float* s = state.shift + c * n_state;
+    const float* bv = p.w.shift_B + c * n_state;
+    const float* cv = p.w.shift_C + c * n_state;
+    const float k = p.k[in + i];
+    float sum = 0.0f;
+    // Chunks of 32 from the row's end down, as copy_backward: a chunk reads
+    // s[n - 1] before the chunk below it is rewritten.
+    for (int top = (n_state - 1) / kWarp * kWarp; top >= 0; top -= kWarp) {
+      const int n = top + lane;
+      float value = 0.0f;
+      if (n < n_state) value = (n > 0 ? s[n - 1] : 0.0f) + bv[n] * k;
+      __syncwarp();
+      if (n < n_state) {
+        s[n] = value;
+        sum += cv[n] * value;
+      }
+    }
+    sum = WarpSum(sum);
+    if (lane == 0) kbar[i] = sum + p.w.shift_D[c] * k;
+  }
+  __syncthreads();
+
+  const int64_t param = int64_t{h} * modes * 2;  // [H, M, 2]
+  for (int r = warp; r < pd * pd; r += warps) {
+    const int d1 = r / pd, d2 = r % pd;
+    const float kv = kbar[d1] * p.v[in + d2];
+    float* x = state.diag + (int64_t{r} * heads + h) * modes * 2;
+    float sum = 0.0f;
+    for (int m = lane; m < modes; m += kWarp) {
+      const float* a = p.w.dA + param + 2 * m;
+      const float* bb = p.w.dB + param + 2 * m;
+      const float* cc = p.w.C + param + 2 * m;
+      const float xr = x[2 * m], xi = x[2 * m + 1];
+      const float re = a[0] * xr - a[1] * xi + bb[0] * kv;
+      const float im = a[0] * xi + a[1] * xr + bb[1] * kv;
+      x[2 * m] = re;
+      x[2 * m + 1] = im;
+      sum += cc[0] * re - cc[1] * im;
+    }
+    sum = WarpSum(sum);
+    if (lane == 0) y[r] = 2.0f * sum + p.w.D[h] * kv;
+  }
+  __syncthreads();
+
+  // out[(d2 h)] = sum_d1 q[h p + d1] y[d1, d2]
+  for (int d2 = threadIdx.x; d2 < pd; d2 += kThreads) {
+    float sum = 0.0f;
+    for (int d1 = 0; d1 < pd; ++d1) sum += p.q[in + d1] * y[d1 * pd + d2];
+    p.out[int64_t{b} * d + int64_t{d2} * heads + h] = sum;
+  }
+}
+
+bool Aligned(const void* ptr, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+}
+
+// Lanes per channel of the p = 1 kernel for N floats per row in vectors of
+// `vec`: the power of two >= N / vec, or 0 when that exceeds a warp.
+int LanesFor(int n_state, int vec) {
+  int lanes = 1;
+  while (lanes * vec < n_state) lanes *= 2;
+  return lanes <= kWarp ? lanes : 0;
+}
+
+template <int kVec>
+cudaError_t LaunchHeadDim1(const H3StepParams& p, StepLayout l,
+                           cudaStream_t stream) {
+  const H3Weights& w = p.w;
+  constexpr size_t kBytes = sizeof(float) * kVec;
+  l.weights_aligned = Aligned(w.shift_B, kBytes) &&
+                      Aligned(w.shift_C, kBytes) && Aligned(w.dA, kBytes) &&
+                      Aligned(w.dB, kBytes) && Aligned(w.C, kBytes);
+  const int channels_per_block = kThreads / l.lanes;
+  const int64_t tiles =
+      (w.shape.d_model + channels_per_block - 1) / channels_per_block;
+  const int64_t wanted = tiles * p.batch / kTargetBlocks;
+  const int64_t fit = (p.batch + kMaxGridY - 1) / kMaxGridY;
+  l.sequences_per_block = static_cast<int>(std::max<int64_t>(
+      {1, std::min<int64_t>(wanted, kMaxSequencesPerBlock), fit}));
+  const dim3 grid(
+      static_cast<unsigned>(tiles),
+      (p.batch + l.sequences_per_block - 1) / l.sequences_per_block);
+  H3StepHeadDim1Kernel<kVec><<<grid, kThreads, 0, stream>>>(p, l);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGeneral(const H3StepParams& p, const StepLayout& l,
+                          cudaStream_t stream) {
+  const int pd = p.w.shape.head_dim;
+  const size_t shared = sizeof(float) * (pd + size_t{1} * pd * pd);
+  const int64_t blocks = int64_t{p.batch} * l.heads;
+  if (shared > kSharedLimit || blocks > INT32_MAX) return cudaErrorNotSupported;
+  H3StepGeneralKernel<<<static_cast<unsigned>(blocks), kThreads, shared,
+                        stream>>>(p, l);
+  return cudaGetLastError();
+}
+
+bool ValidShape(const H3Shape& s) {
+  return s.d_model > 0 && s.head_dim > 0 && s.d_state > 0 &&
+         s.d_state % 2 == 0 && s.d_model % s.head_dim == 0;
+}
+
+}  // namespace
+
+cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream) {
+  const H3Weights& w = params.w;
+  if (!ValidShape(w.shape) || params.batch < 0 || params.input_stride < 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (params.batch == 0) return cudaSuccess;
+  if (params.q == nullptr || params.k == nullptr || params.v == nullptr ||
+      params.out == nullptr || params.states == nullptr ||
+      w.shift_B == nullptr || w.shift_C == nullptr || w.shift_D == nullptr ||
+      w.dA == nullptr || w.dB == nullptr || w.C == nullptr || w.D == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  StepLayout l;
+  l.heads = w.shape.heads();
+  l.modes = w.shape.modes();
+  l.input_stride =
+      params.input_stride > 0 ? params.input_stride : w.shape.d_model;
+  if (w.shape.head_dim == 1) {
+    const int n_state = w.shape.d_state;
+    if (n_state % 4 == 0 && (l.lanes = LanesFor(n_state, 4)) > 0) {
+      return LaunchHeadDim1<4>(params, l, stream);
+    }
+    if ((l.lanes = LanesFor(n_state, 2)) > 0) {
+      return LaunchHeadDim1<2>(params, l, stream);
+    }
+  }
+  return LaunchGeneral(params, l, stream);
+}
+
+int64_t H3StepBytes(const H3Shape& shape, int batch) {
+  if (!ValidShape(shape) || batch <= 0) return 0;
+  const int64_t d = shape.d_model, n = shape.d_state, heads = shape.heads();
+  const int64_t state =
+      d * n + 2 * int64_t{shape.kv_channels()} * shape.modes();
+  // shift_B, shift_C, shift_D; dA, dB, C (complex); D.
+  const int64_t params = 2 * d * n + d + 3 * 2 * heads * shape.modes() + heads;
+  const int64_t rows = 4 * d;  // q, k, v read, out written
+  return static_cast<int64_t>(sizeof(float)) *
+         (batch * (2 * state + rows) + params);
+}
+
 }  // namespace h3::kernels
