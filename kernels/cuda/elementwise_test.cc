@@ -1,1 +1,314 @@
-// Scaffold: replaced by the tests.
+// The small GPU kernels vs their CPU twins and the loader's rounding (label
+// gpu: skipped without a device).
+#include "kernels/cuda/elementwise.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/layer_norm.h"
+#include "loader/dtype.h"
+#include "tests/support/gpu_test.h"
+#include "tests/support/normalised_error.h"
+#include "tests/support/random.h"
+
+namespace h3::kernels {
+namespace {
+
+using h3::testing::NormalisedError;
+using h3::testing::RandomNormal;
+
+#define ASSERT_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess)
+
+std::string TypeName(const ::testing::TestParamInfo<ElementType>& info) {
+  switch (info.param) {
+    case ElementType::kFloat16:
+      return "fp16";
+    case ElementType::kBFloat16:
+      return "bf16";
+    case ElementType::kFloat32:
+      break;
+  }
+  return "fp32";
+}
+
+template <typename T>
+void Upload(const std::vector<T>& host, DeviceBuffer* buffer) {
+  ASSERT_CUDA_OK(buffer->Reserve(host.size() * sizeof(T) + 1));
+  ASSERT_CUDA_OK(cudaMemcpy(buffer->get(), host.data(), host.size() * sizeof(T),
+                            cudaMemcpyHostToDevice));
+}
+
+template <typename T>
+std::vector<T> Download(const DeviceBuffer& buffer, size_t n) {
+  std::vector<T> host(n);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(host.data(), buffer.get(), n * sizeof(T),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  return host;
+}
+
+// ---- AddLayerNorm ---------------------------------------------------------
+
+// (rows, cols, add_residual, out aliases x)
+using NormCase = std::tuple<int64_t, int64_t, bool, bool>;
+
+std::string NormName(const ::testing::TestParamInfo<NormCase>& info) {
+  const auto [rows, cols, add, alias] = info.param;
+  return std::to_string(rows) + "x" + std::to_string(cols) +
+         (add ? "_add" : "_first") + (alias ? "_inplace" : "");
+}
+
+class AddLayerNormGpuTest : public h3::testing::GpuTestWithParam<NormCase> {};
+
+TEST_P(AddLayerNormGpuTest, MatchesCpuTwin) {
+  const auto [rows, cols, add_residual, alias] = GetParam();
+  std::vector<float> x = RandomNormal(rows * cols, 1);
+  // An offset makes |mean| > std, so the variance must not cancel.
+  for (float& v : x) v += 2.0f;
+  std::vector<float> residual = RandomNormal(rows * cols, 2);
+  const std::vector<float> gamma = RandomNormal(cols, 3);
+  const std::vector<float> beta = RandomNormal(cols, 4);
+
+  DeviceBuffer d_x, d_res, d_gamma, d_beta, d_out;
+  Upload(x, &d_x);
+  Upload(residual, &d_res);
+  Upload(gamma, &d_gamma);
+  Upload(beta, &d_beta);
+  Upload(std::vector<float>(rows * cols, NAN), &d_out);
+
+  std::vector<float> cpu_res = residual, cpu_out(rows * cols);
+  AddLayerNormCpu({x.data(), cpu_res.data(), add_residual, gamma.data(),
+                   beta.data(), cpu_out.data(), rows, cols, 1e-5f});
+  DeviceBuffer& out = alias ? d_x : d_out;
+  ASSERT_CUDA_OK(AddLayerNormCuda(
+      {d_x.as<float>(), d_res.as<float>(), add_residual, d_gamma.as<float>(),
+       d_beta.as<float>(), out.as<float>(), rows, cols, 1e-5f},
+      nullptr));
+  // The sum is one fp32 addition on both sides: bit-equal.
+  EXPECT_EQ(Download<float>(d_res, rows * cols), cpu_res);
+  // fp32 mean, variance and rsqrtf against the CPU's double: a few ulps of
+  // each output, ~1e-6 of the largest.
+  EXPECT_LE(NormalisedError(Download<float>(out, rows * cols), cpu_out), 2e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AddLayerNormGpuTest,
+                         ::testing::Values(NormCase{1, 1, true, false},
+                                           NormCase{3, 17, true, true},
+                                           NormCase{3, 17, false, false},
+                                           NormCase{64, 768, true, false},
+                                           NormCase{64, 768, false, true},
+                                           NormCase{5, 2560, true, true},
+                                           NormCase{97, 1025, false, false},
+                                           NormCase{0, 768, true, false}),
+                         NormName);
+
+// ---- Embedding -------------------------------------------------------------
+
+class EmbeddingGpuTest : public h3::testing::GpuTestWithParam<ElementType> {};
+
+TEST_P(EmbeddingGpuTest, GathersRowsAsFloat) {
+  const ElementType type = GetParam();
+  const int64_t vocab = 50, cols = 97, n = 301;
+  const std::vector<float> values = RandomNormal(vocab * cols, 7);
+  // The table in `type` and what each entry means as a float.
+  std::vector<uint8_t> table(values.size() * ElementSize(type));
+  std::vector<float> meaning(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint16_t bits = 0;
+    switch (type) {
+      case ElementType::kFloat32:
+        std::memcpy(&table[4 * i], &values[i], 4);
+        meaning[i] = values[i];
+        continue;
+      case ElementType::kFloat16:
+        bits = loader::FloatToHalf(values[i]);
+        meaning[i] = loader::HalfToFloat(bits);
+        break;
+      case ElementType::kBFloat16:
+        bits = loader::FloatToBFloat16(values[i]);
+        meaning[i] = loader::BFloat16ToFloat(bits);
+        break;
+    }
+    std::memcpy(&table[2 * i], &bits, 2);
+  }
+  std::mt19937 rng(8);
+  std::uniform_int_distribution<int32_t> id(0, vocab - 1);
+  std::vector<int32_t> ids(n);
+  for (int32_t& v : ids) v = id(rng);
+  ids[0] = 0;
+  ids[1] = vocab - 1;
+
+  DeviceBuffer d_ids, d_table, d_out;
+  Upload(ids, &d_ids);
+  Upload(table, &d_table);
+  ASSERT_CUDA_OK(d_out.Reserve(n * cols * sizeof(float)));
+  ASSERT_CUDA_OK(EmbeddingCuda(d_ids.as<int32_t>(), n, d_table.get(), type,
+                               cols, d_out.as<float>(), nullptr));
+  const std::vector<float> got = Download<float>(d_out, n * cols);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t c = 0; c < cols; ++c) {
+      ASSERT_EQ(got[i * cols + c], meaning[ids[i] * cols + c])
+          << "token " << i << " column " << c;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, EmbeddingGpuTest,
+                         ::testing::Values(ElementType::kFloat32,
+                                           ElementType::kFloat16,
+                                           ElementType::kBFloat16),
+                         TypeName);
+
+// ---- Transposes ------------------------------------------------------------
+
+// (rows, cols, stride of the token-major side)
+using TransposeCase = std::tuple<int64_t, int64_t, int64_t>;
+
+std::string TransposeName(const ::testing::TestParamInfo<TransposeCase>& info) {
+  const auto [rows, cols, stride] = info.param;
+  return std::to_string(rows) + "x" + std::to_string(cols) + "_stride" +
+         std::to_string(stride);
+}
+
+class TransposeGpuTest : public h3::testing::GpuTestWithParam<TransposeCase> {};
+
+TEST_P(TransposeGpuTest, ToChannelMajorAndBack) {
+  const auto [rows, cols, stride] = GetParam();
+  const std::vector<float> tokens = RandomNormal(rows * stride, 11);
+  DeviceBuffer d_tokens, d_channels, d_back;
+  Upload(tokens, &d_tokens);
+  ASSERT_CUDA_OK(d_channels.Reserve(rows * cols * sizeof(float) + 1));
+  ASSERT_CUDA_OK(TransposeToChannelMajor(d_tokens.as<float>(), rows, cols,
+                                         stride, d_channels.as<float>(),
+                                         nullptr));
+  const std::vector<float> channels = Download<float>(d_channels, rows * cols);
+  for (int64_t c = 0; c < cols; ++c) {
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_EQ(channels[c * rows + r], tokens[r * stride + c])
+          << "row " << r << " column " << c;
+    }
+  }
+
+  // Back into a buffer whose padding columns must stay untouched.
+  const float kUntouched = -12345.0f;
+  Upload(std::vector<float>(rows * stride, kUntouched), &d_back);
+  ASSERT_CUDA_OK(TransposeToTokenMajor(d_channels.as<float>(), rows, cols,
+                                       d_back.as<float>(), stride, nullptr));
+  const std::vector<float> back = Download<float>(d_back, rows * stride);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < stride; ++c) {
+      ASSERT_EQ(back[r * stride + c],
+                c < cols ? tokens[r * stride + c] : kUntouched)
+          << "row " << r << " column " << c;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, TransposeGpuTest,
+    ::testing::Values(TransposeCase{1, 1, 1}, TransposeCase{97, 65, 65},
+                      TransposeCase{33, 31, 93}, TransposeCase{1025, 7, 9},
+                      TransposeCase{3, 2049, 2049},
+                      // taller than gridDim.y's 65535 tiles of 32 would cover
+                      // in one pass
+                      TransposeCase{32 * 65535 + 40, 2, 3}),
+    TransposeName);
+
+class TransposeApiTest : public h3::testing::GpuTest {};
+
+TEST_F(TransposeApiTest, RejectsAStrideShorterThanARow) {
+  DeviceBuffer a, b;
+  ASSERT_CUDA_OK(a.Reserve(64 * sizeof(float)));
+  ASSERT_CUDA_OK(b.Reserve(64 * sizeof(float)));
+  EXPECT_EQ(
+      TransposeToChannelMajor(a.as<float>(), 4, 8, 7, b.as<float>(), nullptr),
+      cudaErrorInvalidValue);
+  EXPECT_EQ(
+      TransposeToTokenMajor(a.as<float>(), 4, 8, b.as<float>(), 7, nullptr),
+      cudaErrorInvalidValue);
+}
+
+// ---- ConvertFromFloat ------------------------------------------------------
+
+// Values where rounding can go wrong: signed zeros, infinities, NaN,
+// overflow, subnormals of both targets, ties in both targets, random values
+// over many scales.
+std::vector<float> HardValues() {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v = {0.0f,     -0.0f,    inf,      -inf,      NAN,
+                          65504.0f, 65519.0f, 65520.0f, -65536.0f, 1e-8f,
+                          -3e-8f,   6e-5f,    1e-40f,   -1e-44f,   3.4e38f};
+  for (uint32_t upper = 0x3f80; upper < 0x3f90; ++upper) {
+    // bf16 ties: the 16 dropped bits are exactly half an ulp.
+    const uint32_t bits = (upper << 16) | 0x8000u;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    v.push_back(f);
+  }
+  for (uint32_t m = 0; m < 16; ++m) {
+    // fp16 ties: the 13 dropped bits of a normal fp16 are half an ulp.
+    const uint32_t bits = 0x3f800000u | (m << 13) | 0x1000u;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    v.push_back(f);
+    v.push_back(-f);
+  }
+  const float scales[] = {1e-6f, 1e-3f, 1.0f, 1e3f, 3e4f, 1e30f};
+  for (size_t s = 0; s < std::size(scales); ++s) {
+    for (float r : RandomNormal(1 << 16, 100 + s)) v.push_back(r * scales[s]);
+  }
+  return v;
+}
+
+class ConvertGpuTest : public h3::testing::GpuTestWithParam<ElementType> {};
+
+TEST_P(ConvertGpuTest, RoundsLikeTheLoader) {
+  const ElementType type = GetParam();
+  const std::vector<float> in = HardValues();
+  const int64_t n = in.size();
+  DeviceBuffer d_in, d_out;
+  Upload(in, &d_in);
+  ASSERT_CUDA_OK(d_out.Reserve(n * ElementSize(type)));
+  ASSERT_CUDA_OK(
+      ConvertFromFloat(d_in.as<float>(), n, type, d_out.get(), nullptr));
+  if (type == ElementType::kFloat32) {
+    const std::vector<float> got = Download<float>(d_out, n);
+    EXPECT_EQ(std::memcmp(got.data(), in.data(), n * sizeof(float)), 0);
+    return;
+  }
+  const std::vector<uint16_t> got = Download<uint16_t>(d_out, n);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool half = type == ElementType::kFloat16;
+    const uint16_t want =
+        half ? loader::FloatToHalf(in[i]) : loader::FloatToBFloat16(in[i]);
+    if (std::isnan(in[i])) {
+      // NaN payloads may differ; NaN must stay NaN.
+      const float back =
+          half ? loader::HalfToFloat(got[i]) : loader::BFloat16ToFloat(got[i]);
+      EXPECT_TRUE(std::isnan(back)) << "element " << i;
+      continue;
+    }
+    ASSERT_EQ(got[i], want) << "element " << i << " = " << in[i];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, ConvertGpuTest,
+                         ::testing::Values(ElementType::kFloat32,
+                                           ElementType::kFloat16,
+                                           ElementType::kBFloat16),
+                         TypeName);
+
+}  // namespace
+}  // namespace h3::kernels

@@ -55,6 +55,10 @@ class LinearCuda {
   // Enqueues one product on `stream`. Returns "" or the error, in words.
   // Allocates nothing, so it may be captured into a CUDA graph (after a
   // first, uncaptured call of the same shape has chosen the algorithm).
+  // Not thread-safe, and the workspace and scratch are shared: products on
+  // different streams must not run at the same time. Without an epilogue
+  // algorithm for a shape (or with no bias), bias and GELU run as a second
+  // kernel after the product.
   std::string Run(const LinearCudaParams& params, cudaStream_t stream);
 
   LinearCuda(const LinearCuda&) = delete;
