@@ -1,23 +1,32 @@
-// h3_engine_bench: times the CPU engine's prefill and batched decode on one
-// model file and prints JSON with every repetition. Driven by
-// bench/engine_bench.py, which runs the PyTorch baseline beside it.
+// h3_engine_bench: times the engine's prefill and batched decode on one model
+// file and prints JSON with every repetition. Driven by bench/engine_bench.py
+// (the CPU against PyTorch) and bench/table4_bench.py (the paper's Table 4 on
+// a GPU).
 //
-//   h3_engine_bench --model M.h3 [--what both|prefill|decode] [--reps 5]
+//   h3_engine_bench --model M.h3
+//       [--what both|prefill|decode|table4|latency|write-random]
+//       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
+//       [--graphs on|off] [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024]
 //       [--batch 1] [--decode-context 128] [--decode-steps 32]
+//       [--random-shape h3-1.3b|h3-125m|...|small]
 //
-// Prefill: one sequence, --prompt-len tokens from position 0, logits of the
-// last token; a fresh sequence each repetition. Decode: --batch sequences,
+// prefill: one sequence, --prompt-len tokens from position 0, logits of the
+// last token; a fresh sequence each repetition. decode: --batch sequences,
 // each first prefilled with --decode-context tokens (untimed), then
 // --decode-steps batched steps (timed; logits of every sequence each step).
 // One untimed warm-up of each precedes the repetitions (it computes the
 // per-length kernel spectra and grows the scratch buffers).
+//
+// table4 (bench/engine_table4.h): the H3 paper's throughput measurement.
+// latency: batch-1 decode, each step timed (bench/engine_table4.h).
+// write-random: writes a random fp32 model of --random-shape to --model
+// (released preset names, or "small") and exits; nothing is timed.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <iostream>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -25,34 +34,16 @@
 #include "absl/status/status.h"
 #include "base/parallel.h"
 #include "base/status_macros.h"
+#include "bench/engine_table4.h"
 #include "engine/backend.h"
 #include "engine/model.h"
 #include "loader/model_file.h"
 #include "nlohmann/json.hpp"
 
-namespace h3 {
+namespace h3::bench {
 namespace {
 
-struct Flags {
-  std::string model;
-  std::string what = "both";
-  int64_t prompt_len = 512;
-  int64_t decode_context = 128;
-  int64_t decode_steps = 32;
-  int64_t batch = 1;
-  int reps = 5;
-  int64_t prefill_chunk = 1024;
-};
-
-using Clock = std::chrono::steady_clock;
-
-std::vector<int32_t> RandomTokens(int64_t n, int32_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
-  std::vector<int32_t> tokens(n);
-  for (int32_t& t : tokens) t = pick(rng);
-  return tokens;
-}
+using Json = nlohmann::ordered_json;
 
 // Seconds of one prefill of `tokens` into a fresh sequence.
 absl::StatusOr<double> TimePrefill(engine::Model& model,
@@ -67,10 +58,12 @@ absl::StatusOr<double> TimePrefill(engine::Model& model,
 
 // Seconds of `steps` batched decode steps after an untimed prefill of each
 // sequence.
-absl::StatusOr<double> TimeDecode(engine::Model& model, const Flags& flags,
-                                  int32_t vocab, std::vector<float>& logits) {
+absl::StatusOr<double> TimeDecode(engine::Model& model,
+                                  const EngineBenchFlags& flags,
+                                  std::vector<float>& logits) {
   std::vector<std::unique_ptr<engine::SequenceState>> seqs;
   std::vector<engine::SequenceState*> batch;
+  const int32_t vocab = static_cast<int32_t>(model.config().vocab_size);
   for (int64_t b = 0; b < flags.batch; ++b) {
     H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::SequenceState> seq,
                         model.NewSequence());
@@ -84,50 +77,34 @@ absl::StatusOr<double> TimeDecode(engine::Model& model, const Flags& flags,
   const Clock::time_point start = Clock::now();
   for (int64_t step = 0; step < flags.decode_steps; ++step) {
     H3_RETURN_IF_ERROR(model.Decode(batch, next, logits.data()));
-    // The next tokens: argmax of each sequence's logits, as greedy decoding
-    // would pick them (keeps the work data-dependent, as in serving).
-    const int64_t row = model.config().padded_vocab_size;
-    for (int64_t b = 0; b < flags.batch; ++b) {
-      const float* x = logits.data() + b * row;
-      next[b] = static_cast<int32_t>(std::max_element(x, x + vocab) - x);
-    }
+    // Greedy next tokens keep the work data-dependent, as in serving.
+    GreedyNext(model.config(), logits, next);
   }
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-absl::Status Run(const Flags& flags) {
-  H3_ASSIGN_OR_RETURN(std::unique_ptr<loader::ModelFile> file,
-                      loader::ModelFile::Open(flags.model));
-  const loader::ModelConfig& config = file->config();
-  H3_ASSIGN_OR_RETURN(
-      std::unique_ptr<engine::Model> model,
-      engine::Model::Load(
-          *file, engine::MakeCpuBackend(),
-          {.prefill_chunk = flags.prefill_chunk,
-           .max_sequence_length = std::max(
-               flags.prompt_len, flags.decode_context + flags.decode_steps)}));
+// The original modes: both, prefill, decode.
+absl::StatusOr<Json> RunPrefillDecode(engine::Model& model,
+                                      const EngineBenchFlags& flags) {
+  const loader::ModelConfig& config = model.config();
   const int32_t vocab = static_cast<int32_t>(config.vocab_size);
   std::vector<float> logits(flags.batch * config.padded_vocab_size);
   const std::vector<int32_t> prompt = RandomTokens(flags.prompt_len, vocab, 1);
-
-  nlohmann::ordered_json prefill_s = nlohmann::json::array(),
-                         decode_s = nlohmann::json::array();
+  Json prefill_s = Json::array(), decode_s = Json::array();
   if (flags.what != "decode") {
     // The first, untimed, is the warm-up.
     for (int r = 0; r <= flags.reps; ++r) {
-      H3_ASSIGN_OR_RETURN(double s, TimePrefill(*model, prompt, logits));
+      H3_ASSIGN_OR_RETURN(double s, TimePrefill(model, prompt, logits));
       if (r > 0) prefill_s.push_back(s);
     }
   }
   if (flags.what != "prefill") {
     for (int r = 0; r <= flags.reps; ++r) {
-      H3_ASSIGN_OR_RETURN(double s, TimeDecode(*model, flags, vocab, logits));
+      H3_ASSIGN_OR_RETURN(double s, TimeDecode(model, flags, logits));
       if (r > 0) decode_s.push_back(s);
     }
   }
-  nlohmann::ordered_json out = {
-      {"engine", "h3serve-cpu"},
-      {"threads", NumThreads()},
+  return Json{
       {"prompt_len", flags.prompt_len},
       {"prefill_chunk", flags.prefill_chunk},
       {"batch", flags.batch},
@@ -136,20 +113,74 @@ absl::Status Run(const Flags& flags) {
       {"prefill_s", prefill_s},
       {"decode_s", decode_s},
   };
+}
+
+absl::Status Run(const EngineBenchFlags& flags) {
+  if (flags.what == "write-random") {
+    H3_ASSIGN_OR_RETURN(Json out, WriteRandomModelFile(flags));
+    std::cout << out.dump() << std::endl;
+    return absl::OkStatus();
+  }
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<loader::ModelFile> file,
+                      loader::ModelFile::Open(flags.model));
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
+                      MakeBenchBackend(flags));
+  const std::string backend_name = backend->name();
+  engine::ModelOptions options;
+  options.prefill_chunk = flags.prefill_chunk;
+  options.max_sequence_length =
+      std::max(flags.prompt_len, flags.decode_context) + flags.decode_steps;
+  const bool graphs_applied = SetDecodeGraphs(options, flags.graphs == "on");
+  const Clock::time_point load_start = Clock::now();
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
+                      engine::Model::Load(*file, std::move(backend), options));
+  const double load_s =
+      std::chrono::duration<double>(Clock::now() - load_start).count();
+
+  Json result;
+  if (flags.what == "table4") {
+    H3_ASSIGN_OR_RETURN(result, RunTable4(*model, flags));
+  } else if (flags.what == "latency") {
+    H3_ASSIGN_OR_RETURN(result, RunLatency(*model, flags));
+  } else {
+    H3_ASSIGN_OR_RETURN(result, RunPrefillDecode(*model, flags));
+  }
+  Json out = {
+      {"engine", backend_name == "cpu" ? "h3serve-cpu" : "h3serve-cuda"},
+      {"what", flags.what},
+      {"backend", backend_name},
+      {"dtype", flags.dtype},
+      {"graphs", {{"requested", flags.graphs}, {"applied", graphs_applied}}},
+      {"threads", NumThreads()},
+      {"model",
+       {{"path", flags.model},
+        {"parameters", file->parameter_count()},
+        {"config", Json::parse(loader::ConfigToJson(model->config()))},
+        {"load_s", load_s}}},
+      {"machine", MachineJson(backend_name)},
+  };
+  out.update(result);
   std::cout << out.dump() << std::endl;
   return absl::OkStatus();
 }
 
 }  // namespace
-}  // namespace h3
+}  // namespace h3::bench
 
 int main(int argc, char** argv) {
-  CLI::App app{"Times the CPU engine's prefill and decode (JSON on stdout)",
+  CLI::App app{"Times the engine's prefill and decode (JSON on stdout)",
                "h3_engine_bench"};
-  h3::Flags flags;
+  h3::bench::EngineBenchFlags flags;
   app.add_option("--model", flags.model, "The model file")->required();
   app.add_option("--what", flags.what)
-      ->check(CLI::IsMember({"both", "prefill", "decode"}));
+      ->check(CLI::IsMember(
+          {"both", "prefill", "decode", "table4", "latency", "write-random"}));
+  app.add_option("--device", flags.device,
+                 "cpu, cuda, cuda:N or auto (the first usable GPU, else cpu)");
+  app.add_option("--dtype", flags.dtype, "how weight matrices are stored")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  app.add_option("--graphs", flags.graphs, "CUDA graphs for decode steps")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--prompt-len", flags.prompt_len)->check(CLI::PositiveNumber);
   app.add_option("--decode-context", flags.decode_context)
       ->check(CLI::PositiveNumber);
@@ -159,10 +190,12 @@ int main(int argc, char** argv) {
   app.add_option("--reps", flags.reps)->check(CLI::PositiveNumber);
   app.add_option("--prefill-chunk", flags.prefill_chunk)
       ->check(CLI::PositiveNumber);
+  app.add_option("--random-shape", flags.random_shape,
+                 "for --what write-random: a preset name or small");
   CLI11_PARSE(app, argc, argv);
-  const absl::Status status = h3::Run(flags);
+  const absl::Status status = h3::bench::Run(flags);
   if (!status.ok()) {
-    std::cerr << "h3_engine_bench: " << status.message() << "\n";
+    std::cerr << "h3_engine_bench: " << status << "\n";
     return 1;
   }
   return 0;
