@@ -1,7 +1,222 @@
-// Scaffold: replaced by the implementation.
+// AttentionPrefillCuda: a chunk of new tokens of one sequence. Two kernels on
+// the stream: the chunk's rotated keys and values into the cache, then tiled
+// causal attention over the cache with an online softmax.
+//
+// fp32 FMA on the CUDA cores. A tensor-core version would hold Q fragments in
+// registers and compute S = Q K^T and O += P V with mma.sync (sm_80) or wgmma
+// (sm_90a) on TF32 or bf16 operands (an accuracy change the tests would have
+// to allow for), load K/V tiles with cp.async or TMA into double-buffered
+// shared memory, and use larger query tiles (64-128 rows per block); the
+// online-softmax bookkeeping below stays the same.
+#include <algorithm>
+#include <cstdint>
+
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_device.cuh"
+
 namespace h3::kernels {
-cudaError_t AttentionPrefillCuda(const AttentionParams&, cudaStream_t) { return cudaErrorNotSupported; }
-size_t AttentionDecodeWorkspaceBytes(const AttentionShape&, int, int64_t) { return 0; }
-cudaError_t AttentionDecodeCuda(const AttentionDecodeParams&, int64_t, void*, size_t, cudaStream_t) { return cudaErrorNotSupported; }
+namespace {
+
+using namespace attention_detail;
+
+// Tiles. A block takes kQueryTile query rows of one head: kWarps warps of
+// kRowsPerWarp rows each. It walks the keys in tiles of kKeyTile, one key per
+// lane when scoring, so a tile's softmax update is a warp reduction. Four rows
+// per warp let each K value read from shared memory serve four scores and
+// each V value four accumulators; more rows would cost registers
+// (kRowsPerWarp * DimsPerLane accumulators per thread, 32 at head_dim 256).
+constexpr int kWarps = 4;
+constexpr int kRowsPerWarp = 4;
+constexpr int kQueryTile = kWarps * kRowsPerWarp;
+constexpr int kKeyTile = 32;
+constexpr int kThreads = kWarps * 32;
+
+// Shared memory, in floats. Rows are padded to a multiple of 4 (zeros) so the
+// dot products read float4s. Each K row has 4 more floats: lane j reads row j,
+// and with a row stride of 4 mod 32 floats the 8 lanes of each float4 phase
+// hit distinct banks. Q rows are read by a whole warp at once (broadcast) and
+// V rows across lanes, so they need no skew.
+struct SmemLayout {
+  int row = 0;    // floats in a Q or V row
+  int k_row = 0;  // floats in a K row
+  size_t Floats() const {
+    return static_cast<size_t>(kQueryTile) * row +
+           static_cast<size_t>(kKeyTile) * (k_row + row);
+  }
+};
+
+SmemLayout LayoutFor(int head_dim) {
+  SmemLayout l;
+  l.row = (head_dim + 3) / 4 * 4;
+  l.k_row = l.row + 4;
+  return l;
+}
+
+// One block per token: its rotated keys and its values at start + token.
+__global__ void PrefillWriteKvKernel(AttentionParams p) {
+  const int64_t t = blockIdx.x;
+  const int64_t d = static_cast<int64_t>(p.shape.heads) * p.shape.head_dim;
+  WriteTokenKv(p.qkv + t * 3 * d, p.shape, p.inv_freq, p.start + t, p.cache.k,
+               p.cache.v);
+}
+
+// Grid (query tiles, heads). Reads keys [0, start + last row] from the cache,
+// which PrefillWriteKvKernel filled for the chunk's own positions.
+template <int kDims>  // DimsPerLane(head_dim)
+__global__ void __launch_bounds__(kThreads)
+    PrefillAttentionKernel(AttentionParams p, SmemLayout layout, float scale) {
+  extern __shared__ float4 smem4[];              // float4: 16-byte aligned
+  float* q_s = reinterpret_cast<float*>(smem4);  // [kQueryTile][row]
+  float* k_s = q_s + kQueryTile * layout.row;    // [kKeyTile][k_row]
+  float* v_s = k_s + kKeyTile * layout.k_row;    // [kKeyTile][row]
+  const int hd = p.shape.head_dim, row = layout.row, k_row = layout.k_row;
+  const int64_t d = static_cast<int64_t>(p.shape.heads) * hd;
+  const int h = blockIdx.y;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kQueryTile;
+  const int rows = static_cast<int>(MinI64(kQueryTile, p.length - q0));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  // The tile's rotated queries; padding and rows past the chunk are zeros.
+  for (int e = threadIdx.x; e < kQueryTile * row; e += kThreads) {
+    const int r = e / row, i = e % row;
+    float x = 0.0f;
+    if (r < rows && i < hd) {
+      x = RotatedElement(p.qkv + (q0 + r) * 3 * d + h * hd, i,
+                         p.shape.rotary_dim, p.inv_freq, p.start + q0 + r);
+    }
+    q_s[e] = x;
+  }
+
+  // Running softmax of each of the warp's rows: max m, sum l of exp(s - m)
+  // and the unnormalised output, lane's dims lane + 32 i.
+  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDims];
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+    m[rr] = -INFINITY;
+    l[rr] = 0.0f;
+    for (int i = 0; i < kDims; ++i) acc[rr][i] = 0.0f;
+  }
+
+  const int64_t keys = p.start + q0 + rows;  // the last row sees keys < this
+  for (int64_t k0 = 0; k0 < keys; k0 += kKeyTile) {
+    __syncthreads();  // the previous tile is consumed; q_s is written
+    const int tile_keys = static_cast<int>(MinI64(kKeyTile, keys - k0));
+    for (int e = threadIdx.x; e < kKeyTile * row; e += kThreads) {
+      const int j = e / row, i = e % row;
+      float kx = 0.0f, vx = 0.0f;  // zeros: 0 * garbage could be a NaN
+      if (j < tile_keys && i < hd) {
+        const int64_t off = (k0 + j) * d + h * hd + i;
+        kx = p.cache.k[off];
+        vx = p.cache.v[off];
+      }
+      k_s[j * k_row + i] = kx;
+      v_s[j * row + i] = vx;
+    }
+    __syncthreads();
+
+    // Scores of key k0 + lane against the warp's rows.
+    float s[kRowsPerWarp] = {};
+    const float4* k4 = reinterpret_cast<const float4*>(k_s + lane * k_row);
+    for (int c = 0; c < row / 4; ++c) {
+      const float4 kv = k4[c];
+      for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+        const float4 qv = reinterpret_cast<const float4*>(
+            q_s + (warp * kRowsPerWarp + rr) * row)[c];
+        s[rr] = fmaf(qv.x, kv.x, s[rr]);
+        s[rr] = fmaf(qv.y, kv.y, s[rr]);
+        s[rr] = fmaf(qv.z, kv.z, s[rr]);
+        s[rr] = fmaf(qv.w, kv.w, s[rr]);
+      }
+    }
+
+    // Online softmax: rescale what the earlier tiles summed to the new max.
+    float prob[kRowsPerWarp];
+    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+      const int r = warp * kRowsPerWarp + rr;
+      const bool visible = r < rows && k0 + lane <= p.start + q0 + r;
+      const float score = visible ? s[rr] * scale : -INFINITY;
+      const float m_new = fmaxf(m[rr], WarpMax(score));
+      // Equal maxima (including both -inf, for a row that has seen no key
+      // yet) need no rescale; exp(-inf - -inf) would be a NaN.
+      const float corr = m_new == m[rr] ? 1.0f : expf(m[rr] - m_new);
+      prob[rr] = visible ? expf(score - m_new) : 0.0f;
+      l[rr] = l[rr] * corr + WarpSum(prob[rr]);
+      m[rr] = m_new;
+      for (int i = 0; i < kDims; ++i) acc[rr][i] *= corr;
+    }
+
+    // acc += P V: key j's probability comes from lane j.
+    for (int j = 0; j < tile_keys; ++j) {
+      float pj[kRowsPerWarp];
+      for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+        pj[rr] = __shfl_sync(0xffffffffu, prob[rr], j);
+      }
+      for (int i = 0; i < kDims; ++i) {
+        const int dd = lane + 32 * i;
+        const float vx = dd < hd ? v_s[j * row + dd] : 0.0f;
+        for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+          acc[rr][i] = fmaf(pj[rr], vx, acc[rr][i]);
+        }
+      }
+    }
+  }
+
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+    const int r = warp * kRowsPerWarp + rr;
+    if (r >= rows) continue;
+    float* out = p.out + (q0 + r) * d + h * hd;
+    for (int i = 0; i < kDims; ++i) {
+      const int dd = lane + 32 * i;
+      if (dd < hd) out[dd] = acc[rr][i] / l[rr];
+    }
+  }
+}
+
+template <int kDims>
+cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
+  const SmemLayout layout = LayoutFor(p.shape.head_dim);
+  const size_t smem = layout.Floats() * sizeof(float);  // 81 KiB at 256
+  // Above 48 KiB a kernel must opt in; sm_80 and sm_90 allow 163 and 227 KiB.
+  cudaError_t err = cudaFuncSetAttribute(
+      PrefillAttentionKernel<kDims>,
+      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  const dim3 grid(
+      static_cast<unsigned>((p.length + kQueryTile - 1) / kQueryTile),
+      static_cast<unsigned>(p.shape.heads));
+  PrefillAttentionKernel<kDims><<<grid, kThreads, smem, stream>>>(
+      p, layout, ScoreScale(p.shape.head_dim));
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t AttentionPrefillCuda(const AttentionParams& p,
+                                 cudaStream_t stream) {
+  if (!ValidShape(p.shape, p.inv_freq) || p.start < 0 || p.length < 0 ||
+      p.start + p.length > p.cache.capacity) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.length == 0) return cudaSuccess;
+  if (p.qkv == nullptr || p.cache.k == nullptr || p.cache.v == nullptr ||
+      p.out == nullptr || p.length > INT32_MAX) {  // one block per token
+    return cudaErrorInvalidValue;
+  }
+
+  // 256 threads: a d_model of 2048 is 8 elements per thread.
+  PrefillWriteKvKernel<<<static_cast<unsigned>(p.length), 256, 0, stream>>>(p);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+
+  switch (DimsPerLane(p.shape.head_dim)) {
+    case 1:
+      return LaunchAttention<1>(p, stream);
+    case 2:
+      return LaunchAttention<2>(p, stream);
+    case 4:
+      return LaunchAttention<4>(p, stream);
+    default:
+      return LaunchAttention<8>(p, stream);
+  }
+}
+
 }  // namespace h3::kernels

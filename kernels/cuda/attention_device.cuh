@@ -1,0 +1,103 @@
+#ifndef H3_KERNELS_CUDA_ATTENTION_DEVICE_CUH_
+#define H3_KERNELS_CUDA_ATTENTION_DEVICE_CUH_
+
+// Pieces shared by the prefill (attention.cu) and decode (attention_decode.cu)
+// attention kernels: argument checks, rotary, the K/V cache write and warp
+// reductions.
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention.h"
+
+namespace h3::kernels::attention_detail {
+
+// Both kernels keep a row's accumulator in registers, head_dim / 32 values
+// per lane (see DimsPerLane); 8 per lane bounds head_dim at 256, above the
+// target model's 128.
+constexpr int kMaxHeadDim = 256;
+
+inline bool ValidShape(const AttentionShape& s, const float* inv_freq) {
+  return s.heads > 0 && s.head_dim > 0 && s.head_dim <= kMaxHeadDim &&
+         s.rotary_dim >= 0 && s.rotary_dim % 2 == 0 &&
+         s.rotary_dim <= s.head_dim &&
+         (s.rotary_dim == 0 || inv_freq != nullptr);
+}
+
+// The values of a head vector each lane of a warp holds when lanes split the
+// head's dims (lane owns dims lane, lane + 32, ...): a template argument, so
+// the accumulators stay in registers. 1, 2, 4 or 8.
+inline int DimsPerLane(int head_dim) {
+  if (head_dim <= 32) return 1;
+  if (head_dim <= 64) return 2;
+  if (head_dim <= 128) return 4;
+  return 8;
+}
+
+// Scale of the scores, 1 / sqrt(head_dim) rounded once to fp32.
+inline float ScoreScale(int head_dim) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+// Element i of head vector x after ApplyRotary at `position`, computed as the
+// CPU twin does (fp32 angle, then cos, sin and the rotation in fp64, rounded
+// once), so GPU and CPU caches agree to the last bit almost always. The
+// explicit _rn intrinsics stop nvcc from fusing into FMAs, which the CPU
+// (x86-64 without -mfma) does not do. Double precision costs little here:
+// it runs once per element of each new query and key, not per score.
+__device__ inline float RotatedElement(const float* x, int i, int rotary_dim,
+                                       const float* inv_freq,
+                                       int64_t position) {
+  if (i >= rotary_dim) return x[i];
+  const int half = rotary_dim / 2;
+  const int f = i < half ? i : i - half;
+  const float angle = __fmul_rn(static_cast<float>(position), inv_freq[f]);
+  double s, c;
+  sincos(static_cast<double>(angle), &s, &c);
+  const double x1 = x[f], x2 = x[f + half];
+  return i < half ? static_cast<float>(
+                        __dadd_rn(__dmul_rn(x1, c), -__dmul_rn(x2, s)))
+                  : static_cast<float>(
+                        __dadd_rn(__dmul_rn(x2, c), __dmul_rn(x1, s)));
+}
+
+// The block writes one token's rotated keys and its values into a cache at
+// `position`. qkv: [3, heads, head_dim], that token's Wqkv output; k, v:
+// the cache's [capacity, heads, head_dim] arrays.
+__device__ inline void WriteTokenKv(const float* qkv, const AttentionShape& s,
+                                    const float* inv_freq, int64_t position,
+                                    float* k, float* v) {
+  const int d = s.heads * s.head_dim;
+  const float* k_in = qkv + d;
+  const float* v_in = qkv + 2 * d;
+  float* k_out = k + position * d;
+  float* v_out = v + position * d;
+  for (int e = threadIdx.x; e < d; e += blockDim.x) {
+    const int h = e / s.head_dim, i = e % s.head_dim;
+    k_out[e] = RotatedElement(k_in + h * s.head_dim, i, s.rotary_dim, inv_freq,
+                              position);
+    v_out[e] = v_in[e];
+  }
+}
+
+__device__ inline int64_t MinI64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+__device__ inline float WarpSum(float x) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
+  }
+  return x;
+}
+
+__device__ inline float WarpMax(float x) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  }
+  return x;
+}
+
+}  // namespace h3::kernels::attention_detail
+
+#endif  // H3_KERNELS_CUDA_ATTENTION_DEVICE_CUH_
