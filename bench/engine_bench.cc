@@ -130,7 +130,7 @@ absl::Status Run(const EngineBenchFlags& flags) {
   options.prefill_chunk = flags.prefill_chunk;
   options.max_sequence_length =
       std::max(flags.prompt_len, flags.decode_context) + flags.decode_steps;
-  const bool graphs_applied = SetDecodeGraphs(options, flags.graphs == "on");
+  options.decode_graphs = flags.graphs == "on";
   const Clock::time_point load_start = Clock::now();
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
                       engine::Model::Load(*file, std::move(backend), options));
@@ -149,8 +149,9 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"engine", backend_name == "cpu" ? "h3serve-cpu" : "h3serve-cuda"},
       {"what", flags.what},
       {"backend", backend_name},
-      {"dtype", flags.dtype},
-      {"graphs", {{"requested", flags.graphs}, {"applied", graphs_applied}}},
+      {"dtype", engine::WeightTypeName(model->backend().weight_type())},
+      {"graphs", {{"requested", flags.graphs}, {"applied", options.decode_graphs &&
+                                    model->backend().SupportsGraphs()}}},
       {"threads", NumThreads()},
       {"model",
        {{"path", flags.model},

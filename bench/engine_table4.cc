@@ -43,18 +43,7 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
   options.weight_type = flags.dtype == "fp16"   ? engine::WeightType::kFloat16
                         : flags.dtype == "bf16" ? engine::WeightType::kBFloat16
                                                 : engine::WeightType::kFloat32;
-#if H3_ENGINE_DEFINES_MAKE_BACKEND
-  return engine::MakeBackend(options);
-#else
-  if (options.device == "cpu" &&
-      options.weight_type == engine::WeightType::kFloat32) {
-    return engine::MakeCpuBackend();
-  }
-  return absl::UnimplementedError(
-      "this h3_engine_bench was configured before engine::MakeBackend had a "
-      "definition, so it offers --device cpu --dtype fp32 only; reconfigure "
-      "(cmake) once MakeBackend is defined (see bench/CMakeLists.txt)");
-#endif
+return engine::MakeBackend(options);
 }
 
 namespace {

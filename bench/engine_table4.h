@@ -45,23 +45,8 @@ void GreedyNext(const loader::ModelConfig& config,
                 const std::vector<float>& logits, std::vector<int32_t>& next);
 
 // The backend --device and --dtype name (engine::MakeBackend).
-// Unimplemented when this binary was built before engine::MakeBackend had a
-// definition (bench/CMakeLists.txt) and anything but cpu/fp32 is asked for.
 absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
     const EngineBenchFlags& flags);
-
-// Sets options.decode_graphs when ModelOptions has that field (it is being
-// added in main) and returns whether it did. Replace the calls with a plain
-// assignment once the field exists everywhere.
-template <typename Options>
-bool SetDecodeGraphs(Options& options, bool on) {
-  if constexpr (requires { options.decode_graphs = on; }) {
-    options.decode_graphs = on;
-    return true;
-  } else {
-    return false;
-  }
-}
 
 // What the numbers were measured on: the CPU's model name, and for a CUDA
 // backend (name "cuda" or "cuda:N") that GPU's name, compute capability and

@@ -14,6 +14,17 @@ const char* WeightTypeName(WeightType type) {
   return "?";
 }
 
+absl::StatusOr<std::optional<WeightType>> ParseWeightType(
+    const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  for (WeightType type :
+       {WeightType::kFloat32, WeightType::kFloat16, WeightType::kBFloat16}) {
+    if (name == WeightTypeName(type)) return type;
+  }
+  return absl::InvalidArgumentError("unknown weight type \"" + name +
+                                    "\"; use auto, fp32, fp16 or bf16");
+}
+
 absl::Status Backend::BeginCapture() {
   return absl::UnimplementedError(name() + " has no graphs");
 }

@@ -35,6 +35,10 @@ class Buffer {
 // parameters are always fp32). The CPU backend stores fp32 only.
 enum class WeightType { kFloat32, kFloat16, kBFloat16 };
 const char* WeightTypeName(WeightType type);  // "fp32", "fp16", "bf16"
+// "fp32", "fp16", "bf16", or "auto" (unset: the backend's default).
+// InvalidArgument for anything else.
+absl::StatusOr<std::optional<WeightType>> ParseWeightType(
+    const std::string& name);
 
 // A weight matrix [rows, cols], row-major, in a backend's memory and in the
 // backend's weight type. Move-only; frees itself.

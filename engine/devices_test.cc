@@ -1,6 +1,9 @@
 #include "engine/devices.h"
 
+#include <algorithm>
+
 #include "base/build_info.h"
+#include "engine/backend.h"
 #include "gtest/gtest.h"
 
 namespace h3::engine {
@@ -39,6 +42,48 @@ TEST(DevicesTest, SelfTestRejectsBadIndex) {
   } else {
     EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
   }
+}
+
+TEST(MakeBackendTest, NamesAndRefusals) {
+  EXPECT_EQ(MakeBackend({"tpu", std::nullopt}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeBackend({"cuda:x", std::nullopt}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeBackend({"cpu", WeightType::kFloat16}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto cpu = MakeBackend({"cpu", std::nullopt});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ((*cpu)->name(), "cpu");
+  EXPECT_EQ((*cpu)->weight_type(), WeightType::kFloat32);
+
+  const CudaInventory inventory = ListCudaDevices();
+  const bool usable_gpu =
+      std::any_of(inventory.devices.begin(), inventory.devices.end(),
+                  [](const DeviceInfo& d) { return d.supported; });
+  auto chosen = MakeBackend({"auto", std::nullopt});
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  if (usable_gpu) {
+    EXPECT_EQ((*chosen)->name(), "cuda:0");
+    EXPECT_EQ((*chosen)->weight_type(), WeightType::kFloat16);
+  } else {
+    EXPECT_EQ((*chosen)->name(), "cpu");
+  }
+  if (inventory.devices.empty()) {
+    // Asking for a GPU where there is none says why.
+    const absl::Status status = MakeBackend({"cuda", std::nullopt}).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(status.message().find("no GPU"), absl::string_view::npos)
+        << status;
+  }
+}
+
+TEST(MakeBackendTest, ParsesWeightTypes) {
+  EXPECT_EQ(*ParseWeightType("auto"), std::nullopt);
+  EXPECT_EQ(*ParseWeightType("fp16"), WeightType::kFloat16);
+  EXPECT_EQ(*ParseWeightType("bf16"), WeightType::kBFloat16);
+  EXPECT_EQ(*ParseWeightType("fp32"), WeightType::kFloat32);
+  EXPECT_EQ(ParseWeightType("int8").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

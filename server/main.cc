@@ -116,12 +116,22 @@ int main(int argc, char** argv) {
                  "Tokens per FFT prefill call (state passing joins chunks)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  std::string dtype = "auto";
+  app.add_option("--device", options.backend.device,
+                 "cpu, cuda, cuda:N, or auto (the first GPU if there is one)")
+      ->capture_default_str();
+  app.add_option("--dtype", dtype,
+                 "Weight matrices on the GPU: fp16, bf16, fp32 (auto: fp16 on "
+                 "a GPU, fp32 on the CPU)")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
+      ->capture_default_str();
   app.add_option("--threads", threads,
                  "CPU threads of the engine (default: $H3_NUM_THREADS, else "
                  "all hardware threads)")
       ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
   options.default_model = !no_model;
+  options.backend.weight_type = *h3::engine::ParseWeightType(dtype);
   if (threads > 0) setenv("H3_NUM_THREADS", std::to_string(threads).c_str(), 1);
 
   if (!InstallStopHandlers()) {

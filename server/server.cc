@@ -25,10 +25,12 @@ absl::Status Server::LoadModel(const ServerOptions& options) {
   if (!file->tokenizer_kind().empty()) {
     H3_ASSIGN_OR_RETURN(tokenizer_, tokenizer::LoadEmbeddedTokenizer(*file));
   }
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
+                      engine::MakeBackend(options.backend));
   H3_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::Model> model,
       engine::Model::Load(
-          *file, engine::MakeCpuBackend(),
+          *file, std::move(backend),
           {.prefill_chunk = options.prefill_chunk,
            .max_sequence_length = options.max_sequence_length}));
   engine::SchedulerOptions scheduler = options.scheduler;

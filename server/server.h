@@ -29,6 +29,7 @@ struct ServerOptions {
   int64_t max_sequence_length = 2048;
   int64_t prefill_chunk = 1024;        // tokens per FFT prefill call
   int64_t max_new_tokens = 512;        // per request
+  engine::BackendOptions backend;      // --device, --dtype
   engine::SchedulerOptions scheduler;  // its observer is set by Start
 };
 

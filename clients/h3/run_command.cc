@@ -35,6 +35,8 @@ struct RunFlags {
   uint64_t seed = 0;
   bool ignore_eos = false;
   int64_t prefill_chunk = 1024;
+  std::string device = "auto";
+  std::string dtype = "auto";
   bool json = false;
   bool logits = false;
 };
@@ -103,10 +105,15 @@ absl::Status Run(const RunFlags& flags) {
   }
   H3_ASSIGN_OR_RETURN(engine::Sampler sampler,
                       engine::Sampler::Create(params, vocab, prompt));
+  engine::BackendOptions backend_options{flags.device};
+  H3_ASSIGN_OR_RETURN(backend_options.weight_type,
+                      engine::ParseWeightType(flags.dtype));
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
+                      engine::MakeBackend(backend_options));
   H3_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::Model> model,
       engine::Model::Load(
-          *file, engine::MakeCpuBackend(),
+          *file, std::move(backend),
           {.prefill_chunk = flags.prefill_chunk,
            .max_sequence_length =
                static_cast<int64_t>(prompt.size()) + flags.max_tokens}));
@@ -222,6 +229,14 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "Seed of the sampler (default: random)");
   cmd->add_flag("--ignore-eos", flags->ignore_eos,
                 "Do not stop at the end-of-text token");
+  cmd->add_option("--device", flags->device,
+                  "cpu, cuda, cuda:N, or auto (the first GPU if there is one)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", flags->dtype,
+                  "Weight matrices on the GPU: fp16, bf16, fp32 (auto: fp16 "
+                  "on a GPU, fp32 on the CPU)")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
+      ->capture_default_str();
   cmd->add_option("--prefill-chunk", flags->prefill_chunk,
                   "Prompt tokens per prefill chunk (state passing)")
       ->capture_default_str()

@@ -1,0 +1,246 @@
+// The whole model on the CUDA backend against the same model on the CPU
+// backend (the specification), and held to the decode path's own
+// invariants: a batch equals each sequence alone, graphs on equal graphs
+// off. Label gpu: skips without a device.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/model.h"
+#include "gtest/gtest.h"
+#include "loader/model_file.h"
+#include "tests/support/gpu_test.h"
+#include "tests/support/normalised_error.h"
+#include "tests/support/random_model.h"
+
+namespace h3::engine {
+namespace {
+
+using h3::testing::NormalisedError;
+
+// A small hybrid model the fused prefill kernel also takes (head_dim 1,
+// d_state 16): 3 layers, attention at 1 with 4 heads of 16 and rotary.
+loader::ModelConfig SmallConfig(int64_t head_dim) {
+  loader::ModelConfig c;
+  c.d_model = 64;
+  c.n_layer = 3;
+  c.attn_layer_idx = {1};
+  c.n_heads = 4;
+  c.head_dim = head_dim;
+  c.d_state = 16;
+  c.d_inner = 256;
+  c.vocab_size = 61;
+  c.padded_vocab_size = 64;
+  c.rotary_dim = 8;
+  return c;
+}
+
+std::vector<int32_t> Tokens(int n, int seed, int64_t vocab) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (int32_t& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+int32_t Argmax(const float* logits, int64_t vocab) {
+  return static_cast<int32_t>(std::max_element(logits, logits + vocab) -
+                              logits);
+}
+
+class CudaEngineTest : public h3::testing::GpuTest {
+ protected:
+  void Open(int64_t head_dim = 1) {
+    config_ = SmallConfig(head_dim);
+    const std::string path = ::testing::TempDir() + "/cuda_engine_p" +
+                             std::to_string(head_dim) + ".h3";
+    ASSERT_TRUE(h3::testing::WriteRandomModel(config_, path).ok());
+    auto file = loader::ModelFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    file_ = *std::move(file);
+  }
+
+  std::unique_ptr<Model> Load(const std::string& device,
+                              std::optional<WeightType> type,
+                              bool graphs = true, int64_t chunk = 48) {
+    auto backend = MakeBackend({device, type});
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    if (!backend.ok()) return nullptr;
+    ModelOptions options;
+    options.prefill_chunk = chunk;
+    options.max_sequence_length = 512;
+    options.decode_graphs = graphs;
+    auto model = Model::Load(*file_, *std::move(backend), options);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return model.ok() ? *std::move(model) : nullptr;
+  }
+
+  // Prefills `prompt`, then decodes `steps` greedy tokens; returns every
+  // step's logits (the prefill's first), concatenated.
+  std::vector<float> Greedy(Model& model, const std::vector<int32_t>& prompt,
+                            int steps, std::vector<int32_t>* tokens) {
+    const int64_t row = config_.padded_vocab_size;
+    std::vector<float> all((steps + 1) * row);
+    auto seq = model.NewSequence();
+    EXPECT_TRUE(seq.ok());
+    EXPECT_TRUE(model.Prefill(**seq, prompt, all.data()).ok());
+    SequenceState* s = seq->get();
+    for (int i = 0; i < steps; ++i) {
+      const int32_t next = Argmax(all.data() + i * row, config_.vocab_size);
+      tokens->push_back(next);
+      const absl::Status status =
+          model.Decode({&s, 1}, {&next, 1}, all.data() + (i + 1) * row);
+      EXPECT_TRUE(status.ok()) << status;
+      if (!status.ok()) break;
+    }
+    return all;
+  }
+
+  loader::ModelConfig config_;
+  std::unique_ptr<loader::ModelFile> file_;
+};
+
+// fp32 weights: the same arithmetic up to summation order (cuBLAS, the cuFFT
+// convolution, the on-chip softmax), so logits agree to ~1e-6 relative per
+// op; 1e-4 leaves room for 64 steps of accumulation through the recurrent
+// state and still fails on any wrong index or missing term.
+TEST_F(CudaEngineTest, Fp32GreedyTokensAndLogitsMatchTheCpuOver64Steps) {
+  for (int64_t head_dim : {1, 2}) {
+    Open(head_dim);
+    auto cpu = Load("cpu", std::nullopt);
+    auto gpu = Load("cuda", WeightType::kFloat32);
+    ASSERT_NE(cpu, nullptr);
+    ASSERT_NE(gpu, nullptr);
+    const std::vector<int32_t> prompt = Tokens(100, 1, config_.vocab_size);
+    std::vector<int32_t> cpu_tokens, gpu_tokens;
+    const std::vector<float> want = Greedy(*cpu, prompt, 64, &cpu_tokens);
+    const std::vector<float> got = Greedy(*gpu, prompt, 64, &gpu_tokens);
+    EXPECT_EQ(gpu_tokens, cpu_tokens) << "head_dim " << head_dim;
+    EXPECT_LT(NormalisedError(got, want), 1e-4) << "head_dim " << head_dim;
+  }
+}
+
+// 16-bit weights: every weight and every product input is rounded to 11
+// (fp16) or 8 (bf16) significant bits, i.e. relative errors of 2^-12 and
+// 2^-9 per element, accumulated in fp32; through 3 layers and the LM head
+// the logits move by a few times that. The fused prefill kernel adds its
+// own fp16 rounding (docs/flashconv.md, ~1e-3).
+TEST_F(CudaEngineTest, SixteenBitWeightsStayCloseToTheCpu) {
+  Open(1);
+  auto cpu = Load("cpu", std::nullopt);
+  ASSERT_NE(cpu, nullptr);
+  const std::vector<int32_t> prompt = Tokens(150, 2, config_.vocab_size);
+  std::vector<int32_t> ignored;
+  const std::vector<float> want = Greedy(*cpu, prompt, 8, &ignored);
+  for (auto [type, bound] : {std::pair{WeightType::kFloat16, 1e-2},
+                             std::pair{WeightType::kBFloat16, 5e-2}}) {
+    auto gpu = Load("cuda", type);
+    ASSERT_NE(gpu, nullptr);
+    std::vector<int32_t> tokens;
+    const std::vector<float> got = Greedy(*gpu, prompt, 8, &tokens);
+    EXPECT_LT(NormalisedError(got, want), bound) << WeightTypeName(type);
+  }
+}
+
+// Five sequences at different positions decoded together, against each
+// decoded alone: rows never mix, though a different batch may choose a
+// different matrix product algorithm (summation order), hence a bound
+// rather than equality.
+TEST_F(CudaEngineTest, ABatchEqualsEachSequenceAlone) {
+  Open(1);
+  for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
+    auto gpu = Load("cuda", type);
+    ASSERT_NE(gpu, nullptr);
+    const int64_t row = config_.padded_vocab_size;
+    constexpr int kBatch = 5, kSteps = 6;
+    std::vector<std::unique_ptr<SequenceState>> together, alone;
+    std::vector<SequenceState*> batch;
+    std::vector<float> logits(kBatch * row);
+    for (int b = 0; b < kBatch; ++b) {
+      const auto prompt = Tokens(3 + 29 * b, 10 + b, config_.vocab_size);
+      for (auto* list : {&together, &alone}) {
+        auto seq = gpu->NewSequence();
+        ASSERT_TRUE(seq.ok());
+        ASSERT_TRUE(gpu->Prefill(**seq, prompt, logits.data()).ok());
+        list->push_back(*std::move(seq));
+      }
+      batch.push_back(together.back().get());
+    }
+    for (int step = 0; step < kSteps; ++step) {
+      const auto next = Tokens(kBatch, 100 + step, config_.vocab_size);
+      std::vector<float> batched(kBatch * row), single(row);
+      ASSERT_TRUE(gpu->Decode(batch, next, batched.data()).ok());
+      for (int b = 0; b < kBatch; ++b) {
+        SequenceState* s = alone[b].get();
+        ASSERT_TRUE(gpu->Decode({&s, 1}, {&next[b], 1}, single.data()).ok());
+        const std::vector<float> mine(batched.begin() + b * row,
+                                      batched.begin() + (b + 1) * row);
+        EXPECT_LT(NormalisedError(mine, single),
+                  type == WeightType::kFloat32 ? 1e-5 : 1e-3)
+            << WeightTypeName(type) << " step " << step << " row " << b;
+      }
+    }
+  }
+}
+
+// The same padded steps replayed from a captured graph or run op by op:
+// the same kernels on the same inputs, so the logits are identical.
+TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
+  Open(1);
+  auto with = Load("cuda", WeightType::kFloat16, /*graphs=*/true);
+  auto without = Load("cuda", WeightType::kFloat16, /*graphs=*/false);
+  ASSERT_NE(with, nullptr);
+  ASSERT_NE(without, nullptr);
+  const int64_t row = config_.padded_vocab_size;
+  // Batch sizes that share and that change buckets, each replayed.
+  for (int batch : {1, 3, 3, 4, 9, 9, 2}) {
+    std::vector<float> a(batch * row), b(batch * row);
+    std::vector<std::unique_ptr<SequenceState>> keep;
+    std::vector<SequenceState*> seqs_a, seqs_b;
+    for (int i = 0; i < batch; ++i) {
+      const auto prompt = Tokens(5 + 7 * i, batch * 10 + i, config_.vocab_size);
+      for (auto [model, seqs] : {std::pair{with.get(), &seqs_a},
+                                 std::pair{without.get(), &seqs_b}}) {
+        auto seq = model->NewSequence();
+        ASSERT_TRUE(seq.ok());
+        ASSERT_TRUE(model->Prefill(**seq, prompt, nullptr).ok());
+        seqs->push_back(seq->get());
+        keep.push_back(*std::move(seq));
+      }
+    }
+    for (int step = 0; step < 3; ++step) {
+      const auto next = Tokens(batch, step, config_.vocab_size);
+      ASSERT_TRUE(with->Decode(seqs_a, next, a.data()).ok());
+      ASSERT_TRUE(without->Decode(seqs_b, next, b.data()).ok());
+      EXPECT_EQ(a, b) << "batch " << batch << " step " << step;
+    }
+  }
+}
+
+// State passing on the GPU: a prompt prefilled in chunks of 48 (three
+// calls) and fed token by token leave the same state.
+TEST_F(CudaEngineTest, PrefillEqualsTokenByTokenDecoding) {
+  Open(1);
+  auto gpu = Load("cuda", WeightType::kFloat32);
+  ASSERT_NE(gpu, nullptr);
+  const auto tokens = Tokens(130, 5, config_.vocab_size);
+  const int64_t row = config_.padded_vocab_size;
+  std::vector<float> prefilled(row), stepped(row);
+  auto a = gpu->NewSequence();
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(gpu->Prefill(**a, tokens, prefilled.data()).ok());
+  auto b = gpu->NewSequence();
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(gpu->Prefill(**b, {tokens.data(), 1}, stepped.data()).ok());
+  SequenceState* s = b->get();
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    ASSERT_TRUE(gpu->Decode({&s, 1}, {&tokens[i], 1}, stepped.data()).ok());
+  }
+  EXPECT_LT(NormalisedError(prefilled, stepped), 1e-4);
+}
+
+}  // namespace
+}  // namespace h3::engine
