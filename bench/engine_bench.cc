@@ -150,8 +150,10 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"what", flags.what},
       {"backend", backend_name},
       {"dtype", engine::WeightTypeName(model->backend().weight_type())},
-      {"graphs", {{"requested", flags.graphs}, {"applied", options.decode_graphs &&
-                                    model->backend().SupportsGraphs()}}},
+      {"graphs",
+       {{"requested", flags.graphs},
+        {"applied",
+         options.decode_graphs && model->backend().SupportsGraphs()}}},
       {"threads", NumThreads()},
       {"model",
        {{"path", flags.model},

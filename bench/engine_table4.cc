@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
   options.weight_type = flags.dtype == "fp16"   ? engine::WeightType::kFloat16
                         : flags.dtype == "bf16" ? engine::WeightType::kBFloat16
                                                 : engine::WeightType::kFloat32;
-return engine::MakeBackend(options);
+  return engine::MakeBackend(options);
 }
 
 namespace {

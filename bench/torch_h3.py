@@ -182,34 +182,33 @@ class Decoder:
         """tokens [B, L] from position 0 -> logits [B, V_pad] of the last
         position; afterwards step() continues from position L."""
         assert self.pos == 0, "prefill starts a fresh decoder"
-        w, d = self.w, self.cfg["d_model"]
-        hidden, residual = w[EMB][tokens], None
-        for i, s in enumerate(self.layers):
-            pre = f"backbone.layers.{i}."
-            residual = hidden if residual is None else hidden + residual
-            u = ref.layer_norm(residual, w, pre + "norm1", d)
-            mixer = self._attention_prefill if i in self.cfg["attn"] else self._h3_prefill
-            hidden = mixer(s, pre + "mixer.", u)
-            residual = hidden + residual
-            hidden = ref.mlp(w, pre, ref.layer_norm(residual, w, pre + "norm2", d))
+        out = self._blocks(tokens, self._attention_prefill, self._h3_prefill)
         self.pos = tokens.shape[1]
-        last = (hidden + residual)[:, -1]
-        return ref.layer_norm(last, w, "backbone.ln_f", d) @ w[EMB].T
+        return self._head(out[:, -1])
 
     def step(self, tokens):
         """tokens [B] -> logits [B, V_pad]."""
+        out = self._blocks(tokens, self._attention, self._h3)
+        self.pos += 1
+        return self._head(out)
+
+    def _blocks(self, tokens, attention, h3):
+        """The layers over embedded `tokens`: hidden + residual at the end."""
         w, d = self.w, self.cfg["d_model"]
         hidden, residual = w[EMB][tokens], None
         for i, s in enumerate(self.layers):
             pre = f"backbone.layers.{i}."
             residual = hidden if residual is None else hidden + residual
             u = ref.layer_norm(residual, w, pre + "norm1", d)
-            mixer = self._attention if i in self.cfg["attn"] else self._h3
+            mixer = attention if i in self.cfg["attn"] else h3
             hidden = mixer(s, pre + "mixer.", u)
             residual = hidden + residual
             hidden = ref.mlp(w, pre, ref.layer_norm(residual, w, pre + "norm2", d))
-        self.pos += 1
-        return ref.layer_norm(hidden + residual, w, "backbone.ln_f", d) @ w[EMB].T
+        return hidden + residual
+
+    def _head(self, x):
+        w, d = self.w, self.cfg["d_model"]
+        return ref.layer_norm(x, w, "backbone.ln_f", d) @ w[EMB].T
 
     def clone(self):
         other = Decoder.__new__(Decoder)

@@ -5,12 +5,11 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/backend.h"
-
-#include "absl/strings/numbers.h"
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 
 #if H3_WITH_CUDA
 #include "engine/cuda/cuda_backend.h"

@@ -73,8 +73,8 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
     }
     H3_ASSIGN_OR_RETURN(loader::WeightView view, file.Weight(*names.begin()));
     const int64_t cols = view.shape.back();
-    H3_ASSIGN_OR_RETURN(*out, backend_->UploadMatrix(host.data(),
-                                                     host.size() / cols, cols));
+    H3_ASSIGN_OR_RETURN(
+        *out, backend_->UploadMatrix(host.data(), host.size() / cols, cols));
     return absl::OkStatus();
   };
   auto upload_stacked = [&](std::initializer_list<std::string> names,
@@ -123,18 +123,17 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
       }
       continue;
     }
-    H3_RETURN_IF_ERROR(upload_matrix({name("mixer.q_proj.weight"),
-                                      name("mixer.k_proj.weight"),
-                                      name("mixer.v_proj.weight")},
-                                     &layer.wqkv_w));
+    H3_RETURN_IF_ERROR(
+        upload_matrix({name("mixer.q_proj.weight"), name("mixer.k_proj.weight"),
+                       name("mixer.v_proj.weight")},
+                      &layer.wqkv_w));
     H3_RETURN_IF_ERROR(
         upload_stacked({name("mixer.q_proj.bias"), name("mixer.k_proj.bias"),
                         name("mixer.v_proj.bias")},
                        &layer.wqkv_b));
     H3_RETURN_IF_ERROR(
         upload_matrix({name("mixer.output_linear.weight")}, &layer.out_w));
-    H3_RETURN_IF_ERROR(
-        upload(name("mixer.output_linear.bias"), &layer.out_b));
+    H3_RETURN_IF_ERROR(upload(name("mixer.output_linear.bias"), &layer.out_b));
     // SSM parameters: discretised once, here, on the host.
     H3_ASSIGN_OR_RETURN(auto shift_B,
                         ReadWeight(file, name("mixer.ssm_k_kernel.kernel.B")));
@@ -242,9 +241,8 @@ absl::Status Model::EnsureScratch(int64_t rows) {
   H3_ASSIGN_OR_RETURN(logits_,
                       backend_->Allocate(rows * config_.padded_vocab_size));
   scratch_rows_ = rows;
-  H3_ASSIGN_OR_RETURN(staging_, backend_->AllocateStaging(
-                                    StagedStatesOffset(h3_layers_ +
-                                                       attention_layers_)));
+  H3_ASSIGN_OR_RETURN(staging_, backend_->AllocateStaging(StagedStatesOffset(
+                                    h3_layers_ + attention_layers_)));
   return absl::OkStatus();
 }
 

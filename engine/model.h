@@ -134,8 +134,7 @@ class Model {
   }
   template <typename T>
   T* StagedOnDevice(int64_t offset) const {
-    return reinterpret_cast<T*>(static_cast<char*>(staging_.device()) +
-                                offset);
+    return reinterpret_cast<T*>(static_cast<char*>(staging_.device()) + offset);
   }
 
   loader::ModelConfig config_;

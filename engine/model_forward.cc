@@ -80,8 +80,8 @@ absl::Status Model::Decode(absl::Span<SequenceState* const> sequences,
     positions[b] = sequence_of(b)->position();
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const int slot =
-        layers_[i].attention ? h3_layers_ + slot_of_layer_[i] : slot_of_layer_[i];
+    const int slot = layers_[i].attention ? h3_layers_ + slot_of_layer_[i]
+                                          : slot_of_layer_[i];
     for (int64_t b = 0; b < bucket; ++b) {
       SequenceState& seq = *sequence_of(b);
       if (layers_[i].attention) {
@@ -116,9 +116,8 @@ absl::Status Model::Decode(absl::Span<SequenceState* const> sequences,
 }
 
 absl::Status Model::DecodeStep(int64_t rows) {
-  H3_RETURN_IF_ERROR(backend_->Upload(staging_, StagedStatesOffset(
-                                                    h3_layers_ +
-                                                    attention_layers_)));
+  H3_RETURN_IF_ERROR(backend_->Upload(
+      staging_, StagedStatesOffset(h3_layers_ + attention_layers_)));
   H3_RETURN_IF_ERROR(
       backend_->Embedding(StagedOnDevice<int32_t>(StagedIdsOffset()), rows,
                           embedding_, hidden_.data()));
@@ -168,10 +167,10 @@ absl::Status Model::H3Mixer(Layer& layer, int layer_index, int64_t rows,
     H3_RETURN_IF_ERROR(layer.h3->Prefill(
         rows, qkv_.data(), inner, H3StateOf(*sequences[0], layer_index)));
   } else {
-    H3_RETURN_IF_ERROR(layer.h3->Step(
-        static_cast<int>(rows), qkv_.data(), inner,
-        StagedOnDevice<kernels::H3State>(
-            StagedStatesOffset(slot_of_layer_[layer_index]))));
+    H3_RETURN_IF_ERROR(
+        layer.h3->Step(static_cast<int>(rows), qkv_.data(), inner,
+                       StagedOnDevice<kernels::H3State>(
+                           StagedStatesOffset(slot_of_layer_[layer_index]))));
   }
   return backend_->Linear(
       {inner, &layer.out_w, layer.out_b.data(), mixed_.data(), rows});

@@ -54,9 +54,9 @@ struct AttentionParams {
 struct AttentionDecodeParams {
   AttentionShape shape;
   int batch = 0;
-  const float* qkv = nullptr;       // [batch, 3, heads, head_dim]
-  const float* inv_freq = nullptr;  // [rotary_dim / 2]; null without rotary
-  const KvCache* caches = nullptr;  // [batch]
+  const float* qkv = nullptr;          // [batch, 3, heads, head_dim]
+  const float* inv_freq = nullptr;     // [rotary_dim / 2]; null without rotary
+  const KvCache* caches = nullptr;     // [batch]
   const int64_t* positions = nullptr;  // [batch]: the new token's position
   float* out = nullptr;                // [batch, heads * head_dim]
 };

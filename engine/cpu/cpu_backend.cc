@@ -1,4 +1,6 @@
 // The CPU backend: every op on the host, in fp32.
+#include "engine/cpu/cpu_backend.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/parallel.h"
 #include "engine/backend.h"
-#include "engine/cpu/cpu_backend.h"
 #include "kernels/bias_gelu.h"
 #include "kernels/cpu/skinny_gemm.h"
 
@@ -16,9 +17,7 @@ namespace h3::engine {
 namespace {
 
 void FreeHost(float* p) { ::operator delete[](p, std::align_val_t(64)); }
-void FreeHostBytes(void* p) {
-  ::operator delete[](p, std::align_val_t(64));
-}
+void FreeHostBytes(void* p) { ::operator delete[](p, std::align_val_t(64)); }
 void FreeNothing(void*) {}
 
 // 64-byte aligned host memory; null when out of memory.
@@ -48,7 +47,8 @@ class CpuBackend final : public Backend {
 
   absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                       int64_t cols) override {
-    if (rows < 0 || cols < 0) return absl::InvalidArgumentError("negative size");
+    if (rows < 0 || cols < 0)
+      return absl::InvalidArgumentError("negative size");
     void* p = AllocateHost(rows * cols * sizeof(float));
     if (p == nullptr) return OutOfMemory(rows * cols * sizeof(float));
     std::memcpy(p, host, rows * cols * sizeof(float));
@@ -139,8 +139,8 @@ class CpuBackend final : public Backend {
     kernels::AttentionCpu(p);
     return absl::OkStatus();
   }
-  absl::Status AttentionDecode(
-      const kernels::AttentionDecodeParams& p, int64_t) override {
+  absl::Status AttentionDecode(const kernels::AttentionDecodeParams& p,
+                               int64_t) override {
     for (int b = 0; b < p.batch; ++b) {
       if (p.positions[b] >= p.caches[b].capacity) {
         return absl::InvalidArgumentError(absl::StrCat(

@@ -50,16 +50,17 @@ class CpuH3Layer final : public H3Layer {
   absl::Status Step(int batch, const float* qkv, float* out,
                     const kernels::H3State* states) override {
     const int64_t d = shape_.d_model;
-    kernels::H3StepCpu({Weights(), batch, qkv, qkv + d, qkv + 2 * d, out,
-                        states, 3 * d});
+    kernels::H3StepCpu(
+        {Weights(), batch, qkv, qkv + d, qkv + 2 * d, out, states, 3 * d});
     return absl::OkStatus();
   }
 
  private:
   kernels::H3Weights Weights() const {
-    return {shape_,      shift_kernel_.data(), shift_B_.data(),
-            shift_C_.data(), shift_D_.data(),  dA_.data(),
-            dB_.data(),  C_.data(),           D_.data()};
+    return {
+        shape_,          shift_kernel_.data(), shift_B_.data(), shift_C_.data(),
+        shift_D_.data(), dA_.data(),           dB_.data(),      C_.data(),
+        D_.data()};
   }
 
   const float* Spectrum(int nfft) {

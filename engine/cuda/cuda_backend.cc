@@ -108,7 +108,8 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                       int64_t cols) override {
-    if (rows < 0 || cols < 0) return absl::InvalidArgumentError("negative size");
+    if (rows < 0 || cols < 0)
+      return absl::InvalidArgumentError("negative size");
     const int64_t n = rows * cols;
     const loader::DType to = DTypeOf(type_);
     std::vector<uint8_t> converted(n * loader::DTypeSize(to));

@@ -67,8 +67,8 @@ class CudaH3Layer final : public H3Layer {
  private:
   // The cuFFT path with token-major strided inputs; its output layout is the
   // inputs' (row stride 3d), so it lands in scratch and is compacted.
-  absl::Status RunCufft(kernels::H3PrefillCudaParams& p, int64_t length,
-                        int d, float* out) {
+  absl::Status RunCufft(kernels::H3PrefillCudaParams& p, int64_t length, int d,
+                        float* out) {
     H3_RETURN_IF_ERROR(Reserve(3 * length * d));
     p.out = channel_major_;
     H3_CUDA_RETURN_IF_ERROR(prefill_->Run(p, stream_));
@@ -86,9 +86,8 @@ class CudaH3Layer final : public H3Layer {
     cudaFree(channel_major_);
     channel_major_ = nullptr;
     capacity_ = 0;
-    H3_CUDA_RETURN_IF_ERROR(
-        cudaMalloc(reinterpret_cast<void**>(&channel_major_),
-                   floats * sizeof(float)));
+    H3_CUDA_RETURN_IF_ERROR(cudaMalloc(
+        reinterpret_cast<void**>(&channel_major_), floats * sizeof(float)));
     capacity_ = floats;
     return absl::OkStatus();
   }
@@ -106,8 +105,9 @@ absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
   kernels::H3PrefillCuda::Options options;
   // The fused kernel rounds its operands to fp16 (docs/flashconv.md): exact
   // fp32 serving takes the cuFFT path.
-  options.prefer = type == WeightType::kFloat32 ? kernels::H3PrefillPath::kCufft
-                                                : kernels::H3PrefillPath::kFused;
+  options.prefer = type == WeightType::kFloat32
+                       ? kernels::H3PrefillPath::kCufft
+                       : kernels::H3PrefillPath::kFused;
   std::unique_ptr<kernels::H3PrefillCuda> prefill;
   H3_CUDA_RETURN_IF_ERROR(
       kernels::H3PrefillCuda::Create(weights, options, &prefill));

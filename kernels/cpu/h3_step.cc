@@ -17,8 +17,9 @@ void StepHead(const H3StepParams& p, int b, int h, std::vector<float>& kbar,
   const H3Shape& shape = p.w.shape;
   const int d = shape.d_model, pd = shape.head_dim, heads = shape.heads();
   const int n_state = shape.d_state, modes = shape.modes();
-  const size_t row = static_cast<size_t>(b) *
-                     static_cast<size_t>(p.input_stride > 0 ? p.input_stride : d);
+  const size_t row =
+      static_cast<size_t>(b) *
+      static_cast<size_t>(p.input_stride > 0 ? p.input_stride : d);
   const float* q = p.q + row;
   const float* k = p.k + row;
   const float* v = p.v + row;

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/bias_add.h"
+#include "kernels/cuda/grid.h"
 
 namespace h3::kernels {
 namespace {
@@ -26,16 +27,10 @@ cudaError_t AddBiasCuda(const float* bias, int64_t rows, int64_t cols, float* y,
                         cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return cudaSuccess;
-  int device = 0;
-  int sms = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  }
+  int blocks = 0;
+  const cudaError_t err =
+      GridStrideBlocks(n, kThreads, kMaxBlocksPerSm, &blocks);
   if (err != cudaSuccess) return err;
-  const int64_t wanted = (n + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(
-      std::min<int64_t>(wanted, static_cast<int64_t>(sms) * kMaxBlocksPerSm));
   AddBiasKernel<<<blocks, kThreads, 0, stream>>>(bias, rows, cols, y);
   return cudaGetLastError();
 }

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/bias_gelu.h"
+#include "kernels/cuda/grid.h"
 
 namespace h3::kernels {
 namespace {
@@ -28,16 +29,10 @@ __global__ void BiasGeluKernel(BiasGeluParams p) {
 cudaError_t BiasGeluCuda(const BiasGeluParams& p, cudaStream_t stream) {
   const int64_t n = p.rows * p.cols;
   if (n == 0) return cudaSuccess;
-  int device = 0;
-  int sms = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  }
+  int blocks = 0;
+  const cudaError_t err =
+      GridStrideBlocks(n, kThreads, kMaxBlocksPerSm, &blocks);
   if (err != cudaSuccess) return err;
-  const int64_t wanted = (n + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(
-      std::min<int64_t>(wanted, static_cast<int64_t>(sms) * kMaxBlocksPerSm));
   BiasGeluKernel<<<blocks, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }

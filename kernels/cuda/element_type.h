@@ -9,6 +9,18 @@ namespace h3::kernels {
 // SSM states and parameters are always fp32.
 enum class ElementType { kFloat32, kFloat16, kBFloat16 };
 
+inline const char* ElementTypeName(ElementType type) {
+  switch (type) {
+    case ElementType::kFloat16:
+      return "fp16";
+    case ElementType::kBFloat16:
+      return "bf16";
+    case ElementType::kFloat32:
+      break;
+  }
+  return "fp32";
+}
+
 inline int64_t ElementSize(ElementType type) {
   return type == ElementType::kFloat32 ? 4 : 2;
 }

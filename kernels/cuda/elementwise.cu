@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/grid.h"
 
 namespace h3::kernels {
 namespace {
@@ -21,17 +22,7 @@ constexpr int kThreads = 256;
 constexpr int kMaxBlocksPerSm = 32;
 
 cudaError_t GridFor(int64_t n, int* blocks) {
-  int device = 0;
-  int sms = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  }
-  if (err != cudaSuccess) return err;
-  const int64_t wanted = (n + kThreads - 1) / kThreads;
-  *blocks = static_cast<int>(
-      std::min<int64_t>(wanted, static_cast<int64_t>(sms) * kMaxBlocksPerSm));
-  return cudaSuccess;
+  return GridStrideBlocks(n, kThreads, kMaxBlocksPerSm, blocks);
 }
 
 __device__ int64_t GlobalThread() {

@@ -31,15 +31,7 @@ using h3::testing::RandomNormal;
 #define ASSERT_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess)
 
 std::string TypeName(const ::testing::TestParamInfo<ElementType>& info) {
-  switch (info.param) {
-    case ElementType::kFloat16:
-      return "fp16";
-    case ElementType::kBFloat16:
-      return "bf16";
-    case ElementType::kFloat32:
-      break;
-  }
-  return "fp32";
+  return ElementTypeName(info.param);
 }
 
 template <typename T>

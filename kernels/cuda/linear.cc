@@ -17,11 +17,19 @@
 
 #include "kernels/cuda/bias_add.h"
 #include "kernels/cuda/bias_gelu.h"
+#include "kernels/cuda/cublaslt_api.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise.h"
 
 namespace h3::kernels {
 namespace {
+
+// cuBLASLt's entry points; LinearCuda::Create has loaded them before any
+// other function here runs.
+const CublasLtApi& Lt() {
+  std::string ignored;
+  return *LoadCublasLt(&ignored);
+}
 
 // cuBLASLt's split-K and stream-K algorithms want scratch; 32 MiB is what
 // the cuBLAS docs recommend for Hopper (and more than Ampere needs).
@@ -36,8 +44,8 @@ constexpr uint32_t kMaxAlignment = 256;
 
 std::string LtError(cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return "";
-  return std::string(call) + " failed: " + cublasLtGetStatusName(status) +
-         " (" + cublasLtGetStatusString(status) + ")";
+  return std::string(call) + " failed: " + Lt().cublasLtGetStatusName(status) +
+         " (" + Lt().cublasLtGetStatusString(status) + ")";
 }
 
 std::string CudaError(cudaError_t err, const char* what) {
@@ -47,10 +55,10 @@ std::string CudaError(cudaError_t err, const char* what) {
 }
 
 // Calls the cuBLASLt function `fn` and returns its error, named, if any.
-#define H3_LT_CALL(fn, ...)                                \
-  do {                                                     \
-    std::string lt_error_ = LtError(fn(__VA_ARGS__), #fn); \
-    if (!lt_error_.empty()) return lt_error_;              \
+#define H3_LT_CALL(fn, ...)                                     \
+  do {                                                          \
+    std::string lt_error_ = LtError(Lt().fn(__VA_ARGS__), #fn); \
+    if (!lt_error_.empty()) return lt_error_;                   \
   } while (false)
 
 #define H3_RETURN_IF_NOT_EMPTY(expr)    \
@@ -116,10 +124,10 @@ struct Plan {
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
   ~Plan() {
-    if (y_layout != nullptr) cublasLtMatrixLayoutDestroy(y_layout);
-    if (x_layout != nullptr) cublasLtMatrixLayoutDestroy(x_layout);
-    if (w_layout != nullptr) cublasLtMatrixLayoutDestroy(w_layout);
-    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+    if (y_layout != nullptr) Lt().cublasLtMatrixLayoutDestroy(y_layout);
+    if (x_layout != nullptr) Lt().cublasLtMatrixLayoutDestroy(x_layout);
+    if (w_layout != nullptr) Lt().cublasLtMatrixLayoutDestroy(w_layout);
+    if (desc != nullptr) Lt().cublasLtMatmulDescDestroy(desc);
   }
 };
 
@@ -135,8 +143,8 @@ struct LinearCuda::State {
 
   ~State() {
     plans.clear();
-    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
-    if (handle != nullptr) cublasLtDestroy(handle);
+    if (preference != nullptr) Lt().cublasLtMatmulPreferenceDestroy(preference);
+    if (handle != nullptr) Lt().cublasLtDestroy(handle);
   }
 
   std::string BuildPlan(const PlanKey& key, const float* bias, Plan* plan);
@@ -187,7 +195,7 @@ std::string LinearCuda::State::BuildPlan(const PlanKey& key, const float* bias,
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+  const cublasStatus_t status = Lt().cublasLtMatmulAlgoGetHeuristic(
       handle, plan->desc, plan->w_layout, plan->x_layout, plan->y_layout,
       plan->y_layout, preference, 1, &result, &found);
   // NOT_SUPPORTED: no algorithm for this configuration, which the caller
@@ -222,6 +230,8 @@ std::string LinearCuda::Create(const Options& options,
   if (options.max_rows_times_k < 0) {
     return "LinearCuda: Options::max_rows_times_k must not be negative";
   }
+  std::string load_error;
+  if (LoadCublasLt(&load_error) == nullptr) return load_error;
   auto state = std::make_unique<State>();
   state->options = options;
   H3_LT_CALL(cublasLtCreate, &state->handle);

@@ -50,17 +50,7 @@ struct Case {
   bool bias, gelu, fused;
 };
 
-std::string TypeName(ElementType type) {
-  switch (type) {
-    case ElementType::kFloat16:
-      return "fp16";
-    case ElementType::kBFloat16:
-      return "bf16";
-    case ElementType::kFloat32:
-      break;
-  }
-  return "fp32";
-}
+std::string TypeName(ElementType type) { return ElementTypeName(type); }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
