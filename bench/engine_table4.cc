@@ -40,9 +40,8 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
     const EngineBenchFlags& flags) {
   engine::BackendOptions options;
   options.device = flags.device;
-  options.weight_type = flags.dtype == "fp16"   ? engine::WeightType::kFloat16
-                        : flags.dtype == "bf16" ? engine::WeightType::kBFloat16
-                                                : engine::WeightType::kFloat32;
+  H3_ASSIGN_OR_RETURN(options.weight_type,
+                      engine::ParseWeightType(flags.dtype));
   return engine::MakeBackend(options);
 }
 

@@ -63,14 +63,20 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
     H3_ASSIGN_OR_RETURN(std::vector<float> host, ReadWeight(file, name));
     return upload_host(host, out);
   };
-  // Matrices: one or several weights [rows_i, cols] stacked by rows.
-  auto upload_matrix = [&](std::initializer_list<std::string> names,
-                           Matrix* out) -> absl::Status {
+  // Several weights' values back to back (q, k, v stacked by rows).
+  auto read_stacked = [&](std::initializer_list<std::string> names)
+      -> absl::StatusOr<std::vector<float>> {
     std::vector<float> host;
     for (const std::string& name : names) {
       H3_ASSIGN_OR_RETURN(std::vector<float> part, ReadWeight(file, name));
       host.insert(host.end(), part.begin(), part.end());
     }
+    return host;
+  };
+  // Matrices: one or several weights [rows_i, cols] stacked by rows.
+  auto upload_matrix = [&](std::initializer_list<std::string> names,
+                           Matrix* out) -> absl::Status {
+    H3_ASSIGN_OR_RETURN(std::vector<float> host, read_stacked(names));
     H3_ASSIGN_OR_RETURN(loader::WeightView view, file.Weight(*names.begin()));
     const int64_t cols = view.shape.back();
     H3_ASSIGN_OR_RETURN(
@@ -79,11 +85,7 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
   };
   auto upload_stacked = [&](std::initializer_list<std::string> names,
                             Buffer* out) -> absl::Status {
-    std::vector<float> host;
-    for (const std::string& name : names) {
-      H3_ASSIGN_OR_RETURN(std::vector<float> part, ReadWeight(file, name));
-      host.insert(host.end(), part.begin(), part.end());
-    }
+    H3_ASSIGN_OR_RETURN(std::vector<float> host, read_stacked(names));
     return upload_host(host, out);
   };
 
@@ -241,8 +243,7 @@ absl::Status Model::EnsureScratch(int64_t rows) {
   H3_ASSIGN_OR_RETURN(logits_,
                       backend_->Allocate(rows * config_.padded_vocab_size));
   scratch_rows_ = rows;
-  H3_ASSIGN_OR_RETURN(staging_, backend_->AllocateStaging(StagedStatesOffset(
-                                    h3_layers_ + attention_layers_)));
+  H3_ASSIGN_OR_RETURN(staging_, backend_->AllocateStaging(StagedBytes()));
   return absl::OkStatus();
 }
 

@@ -128,6 +128,10 @@ class Model {
   int64_t StagedIdsOffset() const { return 0; }
   int64_t StagedPositionsOffset() const;
   int64_t StagedStatesOffset(int layer_index) const;
+  // The staging area's size: everything above.
+  int64_t StagedBytes() const {
+    return StagedStatesOffset(h3_layers_ + attention_layers_);
+  }
   template <typename T>
   T* Staged(int64_t offset) const {
     return reinterpret_cast<T*>(static_cast<char*>(staging_.host()) + offset);

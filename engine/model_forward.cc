@@ -116,8 +116,7 @@ absl::Status Model::Decode(absl::Span<SequenceState* const> sequences,
 }
 
 absl::Status Model::DecodeStep(int64_t rows) {
-  H3_RETURN_IF_ERROR(backend_->Upload(
-      staging_, StagedStatesOffset(h3_layers_ + attention_layers_)));
+  H3_RETURN_IF_ERROR(backend_->Upload(staging_, StagedBytes()));
   H3_RETURN_IF_ERROR(
       backend_->Embedding(StagedOnDevice<int32_t>(StagedIdsOffset()), rows,
                           embedding_, hidden_.data()));
