@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/build_info.h"
+#include "server/thread_stack.h"
 
 namespace h3::server {
 namespace {
@@ -118,6 +119,16 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& host,
   std::unique_ptr<Metrics> metrics(new Metrics());
   if (port < 0) return metrics;
   const std::string address = absl::StrCat(host, ":", port);
+  // civetweb's 100 KiB worker stacks lose the static TLS (thread_stack.h);
+  // refuse rather than let a scrape overflow one.
+  constexpr std::size_t kTlsCivetwebTolerates = 16 * 1024;
+  if (!ThreadStacksCoverTls() && StaticTlsBytes() > kTlsCivetwebTolerates) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot serve metrics: this binary's libraries hold ", StaticTlsBytes(),
+        " bytes of static TLS and it was linked without ",
+        "server/thread_stack.cc's pthread_attr_setstacksize, so civetweb's ",
+        "workers would overflow their stacks"));
+  }
   try {  // prometheus-cpp (civetweb) reports a failed bind by throwing
     metrics->exposer_ = std::make_unique<prometheus::Exposer>(address);
   } catch (const std::exception& e) {
