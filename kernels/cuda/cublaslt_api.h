@@ -6,7 +6,9 @@
 // linked library's TLS out of every thread's stack; civetweb (the metrics
 // endpoint) starts its threads with small fixed stacks, and their creation
 // fails in any process that links cuBLASLt. A dlopen-ed library's TLS is
-// allocated on demand, so h3serve's threads are unaffected.
+// allocated on demand, so h3serve's threads are unaffected. (h3serve also
+// gives every thread its static TLS back, server/thread_stack.h; the 94 KiB
+// of cuBLASLt's would still cost every thread in every process that much.)
 
 #include <cublasLt.h>
 
