@@ -7,11 +7,14 @@
 // sampling.h) takes the same Params and, for the same logits, chooses the
 // same ids (up to fp32 rounding at a filter's boundary).
 //
-// For each row b, over the candidates [0, vocab_size):
-//   1. penalties: if repetition_penalty != 1, every token in the prompt or
-//      generated before has a positive logit divided by it and a negative
-//      one multiplied by it; then l -= presence_penalty * (count > 0) +
-//      frequency_penalty * count (count: times generated).
+// For each row b, over the candidates [0, vocab_size), with h the row's
+// TokenHistory (counts and flags 0 without one):
+//   1. penalties: if repetition_penalty != 1, every token flagged
+//      kTokenInPrompt or generated before (h.counts > 0) has a positive
+//      logit divided by it and a negative one multiplied by it; then
+//      l -= presence_penalty * (count > 0) + frequency_penalty * count
+//      (count: times generated). Tokens flagged kTokenBanned are not
+//      candidates at all: never kept by a filter, never chosen.
 //   2. temperature 0: the id of the largest value (ties: the lowest id).
 //      Otherwise l /= temperature and:
 //   3. top_k > 0 keeps the k largest (ties at the boundary: lower ids).
@@ -24,13 +27,17 @@
 //      (kernels/philox.h); walking the kept
 //      tokens in id order, the first whose running sum of p exceeds
 //      u * (sum of kept p); the last kept token if rounding leaves none.
+//   7. h.counts[id] += 1 (with a history): the sampler keeps the counts of step
+//   1, so that a
+//      decode step, sampling included, can be replayed as one graph.
 // logprobs[b] (if not null) = log softmax of the unmodified logits at the
 // chosen id.
-// REQUIRES: no NaN, and a finite largest processed logit. Parameters outside
-// the ranges ValidateSamplingParams (engine/sampler.h) allows still give an
-// id in [0, vocab_size): temperature <= 0 is greedy, top_k outside
-// (0, vocab_size) and top_p >= 1 keep all; if min_p > 1 leaves no token, the
-// largest processed logit's.
+// REQUIRES: no NaN, a finite largest processed logit, and at least one
+// token of each row not banned. Parameters outside the ranges
+// ValidateSamplingParams (engine/sampler.h) allows still give an id in
+// [0, vocab_size): temperature <= 0 is greedy, top_k outside (0, vocab_size)
+// and top_p >= 1 keep all; if min_p > 1 leaves no token, the largest
+// processed logit's.
 
 #include <cstdint>
 
@@ -48,16 +55,25 @@ struct SamplingRow {
   uint64_t step = 0;  // the draw's counter: one per sampled token
 };
 
+// Bits of TokenHistory::flags.
+inline constexpr uint8_t kTokenInPrompt = 1;  // the repetition penalty's
+inline constexpr uint8_t kTokenBanned = 2;    // e.g. end of text, too early
+
+// One sequence's tokens so far, in the sampler's memory.
+struct TokenHistory {
+  int32_t* counts = nullptr;  // [vocab_size] times each token was generated
+  uint8_t* flags = nullptr;   // [vocab_size] kTokenInPrompt | kTokenBanned
+};
+
 struct SampleParams {
   int batch = 0;
   int32_t vocab_size = 0;  // candidates [0, vocab_size)
   int64_t row_stride = 0;  // elements between rows of logits (padded vocab)
   const float* logits = nullptr;      // [batch, row_stride]
   const SamplingRow* rows = nullptr;  // [batch]
-  // [batch, vocab_size] times each token was generated; null: no penalties.
-  const int32_t* counts = nullptr;
-  // [batch, vocab_size] 1 for the prompt's tokens; null: none.
-  const uint8_t* in_prompt = nullptr;
+  // [batch] each row's history; rows must not share one. Null, or a row's
+  // null counts and flags: no penalties, no banned tokens, nothing counted.
+  const TokenHistory* histories = nullptr;
   int32_t* ids = nullptr;     // [batch] out
   float* logprobs = nullptr;  // [batch] out, or null
 };

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <vector>
 
 #include "kernels/philox.h"
@@ -14,33 +13,44 @@
 namespace h3::kernels {
 namespace {
 
-// The first largest value: the lowest id among equals.
-int32_t ArgMax(const std::vector<float>& x) {
-  return static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
+// The first largest value of a candidate: the lowest id among equals.
+int32_t ArgMax(const std::vector<float>& x,
+               const std::vector<uint8_t>& candidate) {
+  int32_t best = -1;
+  for (int32_t v = 0; v < static_cast<int32_t>(x.size()); ++v) {
+    if (candidate[v] && (best < 0 || x[v] > x[best])) best = v;
+  }
+  return best;
 }
 
 // Steps 3-6 for one row. x: the penalised logits, divided by the
-// temperature here. kept, w, order: scratch.
+// temperature here; candidate: 0 for banned tokens. kept, w, order: scratch.
 int32_t Draw(const SamplingRow& row, std::vector<float>& x,
-             std::vector<uint8_t>& kept, std::vector<float>& w,
-             std::vector<int32_t>& order) {
+             const std::vector<uint8_t>& candidate, std::vector<uint8_t>& kept,
+             std::vector<float>& w, std::vector<int32_t>& order) {
   const int32_t vocab = static_cast<int32_t>(x.size());
   for (float& v : x) v /= row.temperature;
-  const float max_x = x[ArgMax(x)];
+  const int32_t argmax = ArgMax(x, candidate);
+  const float max_x = x[argmax];
   w.resize(vocab);
   for (int32_t v = 0; v < vocab; ++v) w[v] = TokenWeight(x[v], max_x);
 
-  kept.assign(vocab, 1);
-  const bool top_k = row.top_k > 0 && row.top_k < vocab;
+  kept = candidate;
+  const int32_t candidates = static_cast<int32_t>(
+      std::count(candidate.begin(), candidate.end(), uint8_t{1}));
+  const bool top_k = row.top_k > 0 && row.top_k < candidates;
   const bool top_p = row.top_p < 1.0f;
   if (top_k || top_p) {
-    // Most likely first; equal values by id, so the boundary is one token.
-    order.resize(vocab);
-    std::iota(order.begin(), order.end(), 0);
+    // Candidates, most likely first; equal values by id, so the boundary
+    // is one token.
+    order.clear();
+    for (int32_t v = 0; v < vocab; ++v) {
+      if (candidate[v]) order.push_back(v);
+    }
     std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
       return x[a] > x[b] || (x[a] == x[b] && a < b);
     });
-    int32_t n = top_k ? row.top_k : vocab;
+    int32_t n = top_k ? row.top_k : candidates;
     if (top_p) {
       double total = 0;
       for (int32_t i = 0; i < n; ++i) total += w[order[i]];
@@ -76,7 +86,7 @@ int32_t Draw(const SamplingRow& row, std::vector<float>& x,
     running += w[v];
     if (running > target) return v;
   }
-  return last >= 0 ? last : ArgMax(x);
+  return last >= 0 ? last : argmax;
 }
 
 double LogSumExp(const float* x, int32_t n) {
@@ -91,21 +101,25 @@ double LogSumExp(const float* x, int32_t n) {
 void SampleCpu(const SampleParams& p) {
   const int32_t vocab = p.vocab_size;
   std::vector<float> x(vocab), w;
-  std::vector<uint8_t> kept;
+  std::vector<uint8_t> candidate(vocab), kept;
   std::vector<int32_t> order;
   for (int b = 0; b < p.batch; ++b) {
     const float* logits = p.logits + b * p.row_stride;
     const SamplingRow& row = p.rows[b];
-    const int64_t base = int64_t{b} * vocab;
+    const TokenHistory h =
+        p.histories != nullptr ? p.histories[b] : TokenHistory{};
     for (int32_t v = 0; v < vocab; ++v) {
-      const int32_t count = p.counts != nullptr ? p.counts[base + v] : 0;
-      const bool in_prompt =
-          p.in_prompt != nullptr && p.in_prompt[base + v] != 0;
-      x[v] = PenalizedLogit(logits[v], count, in_prompt, row);
+      const int32_t count = h.counts != nullptr ? h.counts[v] : 0;
+      const uint8_t flags = h.flags != nullptr ? h.flags[v] : 0;
+      x[v] =
+          PenalizedLogit(logits[v], count, (flags & kTokenInPrompt) != 0, row);
+      candidate[v] = (flags & kTokenBanned) == 0;
     }
-    const int32_t id =
-        row.temperature > 0 ? Draw(row, x, kept, w, order) : ArgMax(x);
+    const int32_t id = row.temperature > 0
+                           ? Draw(row, x, candidate, kept, w, order)
+                           : ArgMax(x, candidate);
     p.ids[b] = id;
+    if (h.counts != nullptr) ++h.counts[id];
     if (p.logprobs != nullptr) {
       p.logprobs[b] =
           static_cast<float>(double{logits[id]} - LogSumExp(logits, vocab));
