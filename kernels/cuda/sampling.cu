@@ -6,7 +6,8 @@
 // over the keys, a 4-bit digit per pass, counting tokens (top_k) or summing
 // their fixed-point mass (top_p); the draw is a block-wide prefix sum of the
 // kept mass in id order. Masses are integers, so every sum is exact and the
-// result does not depend on the order of the additions.
+// result does not depend on the order of the additions. Banned tokens get
+// key 0, below every candidate's, and every threshold is at least 1.
 #include <cstdint>
 
 #include "kernels/cuda/block_reduce.cuh"
@@ -35,6 +36,12 @@ constexpr float kMassScale = 0x1p39f;
 // The draw scans the row in tiles of kThreads * kPerThread consecutive ids:
 // 16 per thread costs vocab / 8192 block-wide scans.
 constexpr int kPerThread = 16;
+// A banned token's processed logit in the workspace: no candidate's is NaN
+// (kernels/sampling.h REQUIRES), so every pass tells banned tokens apart by
+// x alone, without reading the flags again.
+constexpr float kBannedLogit = __builtin_nanf("");
+// The least threshold: every candidate, no banned token.
+constexpr uint64_t kEveryCandidate = 1;
 
 struct Shared {
   uint64_t bins_by_warp[kWarps][kBins];
@@ -55,11 +62,14 @@ struct Row {
 };
 
 __device__ uint64_t Plus(uint64_t a, uint64_t b) { return a + b; }
+__device__ int32_t Plus32(int32_t a, int32_t b) { return a + b; }
 __device__ uint64_t MaxU64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 // Larger for a larger x, or an equal x and a lower id; distinct for
-// distinct ids.
+// distinct candidates. 0 for a banned token (x NaN): a candidate's key is
+// at least -inf's, 0x7fffff << id_bits.
 __device__ uint64_t OrderKey(float x, int32_t id, const Row& r) {
+  if (isnan(x)) return 0;
   if (x == 0.0f) x = 0.0f;  // -0 == +0: the tie goes to the lower id
   const uint32_t bits = __float_as_uint(x);
   const uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
@@ -103,7 +113,8 @@ __device__ uint64_t SelectThreshold(const Row& r, uint64_t target, Shared& sh) {
     uint64_t bins[kBins] = {};
     for (int32_t v = threadIdx.x; v < r.vocab; v += kThreads) {
       const uint64_t key = OrderKey(r.x[v], v, r);
-      if ((key >> (shift + kDigitBits)) != prefix) continue;
+      // Banned tokens weigh nothing, so the threshold is a candidate's key.
+      if (key == 0 || (key >> (shift + kDigitBits)) != prefix) continue;
       const uint32_t digit = (key >> shift) & (kBins - 1);
       const uint64_t weight = kByMass ? Mass(r.w[v]) : 1;
 #pragma unroll
@@ -209,14 +220,23 @@ __global__ void __launch_bounds__(kThreads)
   float* w = w_all + base;
   const Row r{x, w, vocab, id_bits};
   const bool greedy = !(row.temperature > 0);
+  const TokenHistory h =
+      p.histories != nullptr ? p.histories[b] : TokenHistory{};
 
-  // Steps 1-2: processed logits, and the largest (the greedy choice).
+  // Steps 1-2: processed logits, and the largest candidate (the greedy
+  // choice; the last id if every token is banned).
   uint64_t best = 0;
+  int32_t banned = 0;
   for (int32_t v = threadIdx.x; v < vocab; v += kThreads) {
-    const int32_t count = p.counts != nullptr ? p.counts[base + v] : 0;
-    const bool in_prompt = p.in_prompt != nullptr && p.in_prompt[base + v];
-    float xv = PenalizedLogit(logits[v], count, in_prompt, row);
+    const int32_t count = h.counts != nullptr ? h.counts[v] : 0;
+    const uint8_t flags = h.flags != nullptr ? h.flags[v] : 0;
+    float xv =
+        PenalizedLogit(logits[v], count, (flags & kTokenInPrompt) != 0, row);
     if (!greedy) xv /= row.temperature;
+    if (flags & kTokenBanned) {
+      xv = kBannedLogit;
+      ++banned;
+    }
     x[v] = xv;
     best = MaxU64(best, OrderKey(xv, v, r));
   }
@@ -231,9 +251,13 @@ __global__ void __launch_bounds__(kThreads)
       w[v] = TokenWeight(x[v], max_x);
     }
     __syncthreads();
-    uint64_t threshold = 0;  // every token
+    uint64_t threshold = kEveryCandidate;
     if (row.top_k > 0 && row.top_k < vocab) {
-      threshold = SelectThreshold<false>(r, row.top_k, sh);
+      // top_k applies only when it leaves out some candidate.
+      const int32_t candidates = vocab - BlockAllReduce(banned, Plus32, sh.i32);
+      if (row.top_k < candidates) {
+        threshold = SelectThreshold<false>(r, row.top_k, sh);
+      }
     }
     if (row.top_p < 1.0f) {
       uint64_t mine = 0;
@@ -259,6 +283,8 @@ __global__ void __launch_bounds__(kThreads)
   if (p.logprobs != nullptr) log_z = LogSumExp(logits, vocab, sh);
   if (threadIdx.x == 0) {
     p.ids[b] = id;
+    // Step 7. Every thread read the counts before the first block reduction.
+    if (h.counts != nullptr) ++h.counts[id];
     if (p.logprobs != nullptr) {
       p.logprobs[b] = static_cast<float>(double{logits[id]} - log_z);
     }

@@ -12,12 +12,14 @@
 
 namespace h3::kernels {
 
-// The scratch SampleCuda needs for `batch` rows of `vocab_size` candidates
-// (the processed logits and their weights: 8 bytes a candidate).
+// The scratch SampleCuda needs for `batch` rows of `vocab_size` tokens (the
+// processed logits and their weights: 8 bytes a token).
 size_t SampleWorkspaceBytes(int batch, int32_t vocab_size);
 
 // Same Params as SampleCpu; every pointer in device memory (including the
-// `rows` array). Enqueues on `stream`; allocates nothing (graph-capturable).
+// `rows` and `histories` arrays and the counts and flags these point to).
+// Enqueues on `stream`; allocates nothing (graph-capturable). Like
+// SampleCpu, adds each chosen id to its row's counts (step 7).
 // The same ids as SampleCpu except where float rounding moves a top_p or draw
 // boundary (weights under 2^-39 of the most likely token's never win the
 // draw); greedy rows always the same; the same ids from run to run.
