@@ -54,19 +54,21 @@ struct Sampled {
   float logprob;
 };
 
-// One row; empty counts / in_prompt: none.
+// One row; empty counts / flags: none (no history when both are). The
+// counts are a copy: the sampler's increment stays here.
 Sampled SampleOne(const std::vector<float>& logits, const SamplingRow& row,
-                  const std::vector<int32_t>& counts = {},
-                  const std::vector<uint8_t>& in_prompt = {}) {
+                  std::vector<int32_t> counts = {},
+                  std::vector<uint8_t> flags = {}) {
   Sampled out{-1, 0.0f};
+  const TokenHistory history{counts.empty() ? nullptr : counts.data(),
+                             flags.empty() ? nullptr : flags.data()};
   SampleParams p;
   p.batch = 1;
   p.vocab_size = static_cast<int32_t>(logits.size());
   p.row_stride = p.vocab_size;
   p.logits = logits.data();
   p.rows = &row;
-  p.counts = counts.empty() ? nullptr : counts.data();
-  p.in_prompt = in_prompt.empty() ? nullptr : in_prompt.data();
+  if (!counts.empty() || !flags.empty()) p.histories = &history;
   p.ids = &out.id;
   p.logprobs = &out.logprob;
   SampleCpu(p);
@@ -74,15 +76,21 @@ Sampled SampleOne(const std::vector<float>& logits, const SamplingRow& row,
 }
 
 // How often each id is drawn over steps [0, n) of `row`'s seed, sampled as
-// one batch of n rows.
+// one batch of n rows, each with its own copy of `flags` (empty: none).
 std::vector<int> Histogram(const std::vector<float>& logits, SamplingRow row,
-                           int n) {
+                           int n, const std::vector<uint8_t>& flags = {}) {
   const int32_t vocab = static_cast<int32_t>(logits.size());
   std::vector<float> all;
+  std::vector<uint8_t> all_flags;
   std::vector<SamplingRow> rows(n, row);
   for (int i = 0; i < n; ++i) {
     all.insert(all.end(), logits.begin(), logits.end());
+    all_flags.insert(all_flags.end(), flags.begin(), flags.end());
     rows[i].step = i;
+  }
+  std::vector<TokenHistory> histories(n);
+  if (!flags.empty()) {
+    for (int i = 0; i < n; ++i) histories[i].flags = &all_flags[i * vocab];
   }
   std::vector<int32_t> ids(n, -1);
   SampleParams p;
@@ -91,6 +99,7 @@ std::vector<int> Histogram(const std::vector<float>& logits, SamplingRow row,
   p.row_stride = vocab;
   p.logits = all.data();
   p.rows = rows.data();
+  p.histories = flags.empty() ? nullptr : histories.data();
   p.ids = ids.data();
   SampleCpu(p);
   std::vector<int> hist(vocab, 0);
@@ -98,8 +107,9 @@ std::vector<int> Histogram(const std::vector<float>& logits, SamplingRow row,
   return hist;
 }
 
-std::set<int> Drawn(const std::vector<float>& logits, const SamplingRow& row) {
-  const std::vector<int> hist = Histogram(logits, row, 2000);
+std::set<int> Drawn(const std::vector<float>& logits, const SamplingRow& row,
+                    const std::vector<uint8_t>& flags = {}) {
+  const std::vector<int> hist = Histogram(logits, row, 2000, flags);
   std::set<int> ids;
   for (size_t i = 0; i < hist.size(); ++i) {
     if (hist[i] > 0) ids.insert(static_cast<int>(i));
@@ -177,13 +187,18 @@ TEST(SampleCpuTest, RepetitionPenaltyMakesSeenTokensLessLikely) {
   const std::vector<float> logits = {2.0f, -1.0f, 1.5f, 0.5f};
   SamplingRow row = Row(0.0f);
   row.repetition_penalty = 2.0f;
-  EXPECT_EQ(SampleOne(logits, row, {0, 1, 0, 0}, {1, 0, 0, 0}).id, 2);
+  EXPECT_EQ(SampleOne(logits, row, {0, 1, 0, 0}, {kTokenInPrompt, 0, 0, 0}).id,
+            2);
   EXPECT_EQ(SampleOne(logits, row).id, 0);  // nothing seen
+  // Only the prompt bit counts: a banned token elsewhere changes nothing.
+  EXPECT_EQ(SampleOne(logits, row, {}, {kTokenInPrompt, 0, 0, kTokenBanned}).id,
+            2);
+  EXPECT_EQ(SampleOne(logits, row, {}, {0, 0, 0, kTokenBanned}).id, 0);
   // A negative logit is multiplied: -1 * 2 < -1.5.
-  EXPECT_EQ(SampleOne({-1.0f, -1.5f}, row, {}, {1, 0}).id, 1);
+  EXPECT_EQ(SampleOne({-1.0f, -1.5f}, row, {}, {kTokenInPrompt, 0}).id, 1);
   EXPECT_EQ(SampleOne({-1.0f, -1.5f}, row, {1, 0}, {}).id, 1);
   row.repetition_penalty = 1.0f;  // off
-  EXPECT_EQ(SampleOne({-1.0f, -1.5f}, row, {}, {1, 0}).id, 0);
+  EXPECT_EQ(SampleOne({-1.0f, -1.5f}, row, {}, {kTokenInPrompt, 0}).id, 0);
 }
 
 TEST(SampleCpuTest, PresenceAndFrequencyPenaltiesSubtractPerCount) {
@@ -202,6 +217,110 @@ TEST(SampleCpuTest, PresenceAndFrequencyPenaltiesSubtractPerCount) {
   EXPECT_EQ(SampleOne(logits, row, counts).id, 0);
   row.frequency_penalty = -0.5f;  // negative: more likely
   EXPECT_EQ(SampleOne({1.0f, 2.0f}, row, {3, 0}).id, 0);
+}
+
+TEST(SampleCpuTest, BannedTokenIsNeverChosenEvenWithTheLargestLogit) {
+  const std::vector<float> logits = {0.0f, 5.0f, 1.0f, 0.5f};
+  const std::vector<uint8_t> flags = {0, kTokenBanned, 0, 0};
+  EXPECT_EQ(SampleOne(logits, Row(0.0f), {}, flags).id, 2);
+  const Sampled s = SampleOne(logits, Row(1.0f), {}, flags);
+  EXPECT_NE(s.id, 1);
+  // logprobs still see every token, the banned one included.
+  EXPECT_NEAR(s.logprob, logits[s.id] - LogSumExp(logits), 1e-6);
+  EXPECT_EQ(Drawn(logits, Row(1.0f), flags), (std::set<int>{0, 2, 3}));
+  SamplingRow row = Row(1.0f);
+  row.min_p = 2.0f;  // drops every token: the most likely candidate
+  EXPECT_EQ(SampleOne(logits, row, {}, flags).id, 2);
+}
+
+TEST(SampleCpuTest, TopKCountsOnlyCandidates) {
+  // Candidates, most likely first: 2, 3, 0.
+  const std::vector<float> logits = {0.0f, 5.0f, 1.0f, 0.5f, 4.0f};
+  const std::vector<uint8_t> flags = {0, kTokenBanned, 0, 0, kTokenBanned};
+  SamplingRow row = Row(1.0f);
+  row.top_k = 1;
+  EXPECT_EQ(Drawn(logits, row, flags), (std::set<int>{2}));
+  row.top_k = 2;
+  EXPECT_EQ(Drawn(logits, row, flags), (std::set<int>{2, 3}));
+  row.top_k = 3;  // every candidate
+  EXPECT_EQ(Drawn(logits, row, flags), (std::set<int>{0, 2, 3}));
+  row.top_k = 4;  // more than the candidates, fewer than the vocabulary
+  EXPECT_EQ(Drawn(logits, row, flags), (std::set<int>{0, 2, 3}));
+}
+
+TEST(SampleCpuTest, BannedMassDoesNotCountTowardsTopP) {
+  // Token 0 holds 0.9 of the mass; the candidates' shares are 0.5, 0.3, 0.2.
+  const std::vector<float> logits = LogOf({0.9, 0.05, 0.03, 0.02});
+  const std::vector<uint8_t> flags = {kTokenBanned, 0, 0, 0};
+  SamplingRow row = Row(1.0f);
+  row.top_p = 0.4f;
+  EXPECT_EQ(Drawn(logits, row, flags), (std::set<int>{1}));
+  row.top_p = 0.6f;
+  EXPECT_EQ(Drawn(logits, row, flags), (std::set<int>{1, 2}));
+  row.top_p = 0.9f;
+  EXPECT_EQ(Drawn(logits, row, flags), (std::set<int>{1, 2, 3}));
+}
+
+// Three greedy steps replayed with the same params: each counts its token,
+// which the next step's presence penalty then sees.
+TEST(SampleCpuTest, CountsTheChosenTokenInItsRowsHistory) {
+  const std::vector<float> logits = {1.0f, 0.8f, 0.0f};
+  SamplingRow row = Row(0.0f);
+  row.presence_penalty = 0.5f;
+  std::vector<int32_t> counts(3, 0);
+  const TokenHistory history{counts.data(), nullptr};
+  int32_t id = -1;
+  SampleParams p;
+  p.batch = 1;
+  p.vocab_size = 3;
+  p.row_stride = 3;
+  p.logits = logits.data();
+  p.rows = &row;
+  p.histories = &history;
+  p.ids = &id;
+  SampleCpu(p);
+  EXPECT_EQ(id, 0);
+  EXPECT_EQ(counts, (std::vector<int32_t>{1, 0, 0}));
+  SampleCpu(p);  // 1 - 0.5 < 0.8
+  EXPECT_EQ(id, 1);
+  EXPECT_EQ(counts, (std::vector<int32_t>{1, 1, 0}));
+  SampleCpu(p);  // 0.5 > 0.3
+  EXPECT_EQ(id, 0);
+  EXPECT_EQ(counts, (std::vector<int32_t>{2, 1, 0}));
+  // Without a history nothing is counted, nor penalised.
+  p.histories = nullptr;
+  SampleCpu(p);
+  EXPECT_EQ(id, 0);
+  EXPECT_EQ(counts, (std::vector<int32_t>{2, 1, 0}));
+}
+
+// A null-pointer history in the array is no history: its row samples as
+// with none at all, and the row with one beside it counts only its own.
+TEST(SampleCpuTest, NullHistoryInTheArrayIsNone) {
+  const std::vector<float> logits = {3.0f, 2.0f, 1.0f, 3.0f, 2.0f, 1.5f};
+  std::vector<SamplingRow> rows(2, Row(0.0f));
+  for (SamplingRow& row : rows) row.repetition_penalty = 2.0f;
+  std::vector<int32_t> counts = {0, 0, 0};
+  std::vector<uint8_t> flags = {kTokenBanned, kTokenInPrompt, 0};
+  const TokenHistory histories[2] = {{}, {counts.data(), flags.data()}};
+  int32_t ids[2] = {-1, -1};
+  float logprobs[2];
+  SampleParams p;
+  p.batch = 2;
+  p.vocab_size = 3;
+  p.row_stride = 3;
+  p.logits = logits.data();
+  p.rows = rows.data();
+  p.histories = histories;
+  p.ids = ids;
+  p.logprobs = logprobs;
+  SampleCpu(p);
+  EXPECT_EQ(ids[0], 0);
+  EXPECT_EQ(ids[1], 2);  // 0 banned, 1 penalised to 1 < 1.5
+  EXPECT_EQ(counts, (std::vector<int32_t>{0, 0, 1}));
+  const Sampled alone = SampleOne({3.0f, 2.0f, 1.0f}, rows[0]);
+  EXPECT_EQ(ids[0], alone.id);
+  EXPECT_EQ(logprobs[0], alone.logprob);
 }
 
 TEST(SampleCpuTest, LowTemperatureConcentratesOnTheMaximum) {
