@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <random>
 #include <string>
 #include <tuple>
@@ -31,8 +30,9 @@ struct Batch {
   int64_t stride = 0;
   std::vector<float> logits;  // [rows, stride]
   std::vector<SamplingRow> rows;
-  std::vector<int32_t> counts;     // [rows, vocab]
-  std::vector<uint8_t> in_prompt;  // [rows, vocab]
+  std::vector<uint8_t> has_history;  // [rows]; without: counts, flags unused
+  std::vector<int32_t> counts;       // [rows, vocab]
+  std::vector<uint8_t> flags;        // [rows, vocab]
 };
 
 // How close (as a share of the mass) the row's top_p boundary and its draw
@@ -44,20 +44,25 @@ double BoundaryMargin(const Batch& batch, int b) {
   if (!(row.temperature > 0)) return 1;  // greedy: exact
   const int32_t vocab = batch.vocab;
   std::vector<float> x(vocab), w(vocab);
+  std::vector<int32_t> order;  // the candidates
+  float max_x = -INFINITY;
   for (int32_t v = 0; v < vocab; ++v) {
     const int64_t i = int64_t{b} * vocab + v;
-    x[v] = PenalizedLogit(batch.logits[b * batch.stride + v], batch.counts[i],
-                          batch.in_prompt[i] != 0, row) /
+    const int32_t count = batch.has_history[b] ? batch.counts[i] : 0;
+    const uint8_t flags = batch.has_history[b] ? batch.flags[i] : 0;
+    x[v] = PenalizedLogit(batch.logits[b * batch.stride + v], count,
+                          (flags & kTokenInPrompt) != 0, row) /
            row.temperature;
+    if (flags & kTokenBanned) continue;
+    order.push_back(v);
+    max_x = std::max(max_x, x[v]);
   }
-  const float max_x = *std::max_element(x.begin(), x.end());
   for (int32_t v = 0; v < vocab; ++v) w[v] = TokenWeight(x[v], max_x);
-  std::vector<int32_t> order(vocab);
-  std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t c) {
     return x[a] > x[c] || (x[a] == x[c] && a < c);
   });
-  int32_t n = row.top_k > 0 && row.top_k < vocab ? row.top_k : vocab;
+  const int32_t candidates = static_cast<int32_t>(order.size());
+  int32_t n = row.top_k > 0 && row.top_k < candidates ? row.top_k : candidates;
   double margin = 1;
   if (row.top_p < 1.0f) {
     double total = 0;
@@ -89,7 +94,10 @@ double BoundaryMargin(const Batch& batch, int b) {
 
 // Every combination of temperature (0: greedy), top_k, top_p, min_p and
 // penalties, `repeats` times with other seeds and steps; logits N(0, 2),
-// or multiples of 1/4 (many exact ties) when `ties`.
+// or multiples of 1/4 (many exact ties) when `ties`. A quarter of the rows
+// have no history; the others ban none, 5% or half of their tokens (but
+// never all), banned tokens' logits raised by 8 so that they would win most
+// draws if they were candidates.
 Batch RandomBatch(int32_t vocab, bool ties, int repeats, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 2.0f);
@@ -99,7 +107,8 @@ Batch RandomBatch(int32_t vocab, bool ties, int repeats, uint32_t seed) {
   batch.stride = vocab + 3;
   for (int rep = 0; rep < repeats; ++rep) {
     for (float temperature : {0.0f, 0.7f, 1.3f}) {
-      for (int32_t top_k : {0, 1, 50}) {
+      // vocab - 1: often more than the candidates, fewer than the tokens.
+      for (int32_t top_k : {0, 1, 50, vocab - 1}) {
         for (float top_p : {1.0f, 0.9f}) {
           for (float min_p : {0.0f, 0.05f}) {
             for (bool penalties : {false, true}) {
@@ -123,19 +132,29 @@ Batch RandomBatch(int32_t vocab, bool ties, int repeats, uint32_t seed) {
     }
   }
   const size_t rows = batch.rows.size();
+  constexpr float kBanRates[] = {0.0f, 0.05f, 0.5f};
   // Padding that would win every draw if it were read.
   batch.logits.assign(rows * batch.stride, 1e30f);
+  batch.has_history.resize(rows);
   batch.counts.resize(rows * vocab);
-  batch.in_prompt.resize(rows * vocab);
+  batch.flags.resize(rows * vocab);
   for (size_t b = 0; b < rows; ++b) {
+    batch.has_history[b] = uniform(rng) >= 0.25f;
+    const float ban_rate = kBanRates[rng() % 3];
+    bool all_banned = true;
     for (int32_t v = 0; v < vocab; ++v) {
       const float l = normal(rng);
-      batch.logits[b * batch.stride + v] = ties ? std::round(4 * l) / 4 : l;
+      const bool banned = uniform(rng) < ban_rate;
+      all_banned = all_banned && banned;
+      batch.logits[b * batch.stride + v] =
+          (ties ? std::round(4 * l) / 4 : l) + (banned ? 8.0f : 0.0f);
       const float r = uniform(rng);
       batch.counts[b * vocab + v] =
           r < 0.02f ? 1 + static_cast<int>(r * 200) : 0;
-      batch.in_prompt[b * vocab + v] = uniform(rng) < 0.03f;
+      batch.flags[b * vocab + v] = (uniform(rng) < 0.03f ? kTokenInPrompt : 0) |
+                                   (banned ? kTokenBanned : 0);
     }
+    if (all_banned) batch.flags[b * vocab + rng() % vocab] &= ~kTokenBanned;
   }
   return batch;
 }
@@ -156,7 +175,28 @@ void KeepAwayFromBoundaries(Batch& batch) {
 struct Result {
   std::vector<int32_t> ids;
   std::vector<float> logprobs;
+  std::vector<int32_t> counts;  // the batch's, after the call
 };
+
+// The index of the first element where a and b differ, or -1.
+int64_t FirstDifference(const std::vector<int32_t>& a,
+                        const std::vector<int32_t>& b) {
+  if (a.size() != b.size()) return 0;
+  const auto it = std::mismatch(a.begin(), a.end(), b.begin()).first;
+  return it == a.end() ? -1 : it - a.begin();
+}
+
+// Each row's history: its rows of `counts` and `flags` (host or device
+// memory), or none.
+std::vector<TokenHistory> Histories(const Batch& batch, int32_t* counts,
+                                    uint8_t* flags) {
+  std::vector<TokenHistory> histories(batch.rows.size());
+  for (size_t b = 0; b < batch.rows.size(); ++b) {
+    if (!batch.has_history[b]) continue;
+    histories[b] = {counts + b * batch.vocab, flags + b * batch.vocab};
+  }
+  return histories;
+}
 
 template <typename T>
 cudaError_t Upload(const std::vector<T>& host, DeviceBuffer* device) {
@@ -168,45 +208,50 @@ cudaError_t Upload(const std::vector<T>& host, DeviceBuffer* device) {
 }
 
 SampleParams Params(const Batch& batch, const float* logits,
-                    const SamplingRow* rows, const int32_t* counts,
-                    const uint8_t* in_prompt, Result* out) {
+                    const SamplingRow* rows, const TokenHistory* histories,
+                    Result* out) {
   SampleParams p;
   p.batch = static_cast<int>(batch.rows.size());
   p.vocab_size = batch.vocab;
   p.row_stride = batch.stride;
   p.logits = logits;
   p.rows = rows;
-  p.counts = counts;
-  p.in_prompt = in_prompt;
+  p.histories = histories;
   p.ids = out->ids.data();
   p.logprobs = out->logprobs.data();
   return p;
 }
 
+// Each call starts from the batch's counts.
 Result OnCpu(const Batch& batch) {
   Result out{std::vector<int32_t>(batch.rows.size(), -1),
-             std::vector<float>(batch.rows.size(), 0.0f)};
+             std::vector<float>(batch.rows.size(), 0.0f), batch.counts};
+  std::vector<uint8_t> flags = batch.flags;
+  const std::vector<TokenHistory> histories =
+      Histories(batch, out.counts.data(), flags.data());
   SampleCpu(Params(batch, batch.logits.data(), batch.rows.data(),
-                   batch.counts.data(), batch.in_prompt.data(), &out));
+                   histories.data(), &out));
   return out;
 }
 
 void OnGpu(const Batch& batch, Result* out) {
   const size_t rows = batch.rows.size();
-  DeviceBuffer logits, row_params, counts, in_prompt, ids, logprobs, ws;
+  DeviceBuffer logits, row_params, counts, flags, histories, ids, logprobs, ws;
   ASSERT_CUDA_OK(Upload(batch.logits, &logits));
   ASSERT_CUDA_OK(Upload(batch.rows, &row_params));
   ASSERT_CUDA_OK(Upload(batch.counts, &counts));
-  ASSERT_CUDA_OK(Upload(batch.in_prompt, &in_prompt));
+  ASSERT_CUDA_OK(Upload(batch.flags, &flags));
+  ASSERT_CUDA_OK(Upload(
+      Histories(batch, counts.as<int32_t>(), flags.as<uint8_t>()), &histories));
   ASSERT_CUDA_OK(ids.Reserve(rows * sizeof(int32_t)));
   ASSERT_CUDA_OK(logprobs.Reserve(rows * sizeof(float)));
   const size_t ws_bytes =
       SampleWorkspaceBytes(static_cast<int>(rows), batch.vocab);
   ASSERT_CUDA_OK(ws.Reserve(ws_bytes));
-  Result device{{}, {}};
+  Result device{{}, {}, {}};
   SampleParams p =
       Params(batch, logits.as<float>(), row_params.as<SamplingRow>(),
-             counts.as<int32_t>(), in_prompt.as<uint8_t>(), &device);
+             histories.as<TokenHistory>(), &device);
   p.ids = ids.as<int32_t>();
   p.logprobs = logprobs.as<float>();
   ASSERT_CUDA_OK(SampleCuda(p, ws.get(), ws_bytes, nullptr));
@@ -217,6 +262,10 @@ void OnGpu(const Batch& batch, Result* out) {
                             cudaMemcpyDeviceToHost));
   ASSERT_CUDA_OK(cudaMemcpy(out->logprobs.data(), logprobs.get(),
                             rows * sizeof(float), cudaMemcpyDeviceToHost));
+  out->counts.resize(batch.counts.size());
+  ASSERT_CUDA_OK(cudaMemcpy(out->counts.data(), counts.get(),
+                            out->counts.size() * sizeof(int32_t),
+                            cudaMemcpyDeviceToHost));
 }
 
 std::string RowName(const SamplingRow& r) {
@@ -248,6 +297,8 @@ TEST_P(SampleCudaTest, MatchesCpuTwin) {
     EXPECT_NEAR(gpu.logprobs[b], cpu.logprobs[b], 1e-5) << "row " << b;
     EXPECT_EQ(again.ids[b], gpu.ids[b]) << "row " << b << " run to run";
   }
+  // One more at each chosen id of a row with a history, nothing else.
+  EXPECT_EQ(FirstDifference(gpu.counts, cpu.counts), -1);
 }
 
 TEST_P(SampleCudaTest, GreedyMatchesWithoutMovingAnyBoundary) {
@@ -259,6 +310,7 @@ TEST_P(SampleCudaTest, GreedyMatchesWithoutMovingAnyBoundary) {
   OnGpu(batch, &gpu);
   if (HasFatalFailure()) return;
   EXPECT_EQ(gpu.ids, cpu.ids);
+  EXPECT_EQ(FirstDifference(gpu.counts, cpu.counts), -1);
 }
 
 std::string ShapeName(const ::testing::TestParamInfo<Shape>& info) {
