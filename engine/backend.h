@@ -11,6 +11,7 @@
 #include "kernels/attention.h"
 #include "kernels/h3.h"
 #include "kernels/layer_norm.h"
+#include "kernels/sampling.h"
 
 namespace h3::engine {
 
@@ -160,6 +161,10 @@ class Backend {
   // arrays in backend memory; every cache holds `capacity` positions.
   virtual absl::Status AttentionDecode(
       const kernels::AttentionDecodeParams& params, int64_t capacity) = 0;
+  // One token per row (kernels/sampling.h: the CPU runs the specification,
+  // CUDA its twin). Every pointer in `params`, and the TokenHistory arrays
+  // they point to, in backend memory.
+  virtual absl::Status Sample(const kernels::SampleParams& params) = 0;
   // Waits until all enqueued work is done.
   virtual absl::Status Synchronize() = 0;
 

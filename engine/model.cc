@@ -1,6 +1,7 @@
 #include "engine/model.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -186,6 +187,9 @@ absl::StatusOr<std::unique_ptr<SequenceState>> Model::NewSequence() {
     H3_RETURN_IF_ERROR(backend_->Fill(buffer.data(), size, 0.0f));
     seq->layers_.push_back(std::move(buffer));
   }
+  H3_ASSIGN_OR_RETURN(seq->history_, backend_->Allocate(HistoryFloats()));
+  H3_RETURN_IF_ERROR(
+      backend_->Fill(seq->history_.data(), seq->history_.size(), 0.0f));
   return seq;
 }
 
@@ -196,6 +200,9 @@ absl::Status Model::ResetSequence(SequenceState& sequence) {
     Buffer& b = sequence.layers_[i];
     H3_RETURN_IF_ERROR(backend_->Fill(b.data(), b.size(), 0.0f));
   }
+  // Zero bits: counts 0, no flags.
+  Buffer& history = sequence.history_;
+  H3_RETURN_IF_ERROR(backend_->Fill(history.data(), history.size(), 0.0f));
   sequence.position_ = 0;
   return absl::OkStatus();
 }
@@ -214,8 +221,24 @@ absl::Status Model::CopySequence(const SequenceState& from, SequenceState* to) {
     H3_RETURN_IF_ERROR(backend_->Copy(src, filled, dst));
     H3_RETURN_IF_ERROR(backend_->Copy(src + kv_half, filled, dst + kv_half));
   }
+  H3_RETURN_IF_ERROR(backend_->Copy(from.history_.data(), from.history_.size(),
+                                    to->history_.data()));
   to->position_ = from.position_;
   return absl::OkStatus();
+}
+
+absl::Status Model::SetTokenFlags(SequenceState& sequence,
+                                  absl::Span<const uint8_t> flags) {
+  if (static_cast<int64_t>(flags.size()) != config_.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token flags: ", flags.size(), " for a vocabulary of ",
+                     config_.vocab_size));
+  }
+  // The flags are bytes in a float buffer: copied as whole floats.
+  std::vector<float> words(HistoryFloats() - config_.vocab_size, 0.0f);
+  std::memcpy(words.data(), flags.data(), flags.size());
+  return backend_->CopyFromHost(words.data(), words.size(),
+                                sequence.history_.data() + config_.vocab_size);
 }
 
 absl::Status Model::CheckTokens(absl::Span<const int32_t> tokens) const {
@@ -242,6 +265,7 @@ absl::Status Model::EnsureScratch(int64_t rows) {
   H3_ASSIGN_OR_RETURN(mlp_, backend_->Allocate(rows * config_.d_inner));
   H3_ASSIGN_OR_RETURN(logits_,
                       backend_->Allocate(rows * config_.padded_vocab_size));
+  H3_ASSIGN_OR_RETURN(sampled_, backend_->Allocate(2 * rows));
   scratch_rows_ = rows;
   H3_ASSIGN_OR_RETURN(staging_, backend_->AllocateStaging(StagedBytes()));
   return absl::OkStatus();
@@ -255,11 +279,21 @@ int64_t Model::StagedPositionsOffset() const {
   return RoundUp64(scratch_rows_ * sizeof(int32_t));
 }
 
+int64_t Model::StagedSamplingOffset() const {
+  return StagedPositionsOffset() + RoundUp64(scratch_rows_ * sizeof(int64_t));
+}
+
+int64_t Model::StagedHistoriesOffset() const {
+  return StagedSamplingOffset() +
+         RoundUp64(scratch_rows_ * sizeof(kernels::SamplingRow));
+}
+
 // Layers' slots: the H3 layers' state arrays first, then the attention
 // layers' cache arrays; `slot` counts both (H3 layers 0.., then attention).
 int64_t Model::StagedStatesOffset(int slot) const {
-  int64_t offset =
-      StagedPositionsOffset() + RoundUp64(scratch_rows_ * sizeof(int64_t));
+  const int64_t offset =
+      StagedHistoriesOffset() +
+      RoundUp64(scratch_rows_ * sizeof(kernels::TokenHistory));
   const int64_t h3_bytes = RoundUp64(scratch_rows_ * sizeof(kernels::H3State));
   const int64_t kv_bytes = RoundUp64(scratch_rows_ * sizeof(kernels::KvCache));
   const int h3 = std::min(slot, h3_layers_);
@@ -281,6 +315,12 @@ kernels::H3State Model::H3StateOf(SequenceState& sequence,
                                   int layer_index) const {
   float* base = sequence.layers_[layer_index].data();
   return {base, base + config_.d_model * config_.d_state};
+}
+
+kernels::TokenHistory Model::HistoryOf(SequenceState& sequence) const {
+  float* base = sequence.history_.data();
+  return {reinterpret_cast<int32_t*>(base),
+          reinterpret_cast<uint8_t*>(base + config_.vocab_size)};
 }
 
 kernels::KvCache Model::KvCacheOf(SequenceState& sequence,

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/backend.h"
+#include "kernels/sampling.h"
 #include "loader/config.h"
 #include "loader/model_file.h"
 
@@ -27,7 +28,8 @@ struct ModelOptions {
 };
 
 // Everything a sequence remembers: per H3 layer the shift and diagonal
-// states, per attention layer its K/V cache, and how many tokens it has
+// states, per attention layer its K/V cache, its sampling history (token
+// counts and flags, kernels/sampling.h), and how many tokens it has
 // consumed. Lives in the model's backend memory. Made by Model::NewSequence.
 class SequenceState {
  public:
@@ -39,7 +41,19 @@ class SequenceState {
   // Per layer: H3 layers [d * N + 2 * p*p*H * M] (shift, then diagonal);
   // attention layers [2 * capacity * d] (K, then V).
   std::vector<Buffer> layers_;
+  // int32 counts [vocab_size], then uint8 flags [vocab_size].
+  Buffer history_;
   int64_t position_ = 0;
+};
+
+// Token sampling on the model's backend after a step, so that only ids
+// (and their logprobs) come back to the host: one row per sequence, each
+// sequence's history supplying the penalties and banned tokens and counting
+// the draw.
+struct StepSampling {
+  absl::Span<const kernels::SamplingRow> rows;
+  int32_t* ids = nullptr;     // host [rows.size()] out
+  float* logprobs = nullptr;  // host [rows.size()] out, or null
 };
 
 // The hybrid H3 language model, written once over a Backend.
@@ -68,24 +82,33 @@ class Model {
   // index (padding rows of the embedding are not tokens).
   absl::Status CheckTokens(absl::Span<const int32_t> tokens) const;
 
-  // Returns `sequence` to position 0 with zero states, reusing its memory
-  // (a slot taken by the next request).
+  // Returns `sequence` to position 0 with zero states, counts and flags,
+  // reusing its memory (a slot taken by the next request).
   absl::Status ResetSequence(SequenceState& sequence);
   // Makes *to a copy of `from` (prefix-state reuse, snapshots).
   absl::Status CopySequence(const SequenceState& from, SequenceState* to);
+  // Replaces the sequence's token flags (kTokenInPrompt, kTokenBanned;
+  // [vocab_size]); counts are kept.
+  absl::Status SetTokenFlags(SequenceState& sequence,
+                             absl::Span<const uint8_t> flags);
 
   // Feeds `tokens` (at least one) to the sequence from its current position,
   // in chunks of options().prefill_chunk. If `logits` (host,
-  // [padded_vocab_size]) is not null it receives the last token's logits.
+  // [padded_vocab_size]) is not null it receives the last token's logits;
+  // with `sampling` (one row), the next token is sampled from them.
   // InvalidArgument for an out-of-vocabulary id or a sequence that would
   // outgrow max_sequence_length; the state is unchanged then.
   absl::Status Prefill(SequenceState& sequence,
-                       absl::Span<const int32_t> tokens, float* logits);
+                       absl::Span<const int32_t> tokens, float* logits,
+                       const StepSampling* sampling = nullptr);
 
   // One token for each of a batch of sequences, each at its own position.
-  // `logits` (host) receives [batch, padded_vocab_size]. Same errors.
+  // `logits` (host, or null) receives [batch, padded_vocab_size]; with
+  // `sampling` (a row per sequence) the next tokens are sampled. Same
+  // errors, and InvalidArgument if sampling's rows do not match.
   absl::Status Decode(absl::Span<SequenceState* const> sequences,
-                      absl::Span<const int32_t> tokens, float* logits);
+                      absl::Span<const int32_t> tokens, float* logits,
+                      const StepSampling* sampling = nullptr);
 
  private:
   struct Layer;
@@ -109,24 +132,37 @@ class Model {
   // logits_ (backend memory).
   absl::Status LmHead(int64_t first_row, int64_t rows);
   absl::Status CopyLogits(int64_t rows, float* logits);
+  // Samples `rows` rows of logits_ with the staged rows and histories into
+  // sampled_.
+  absl::Status SampleStaged(int64_t rows);
+  // Copies the first `rows` sampled ids and logprobs to the host.
+  absl::Status CopySampled(int64_t rows, const StepSampling& sampling);
   // Grows the activations and the staging area to `rows` rows. Growth moves
   // memory that captured graphs point to: it drops them.
   absl::Status EnsureScratch(int64_t rows);
   // The decode step over staged arguments, for `rows` (a bucket) rows:
-  // upload, embedding, layers, LM head.
-  absl::Status DecodeStep(int64_t rows);
+  // upload, embedding, layers, LM head, and sampling if `sample`.
+  absl::Status DecodeStep(int64_t rows, bool sample);
 
   kernels::H3Shape H3ShapeOf() const;
   kernels::H3State H3StateOf(SequenceState& sequence, int layer_index) const;
   kernels::KvCache KvCacheOf(SequenceState& sequence, int layer_index) const;
+  kernels::TokenHistory HistoryOf(SequenceState& sequence) const;
+  // A history's size in floats: int32 counts, then uint8 flags rounded up.
+  int64_t HistoryFloats() const {
+    return config_.vocab_size + (config_.vocab_size + 3) / 4;
+  }
   // The padded batch a decode step of `rows` sequences runs as.
   int64_t Bucket(int64_t rows) const;
 
   // Where the per-call arguments live in the staging area (byte offsets),
-  // for up to scratch_rows_ rows: token ids, positions, then per H3 layer an
-  // H3State per row and per attention layer a KvCache per row.
+  // for up to scratch_rows_ rows: token ids, positions, sampling rows and
+  // histories, then per H3 layer an H3State per row and per attention layer
+  // a KvCache per row.
   int64_t StagedIdsOffset() const { return 0; }
   int64_t StagedPositionsOffset() const;
+  int64_t StagedSamplingOffset() const;
+  int64_t StagedHistoriesOffset() const;
   int64_t StagedStatesOffset(int layer_index) const;
   // The staging area's size: everything above.
   int64_t StagedBytes() const {
@@ -153,11 +189,17 @@ class Model {
   // Activations and staged arguments for up to scratch_rows_ tokens.
   int64_t scratch_rows_ = 0;
   Buffer hidden_, residual_, normed_, qkv_, mixed_, mlp_;
-  Buffer logits_;  // [rows, V_pad]
+  Buffer logits_;   // [rows, V_pad]
+  Buffer sampled_;  // int32 ids [rows], then float logprobs [rows]
   Staging staging_;
 
   bool use_graphs_ = false;
-  std::vector<std::pair<int64_t, int>> graphs_;  // bucket -> graph id
+  struct Graph {
+    int64_t bucket;
+    bool sample;
+    int id;
+  };
+  std::vector<Graph> graphs_;
   // The state padding rows of a bucketed decode step run on; its results
   // are never read (several rows may share it).
   std::unique_ptr<SequenceState> pad_;

@@ -11,8 +11,13 @@
 namespace h3::engine {
 
 absl::Status Model::Prefill(SequenceState& sequence,
-                            absl::Span<const int32_t> tokens, float* logits) {
+                            absl::Span<const int32_t> tokens, float* logits,
+                            const StepSampling* sampling) {
   if (tokens.empty()) return absl::InvalidArgumentError("no tokens to prefill");
+  if (sampling != nullptr && sampling->rows.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefill samples one token, not ", sampling->rows.size()));
+  }
   H3_RETURN_IF_ERROR(CheckTokens(tokens));
   const int64_t end = sequence.position() + static_cast<int64_t>(tokens.size());
   if (!config_.attn_layer_idx.empty() && end > options_.max_sequence_length) {
@@ -30,27 +35,46 @@ absl::Status Model::Prefill(SequenceState& sequence,
     H3_RETURN_IF_ERROR(backend_->Synchronize());
     std::copy_n(tokens.data() + start, rows,
                 Staged<int32_t>(StagedIdsOffset()));
-    H3_RETURN_IF_ERROR(backend_->Upload(staging_, rows * sizeof(int32_t)));
+    const bool last = start + rows == tokens.size();
+    int64_t staged = rows * sizeof(int32_t);
+    if (last && sampling != nullptr) {
+      Staged<kernels::SamplingRow>(StagedSamplingOffset())[0] =
+          sampling->rows[0];
+      Staged<kernels::TokenHistory>(StagedHistoriesOffset())[0] =
+          HistoryOf(sequence);
+      staged = StagedStatesOffset(0);
+    }
+    H3_RETURN_IF_ERROR(backend_->Upload(staging_, staged));
     H3_RETURN_IF_ERROR(
         backend_->Embedding(StagedOnDevice<int32_t>(StagedIdsOffset()), rows,
                             embedding_, hidden_.data()));
     H3_RETURN_IF_ERROR(
         Forward(rows, absl::MakeSpan(&seq, 1), /*prefill=*/true));
     sequence.position_ += rows;
-    if (logits != nullptr && start + rows == tokens.size()) {
+    if (last && (logits != nullptr || sampling != nullptr)) {
       H3_RETURN_IF_ERROR(LmHead(rows - 1, 1));
-      H3_RETURN_IF_ERROR(CopyLogits(1, logits));
+      if (sampling != nullptr) {
+        H3_RETURN_IF_ERROR(SampleStaged(1));
+        H3_RETURN_IF_ERROR(CopySampled(1, *sampling));
+      }
+      if (logits != nullptr) H3_RETURN_IF_ERROR(CopyLogits(1, logits));
     }
   }
   return absl::OkStatus();
 }
 
 absl::Status Model::Decode(absl::Span<SequenceState* const> sequences,
-                           absl::Span<const int32_t> tokens, float* logits) {
+                           absl::Span<const int32_t> tokens, float* logits,
+                           const StepSampling* sampling) {
   if (sequences.size() != tokens.size() || sequences.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("decode: ", sequences.size(),
                                                    " sequences but ",
                                                    tokens.size(), " tokens"));
+  }
+  if (sampling != nullptr && sampling->rows.size() != sequences.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("decode: ", sequences.size(), " sequences but ",
+                     sampling->rows.size(), " sampling rows"));
   }
   H3_RETURN_IF_ERROR(CheckTokens(tokens));
   for (const SequenceState* seq : sequences) {
@@ -79,6 +103,17 @@ absl::Status Model::Decode(absl::Span<SequenceState* const> sequences,
     ids[b] = b < rows ? tokens[b] : 0;
     positions[b] = sequence_of(b)->position();
   }
+  if (sampling != nullptr) {
+    // Padding rows: greedy, without a history (rows may not share one).
+    auto* rows_out = Staged<kernels::SamplingRow>(StagedSamplingOffset());
+    auto* histories = Staged<kernels::TokenHistory>(StagedHistoriesOffset());
+    for (int64_t b = 0; b < bucket; ++b) {
+      rows_out[b] = b < rows ? sampling->rows[b]
+                             : kernels::SamplingRow{.temperature = 0.0f};
+      histories[b] =
+          b < rows ? HistoryOf(*sequences[b]) : kernels::TokenHistory{};
+    }
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     const int slot = layers_[i].attention ? h3_layers_ + slot_of_layer_[i]
                                           : slot_of_layer_[i];
@@ -94,34 +129,39 @@ absl::Status Model::Decode(absl::Span<SequenceState* const> sequences,
     }
   }
 
-  auto graph = std::find_if(graphs_.begin(), graphs_.end(),
-                            [&](const auto& g) { return g.first == bucket; });
+  const bool sample = sampling != nullptr;
+  auto graph = std::find_if(
+      graphs_.begin(), graphs_.end(),
+      [&](const Graph& g) { return g.bucket == bucket && g.sample == sample; });
   if (graph != graphs_.end()) {
-    H3_RETURN_IF_ERROR(backend_->Replay(graph->second));
+    H3_RETURN_IF_ERROR(backend_->Replay(graph->id));
   } else {
-    H3_RETURN_IF_ERROR(DecodeStep(bucket));
+    H3_RETURN_IF_ERROR(DecodeStep(bucket, sample));
     if (use_graphs_) {
       // Captured after one uncaptured run of the same shape, which has
       // chosen the matrix product algorithms and sized every workspace.
+      // Capture records without running, so nothing is sampled twice.
       H3_RETURN_IF_ERROR(backend_->BeginCapture());
-      const absl::Status step = DecodeStep(bucket);
+      const absl::Status step = DecodeStep(bucket, sample);
       absl::StatusOr<int> id = backend_->EndCapture();
       H3_RETURN_IF_ERROR(step);
       if (!id.ok()) return id.status();
-      graphs_.emplace_back(bucket, *id);
+      graphs_.push_back({bucket, sample, *id});
     }
   }
   for (SequenceState* seq : sequences) seq->position_ += 1;
+  if (sample) H3_RETURN_IF_ERROR(CopySampled(rows, *sampling));
   return CopyLogits(rows, logits);
 }
 
-absl::Status Model::DecodeStep(int64_t rows) {
+absl::Status Model::DecodeStep(int64_t rows, bool sample) {
   H3_RETURN_IF_ERROR(backend_->Upload(staging_, StagedBytes()));
   H3_RETURN_IF_ERROR(
       backend_->Embedding(StagedOnDevice<int32_t>(StagedIdsOffset()), rows,
                           embedding_, hidden_.data()));
   H3_RETURN_IF_ERROR(Forward(rows, {}, /*prefill=*/false));
-  return LmHead(0, rows);
+  H3_RETURN_IF_ERROR(LmHead(0, rows));
+  return sample ? SampleStaged(rows) : absl::OkStatus();
 }
 
 absl::Status Model::Forward(int64_t rows,
@@ -208,6 +248,28 @@ absl::Status Model::LmHead(int64_t first_row, int64_t rows) {
   // The LM head is tied to the embedding: logits = LN_f(residual) E^T.
   return backend_->Linear({normed_.data() + first_row * config_.d_model,
                            &embedding_, nullptr, logits_.data(), rows});
+}
+
+absl::Status Model::SampleStaged(int64_t rows) {
+  kernels::SampleParams p;
+  p.batch = static_cast<int>(rows);
+  p.vocab_size = static_cast<int32_t>(config_.vocab_size);
+  p.row_stride = config_.padded_vocab_size;
+  p.logits = logits_.data();
+  p.rows = StagedOnDevice<kernels::SamplingRow>(StagedSamplingOffset());
+  p.histories = StagedOnDevice<kernels::TokenHistory>(StagedHistoriesOffset());
+  p.ids = reinterpret_cast<int32_t*>(sampled_.data());
+  p.logprobs = sampled_.data() + scratch_rows_;
+  return backend_->Sample(p);
+}
+
+absl::Status Model::CopySampled(int64_t rows, const StepSampling& sampling) {
+  static_assert(sizeof(int32_t) == sizeof(float));
+  H3_RETURN_IF_ERROR(backend_->CopyToHost(
+      sampled_.data(), rows, reinterpret_cast<float*>(sampling.ids)));
+  if (sampling.logprobs == nullptr) return absl::OkStatus();
+  return backend_->CopyToHost(sampled_.data() + scratch_rows_, rows,
+                              sampling.logprobs);
 }
 
 absl::Status Model::CopyLogits(int64_t rows, float* logits) {

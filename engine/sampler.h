@@ -3,21 +3,20 @@
 
 #include <cstdint>
 #include <optional>
-#include <random>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/status/statusor.h"
+#include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "kernels/sampling.h"
 
 namespace h3::engine {
 
 // log(sum_i exp(x_i)), computed stably (the log-normaliser of logits).
 double LogSumExp(absl::Span<const float> x);
 
-// How the next token is chosen from a model's logits. The defaults sample
-// from the model's distribution unchanged.
+// How the next token is chosen from a model's logits (the algorithm:
+// kernels/sampling.h, run on the model's backend). The defaults sample from
+// the model's distribution unchanged.
 struct SamplingParams {
   // 0 picks the most likely token (greedy); otherwise logits are divided by
   // it before the filters below. In [0, 100].
@@ -62,53 +61,22 @@ struct SampledToken {
   std::vector<TokenLogprob> top;
 };
 
-// Chooses one sequence's tokens. Not thread-safe: one per sequence. Keeps
-// the counts its penalties need, so every sampled token must go through
-// Sample (or Accept, for a token chosen another way).
-class Sampler {
- public:
-  // `vocab_size`: only logits [0, vocab_size) are candidates (the rows that
-  // pad the embedding are never chosen). `prompt`: the tokens the
-  // repetition penalty also covers. InvalidArgument for bad parameters.
-  static absl::StatusOr<Sampler> Create(const SamplingParams& params,
-                                        int32_t vocab_size,
-                                        absl::Span<const int32_t> prompt);
+// The kernel's row for a sequence (kernels/sampling.h): `seed` is the
+// sequence's (params.seed, or one drawn at random when the request had
+// none), `step` the number of tokens it has generated so far.
+kernels::SamplingRow SamplingRowOf(const SamplingParams& params, uint64_t seed,
+                                   uint64_t step);
 
-  // The next token. REQUIRES: logits.size() >= vocab_size, no NaN.
-  // `logprobs`: < 0 computes none; 0 the chosen token's; n > 0 also the n
-  // most likely tokens. `banned` ids are never chosen (e.g. the end-of-text
-  // token before a minimum length); logprobs still see the model's values.
-  // REQUIRES: not every id banned.
-  SampledToken Sample(absl::Span<const float> logits, int logprobs = -1,
-                      absl::Span<const int32_t> banned = {});
+// A seed for a request without one.
+uint64_t RandomSeed();
 
-  // Records `id` as generated without sampling it (e.g. a forced token).
-  void Accept(int32_t id);
-
-  const SamplingParams& params() const { return params_; }
-
- private:
-  Sampler(const SamplingParams& params, int32_t vocab_size, uint64_t seed);
-
-  // Applies the penalties to work_ (a copy of the logits).
-  void Penalize();
-  int32_t Greedy() const;
-  // log softmax of logits[0, vocab_size_) at out->id and, if n > 0, the n
-  // most likely ids with theirs (order_ is the scratch).
-  void Logprobs(absl::Span<const float> logits, int n, SampledToken* out);
-  int32_t Draw();
-  // A uniform double in [0, 1) from rng_, the same on every platform.
-  double Uniform();
-
-  SamplingParams params_;
-  int32_t vocab_size_;
-  std::mt19937_64 rng_;
-  absl::flat_hash_set<int32_t> prompt_tokens_;    // repetition penalty only
-  absl::flat_hash_map<int32_t, int32_t> counts_;  // generated token -> times
-  std::vector<float> work_;                       // processed logits
-  std::vector<int32_t> order_;                    // candidate ids
-  std::vector<double> probs_;                     // of order_
-};
+// The n most likely of the ids [0, listed), best first (ties: lower id
+// first), with their log softmax over logits[0, vocab_size): the model's
+// distribution, before penalties, temperature and filters.
+// REQUIRES: listed <= vocab_size <= logits.size(), no NaN.
+std::vector<TokenLogprob> TopLogprobs(absl::Span<const float> logits,
+                                      int32_t vocab_size, int32_t listed,
+                                      int n);
 
 }  // namespace h3::engine
 

@@ -103,8 +103,9 @@ absl::Status Run(const RunFlags& flags) {
     }
     vocab = tok->vocab_size();
   }
-  H3_ASSIGN_OR_RETURN(engine::Sampler sampler,
-                      engine::Sampler::Create(params, vocab, prompt));
+  H3_RETURN_IF_ERROR(engine::ValidateSamplingParams(params));
+  const uint64_t seed =
+      params.seed.has_value() ? *params.seed : engine::RandomSeed();
   engine::BackendOptions backend_options{flags.device};
   H3_ASSIGN_OR_RETURN(backend_options.weight_type,
                       engine::ParseWeightType(flags.dtype));
@@ -119,12 +120,24 @@ absl::Status Run(const RunFlags& flags) {
                static_cast<int64_t>(prompt.size()) + flags.max_tokens}));
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::SequenceState> sequence,
                       model->NewSequence());
+  // Sampling runs on the model's backend (kernels/sampling.h).
+  H3_RETURN_IF_ERROR(model->CheckTokens(prompt));
+  std::vector<uint8_t> token_flags(config.vocab_size);
+  for (int32_t id : prompt) token_flags[id] |= kernels::kTokenInPrompt;
+  for (int64_t id = vocab; id < config.vocab_size; ++id) {
+    token_flags[id] |= kernels::kTokenBanned;
+  }
+  H3_RETURN_IF_ERROR(model->SetTokenFlags(*sequence, token_flags));
+  kernels::SamplingRow row = engine::SamplingRowOf(params, seed, 0);
+  int32_t id = 0;
+  const engine::StepSampling sampling{{&row, 1}, &id, nullptr};
   Timing timing{.load_s = Seconds(load_start),
                 .prompt_tokens = static_cast<int64_t>(prompt.size())};
 
   std::vector<float> logits(config.padded_vocab_size);
   const Clock::time_point prefill_start = Clock::now();
-  H3_RETURN_IF_ERROR(model->Prefill(*sequence, prompt, logits.data()));
+  H3_RETURN_IF_ERROR(model->Prefill(
+      *sequence, prompt, flags.logits ? logits.data() : nullptr, &sampling));
   timing.prefill_s = Seconds(prefill_start);
   nlohmann::ordered_json out = {{"prompt_ids", prompt}};
   if (flags.logits) {
@@ -144,11 +157,11 @@ absl::Status Run(const RunFlags& flags) {
   while (static_cast<int64_t>(generated.size()) < flags.max_tokens) {
     if (!generated.empty()) {
       engine::SequenceState* batch[] = {sequence.get()};
+      row.step = generated.size();
       H3_RETURN_IF_ERROR(
-          model->Decode(batch, {generated.back()}, logits.data()));
+          model->Decode(batch, {generated.back()}, nullptr, &sampling));
       ++timing.decode_steps;
     }
-    const int32_t id = sampler.Sample(logits).id;
     generated.push_back(id);
     if (id == eos) {
       finish_reason = "eos";

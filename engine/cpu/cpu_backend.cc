@@ -151,6 +151,20 @@ class CpuBackend final : public Backend {
     kernels::AttentionDecodeCpu(p);
     return absl::OkStatus();
   }
+  absl::Status Sample(const kernels::SampleParams& p) override {
+    // Rows are independent: each thread samples a range of them.
+    ParallelFor(p.batch, 1, [&](int64_t begin, int64_t end) {
+      kernels::SampleParams part = p;
+      part.batch = static_cast<int>(end - begin);
+      part.logits += begin * p.row_stride;
+      part.rows += begin;
+      if (part.histories != nullptr) part.histories += begin;
+      part.ids += begin;
+      if (part.logprobs != nullptr) part.logprobs += begin;
+      kernels::SampleCpu(part);
+    });
+    return absl::OkStatus();
+  }
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:

@@ -13,6 +13,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/linear.h"
+#include "kernels/cuda/sampling.h"
 #include "loader/dtype.h"
 
 namespace h3::engine::cuda {
@@ -198,6 +199,14 @@ class CudaBackend final : public Backend {
     H3_RETURN_IF_ERROR(ReserveWorkspace(bytes));
     H3_CUDA_RETURN_IF_ERROR(kernels::AttentionDecodeCuda(
         p, capacity, workspaces_.back(), workspace_bytes_, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Sample(const kernels::SampleParams& p) override {
+    H3_RETURN_IF_ERROR(
+        ReserveWorkspace(kernels::SampleWorkspaceBytes(p.batch, p.vocab_size)));
+    H3_CUDA_RETURN_IF_ERROR(
+        kernels::SampleCuda(p, workspaces_.back(), workspace_bytes_, stream_));
     return absl::OkStatus();
   }
 

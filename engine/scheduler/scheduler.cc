@@ -22,7 +22,14 @@ double SecondsSince(SteadyTime start) {
 struct Scheduler::Sequence {
   GenerationRequest request;
   std::shared_ptr<ResultStream> stream;
-  std::optional<Sampler> sampler;
+  uint64_t seed = 0;  // the request's, or a random one
+  // Ids sampling may choose and TopLogprobs lists: [0, listed) (the
+  // tokenizer may know fewer tokens than the model has rows).
+  int32_t listed = 0;
+  // The token flags of the state's sampling history (kernels/sampling.h):
+  // the prompt's tokens, ids from listed on banned for good, and `banned`
+  // until min_new_tokens.
+  std::vector<uint8_t> flags;
   std::optional<tokenizer::IncrementalDecoder> decoder;  // with a tokenizer
   std::vector<int32_t> banned;  // masked until min_new_tokens
   std::unique_ptr<SequenceState> state;
@@ -126,10 +133,22 @@ absl::StatusOr<std::shared_ptr<ResultStream>> Scheduler::Submit(
       s->banned.push_back(tokenizer_->eos_id());
     }
   }
-  H3_ASSIGN_OR_RETURN(s->sampler,
-                      Sampler::Create(request.sampling, vocab, request.prompt));
   s->banned.insert(s->banned.end(), request.stop_token_ids.begin(),
                    request.stop_token_ids.end());
+  s->seed =
+      request.sampling.seed.has_value() ? *request.sampling.seed : RandomSeed();
+  s->listed = vocab;
+  s->flags.assign(model_->config().vocab_size, 0);
+  for (int32_t id : request.prompt) s->flags[id] |= kernels::kTokenInPrompt;
+  for (size_t id = vocab; id < s->flags.size(); ++id) {
+    s->flags[id] |= kernels::kTokenBanned;
+  }
+  if (request.min_new_tokens > 0) {
+    // Validate checked the stop ids; the end-of-text id is the tokenizer's.
+    for (int32_t id : s->banned) {
+      if (id < vocab) s->flags[id] |= kernels::kTokenBanned;
+    }
+  }
   s->request = std::move(request);
   s->stream = std::make_shared<ResultStream>(options_.stream_buffer);
   s->submitted = std::chrono::steady_clock::now();
@@ -270,9 +289,9 @@ void Scheduler::Admit() {
     free_states_.pop_back();
     s->queue_seconds = SecondsSince(s->submitted);
     ++running_count_;
-    if (absl::Status reset = model_->ResetSequence(*s->state); !reset.ok()) {
-      Finish(*s, FinishReason::kError, {.error = reset});
-    }
+    absl::Status reset = model_->ResetSequence(*s->state);
+    if (reset.ok()) reset = model_->SetTokenFlags(*s->state, s->flags);
+    if (!reset.ok()) Finish(*s, FinishReason::kError, {.error = reset});
     running_.push_back(std::move(s));
   }
 }
@@ -285,15 +304,22 @@ absl::Status Scheduler::Prefill() {
     if (budget == 0) break;
     const int64_t n = std::min(prompt - s->prefilled, budget);
     const bool last = s->prefilled + n == prompt;
+    // The first token is sampled from the prompt's last logits; those come
+    // to the host only for top logprobs.
+    const bool top = last && s->request.logprobs > 0;
+    const kernels::SamplingRow row = RowOf(*s);
+    int32_t id = 0;
+    float logprob = 0;
+    const StepSampling sampling{absl::MakeConstSpan(&row, 1), &id, &logprob};
     H3_RETURN_IF_ERROR(model_->Prefill(
         *s->state,
         absl::MakeConstSpan(s->request.prompt).subspan(s->prefilled, n),
-        last ? logits_.data() : nullptr));
+        top ? logits_.data() : nullptr, last ? &sampling : nullptr));
     s->prefilled += n;
     budget -= n;
     report_.prefill_sequences += 1;
     report_.prefill_tokens += n;
-    if (last) Emit(*s, logits_.data());
+    if (last) Emit(*s, id, logprob, top ? logits_.data() : nullptr);
   }
   return absl::OkStatus();
 }
@@ -302,31 +328,45 @@ absl::Status Scheduler::Decode() {
   std::vector<Sequence*> batch;
   std::vector<SequenceState*> states;
   std::vector<int32_t> tokens;
+  std::vector<kernels::SamplingRow> rows;
+  bool top = false;  // someone wants top logprobs: logits to the host
   for (auto& s : running_) {
     if (s->finish != FinishReason::kNone || s->generated.empty()) continue;
     batch.push_back(s.get());
     states.push_back(s->state.get());
     tokens.push_back(s->generated.back());
+    rows.push_back(RowOf(*s));
+    top = top || s->request.logprobs > 0;
   }
   if (batch.empty()) return absl::OkStatus();
   report_.decode_batch = static_cast<int>(batch.size());
-  H3_RETURN_IF_ERROR(model_->Decode(states, tokens, logits_.data()));
+  std::vector<int32_t> ids(batch.size());
+  std::vector<float> logprobs(batch.size());
+  const StepSampling sampling{rows, ids.data(), logprobs.data()};
+  H3_RETURN_IF_ERROR(model_->Decode(states, tokens,
+                                    top ? logits_.data() : nullptr, &sampling));
   const int64_t row = model_->config().padded_vocab_size;
   for (size_t i = 0; i < batch.size(); ++i) {
-    Emit(*batch[i], logits_.data() + i * row);
+    Emit(*batch[i], ids[i], logprobs[i],
+         top ? logits_.data() + i * row : nullptr);
   }
   return absl::OkStatus();
 }
 
-void Scheduler::Emit(Sequence& s, const float* logits) {
+kernels::SamplingRow Scheduler::RowOf(const Sequence& s) {
+  return SamplingRowOf(s.request.sampling, s.seed, s.generated.size());
+}
+
+void Scheduler::Emit(Sequence& s, int32_t id, float logprob,
+                     const float* logits) {
   const GenerationRequest& r = s.request;
-  const bool too_short =
-      static_cast<int32_t>(s.generated.size()) < r.min_new_tokens;
-  const SampledToken token = s.sampler->Sample(
-      absl::MakeConstSpan(logits, model_->config().padded_vocab_size),
-      r.logprobs,
-      too_short ? absl::Span<const int32_t>(s.banned)
-                : absl::Span<const int32_t>());
+  SampledToken token{.id = id, .logprob = logprob};
+  if (r.logprobs > 0 && logits != nullptr) {
+    const loader::ModelConfig& config = model_->config();
+    token.top = TopLogprobs(
+        absl::MakeConstSpan(logits, config.padded_vocab_size),
+        static_cast<int32_t>(config.vocab_size), s.listed, r.logprobs);
+  }
   const SteadyTime now = std::chrono::steady_clock::now();
   if (s.generated.empty()) {
     s.first_token_seconds =
@@ -338,6 +378,17 @@ void Scheduler::Emit(Sequence& s, const float* logits) {
   s.last_token = now;
   s.generated.push_back(token.id);
   report_.generated_tokens += 1;
+  if (static_cast<int32_t>(s.generated.size()) == r.min_new_tokens &&
+      !s.banned.empty()) {
+    // Long enough: end of text and the stop tokens may come now.
+    for (int32_t banned : s.banned) {
+      if (banned < s.listed) s.flags[banned] &= ~kernels::kTokenBanned;
+    }
+    if (absl::Status unban = model_->SetTokenFlags(*s.state, s.flags);
+        !unban.ok()) {
+      return Finish(s, FinishReason::kError, {.error = unban});
+    }
+  }
 
   Delta delta{.token_ids = {token.id}};
   if (r.logprobs >= 0) delta.logprobs.push_back(token);

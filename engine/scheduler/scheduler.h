@@ -99,8 +99,11 @@ class Scheduler {
   void EndExpired();
   absl::Status Prefill();
   absl::Status Decode();
-  // Samples a sequence's next token from `logits` and streams it.
-  void Emit(Sequence& s, const float* logits);
+  // The sampling row of a sequence's next token.
+  static kernels::SamplingRow RowOf(const Sequence& s);
+  // Streams a sequence's sampled token; `logits` (host, or null) are its
+  // logits, needed for top logprobs.
+  void Emit(Sequence& s, int32_t id, float logprob, const float* logits);
   // Ends the sequence; `delta` (completed with the reason, usage and any
   // held-back text) is sent by Retire, or by whoever ends a waiting one.
   void Finish(Sequence& s, FinishReason reason, Delta delta);
@@ -111,7 +114,7 @@ class Scheduler {
   std::unique_ptr<Model> model_;
   const tokenizer::Tokenizer* tokenizer_;
   const SchedulerOptions options_;
-  std::vector<float> logits_;  // [slots, padded_vocab]
+  std::vector<float> logits_;  // [slots, padded_vocab], for top logprobs
 
   // Owned by the loop thread.
   std::vector<std::unique_ptr<SequenceState>> free_states_;
