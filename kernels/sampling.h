@@ -27,9 +27,9 @@
 //      (kernels/philox.h); walking the kept
 //      tokens in id order, the first whose running sum of p exceeds
 //      u * (sum of kept p); the last kept token if rounding leaves none.
-//   7. h.counts[id] += 1 (with a history): the sampler keeps the counts of step
-//   1, so that a
-//      decode step, sampling included, can be replayed as one graph.
+//   7. h.counts[id] += 1 (with a history): the sampler keeps the counts
+//      of step 1, so that a decode step, sampling included, can be
+//      replayed as one graph.
 // logprobs[b] (if not null) = log softmax of the unmodified logits at the
 // chosen id.
 // REQUIRES: no NaN, a finite largest processed logit, and at least one
