@@ -7,11 +7,13 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend.h"
 #include "engine/model.h"
 #include "gtest/gtest.h"
+#include "kernels/sampling.h"
 #include "loader/model_file.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/normalised_error.h"
@@ -240,6 +242,88 @@ TEST_F(CudaEngineTest, PrefillEqualsTokenByTokenDecoding) {
     ASSERT_TRUE(gpu->Decode({&s, 1}, {&tokens[i], 1}, stepped.data()).ok());
   }
   EXPECT_LT(NormalisedError(prefilled, stepped), 1e-4);
+}
+
+// Sampling on the device, inside the captured decode step: the ids are the
+// specification's (SampleCpu) on the logits the step returned, with a
+// history kept on the host; graphs on and off draw the same ids. The
+// kernel may differ from the CPU where fp32 rounding moves a top-p or draw
+// boundary (kernels/cuda/sampling.h): a few of 5 x 24 draws, never a greedy
+// row's.
+TEST_F(CudaEngineTest, DeviceSamplingDrawsTheSpecificationsIds) {
+  Open(1);
+  auto with = Load("cuda", WeightType::kFloat16, /*graphs=*/true);
+  auto without = Load("cuda", WeightType::kFloat16, /*graphs=*/false);
+  ASSERT_NE(with, nullptr);
+  ASSERT_NE(without, nullptr);
+  const int64_t row = config_.padded_vocab_size;
+  const int32_t vocab = static_cast<int32_t>(config_.vocab_size);
+  const std::vector<kernels::SamplingRow> params = {
+      {.temperature = 0.0f},
+      {.temperature = 1.0f, .seed = 11},
+      {.temperature = 0.7f, .top_k = 8, .seed = 12},
+      {.temperature = 1.3f, .top_p = 0.8f, .min_p = 0.05f, .seed = 13},
+      {.temperature = 1.0f,
+       .repetition_penalty = 1.4f,
+       .presence_penalty = 0.5f,
+       .frequency_penalty = 0.5f,
+       .seed = 14},
+  };
+  const size_t n = params.size();  // 5: the bucket of 8 pads three rows
+  std::vector<std::unique_ptr<SequenceState>> keep;
+  std::vector<SequenceState*> seqs_a, seqs_b;
+  std::vector<std::vector<int32_t>> counts(n, std::vector<int32_t>(vocab));
+  std::vector<std::vector<uint8_t>> flags(n, std::vector<uint8_t>(vocab));
+  std::vector<int32_t> next(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto prompt = Tokens(9 + 5 * i, 40 + i, vocab);
+    for (int32_t id : prompt) flags[i][id] |= kernels::kTokenInPrompt;
+    flags[i][(7 * i) % vocab] |= kernels::kTokenBanned;
+    for (auto [model, seqs] :
+         {std::pair{with.get(), &seqs_a}, std::pair{without.get(), &seqs_b}}) {
+      auto seq = model->NewSequence();
+      ASSERT_TRUE(seq.ok());
+      ASSERT_TRUE(model->SetTokenFlags(**seq, flags[i]).ok());
+      ASSERT_TRUE(model->Prefill(**seq, prompt, nullptr).ok());
+      seqs->push_back(seq->get());
+      keep.push_back(*std::move(seq));
+    }
+    next[i] = prompt.back();
+  }
+  int differences = 0;
+  std::vector<kernels::SamplingRow> rows = params;
+  for (int step = 0; step < 24; ++step) {
+    for (auto& r : rows) r.step = step;
+    std::vector<int32_t> a(n), b(n);
+    std::vector<float> logits(n * row), unused(n * row);
+    const StepSampling sample_a{rows, a.data(), nullptr};
+    const StepSampling sample_b{rows, b.data(), nullptr};
+    ASSERT_TRUE(with->Decode(seqs_a, next, logits.data(), &sample_a).ok());
+    ASSERT_TRUE(without->Decode(seqs_b, next, unused.data(), &sample_b).ok());
+    EXPECT_EQ(a, b) << "graphs on and off, step " << step;
+    for (size_t i = 0; i < n; ++i) {
+      kernels::TokenHistory h{counts[i].data(), flags[i].data()};
+      int32_t want = -1;
+      kernels::SampleParams p;
+      p.batch = 1;
+      p.vocab_size = vocab;
+      p.row_stride = row;
+      p.logits = logits.data() + i * row;
+      p.rows = &rows[i];
+      p.histories = &h;
+      p.ids = &want;
+      kernels::SampleCpu(p);
+      ASSERT_EQ(flags[i][a[i]] & kernels::kTokenBanned, 0);
+      if (a[i] != want) {
+        ASSERT_GT(params[i].temperature, 0.0f) << "greedy row, step " << step;
+        ++differences;
+        --counts[i][want];  // follow the device's draw
+        ++counts[i][a[i]];
+      }
+    }
+    next = a;
+  }
+  EXPECT_LE(differences, 3);
 }
 
 }  // namespace
