@@ -36,6 +36,20 @@ void GreedyNext(const loader::ModelConfig& config,
   }
 }
 
+// Greedy rows for `n` sequences: sampling on the backend, as the server
+// does, writing the next tokens into `next`.
+struct GreedySampling {
+  explicit GreedySampling(std::vector<int32_t>& next)
+      : rows(next.size(), kernels::SamplingRow{.temperature = 0.0f}),
+        all{rows, next.data(), nullptr} {}
+  // The sampling of sequence b alone (a prefill's first token).
+  engine::StepSampling One(size_t b) const {
+    return {absl::MakeConstSpan(&rows[b], 1), all.ids + b, nullptr};
+  }
+  std::vector<kernels::SamplingRow> rows;
+  engine::StepSampling all;
+};
+
 absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
     const EngineBenchFlags& flags) {
   engine::BackendOptions options;
@@ -92,26 +106,24 @@ struct Table4Run {
 absl::StatusOr<Table4Run> OneTable4Run(
     engine::Model& model, const EngineBenchFlags& flags,
     const std::vector<engine::SequenceState*>& sequences,
-    const std::vector<std::vector<int32_t>>& prompts,
-    std::vector<float>& logits) {
-  const int64_t row = model.config().padded_vocab_size;
+    const std::vector<std::vector<int32_t>>& prompts) {
   for (engine::SequenceState* s : sequences) {
     H3_RETURN_IF_ERROR(model.ResetSequence(*s));
   }
   H3_RETURN_IF_ERROR(model.backend().Synchronize());
   std::vector<int32_t> next(flags.batch);
+  const GreedySampling greedy(next);
   Table4Run run;
   const Clock::time_point start = Clock::now();
   for (int64_t b = 0; b < flags.batch; ++b) {
+    const engine::StepSampling first = greedy.One(b);
     H3_RETURN_IF_ERROR(
-        model.Prefill(*sequences[b], prompts[b], logits.data() + b * row));
+        model.Prefill(*sequences[b], prompts[b], nullptr, &first));
   }
-  GreedyNext(model.config(), logits, next);
   run.prefill_s = Since(start);
   const Clock::time_point decode_start = Clock::now();
   for (int64_t step = 0; step < flags.decode_steps; ++step) {
-    H3_RETURN_IF_ERROR(model.Decode(sequences, next, logits.data()));
-    GreedyNext(model.config(), logits, next);
+    H3_RETURN_IF_ERROR(model.Decode(sequences, next, nullptr, &greedy.all));
   }
   H3_RETURN_IF_ERROR(model.backend().Synchronize());
   run.decode_s = Since(decode_start);
@@ -166,14 +178,13 @@ absl::StatusOr<Json> RunTable4(engine::Model& model,
     owned.push_back(std::move(s));
     prompts.push_back(RandomTokens(flags.prompt_len, vocab, 1000 + b));
   }
-  std::vector<float> logits(flags.batch * config.padded_vocab_size);
   Json prefill_s = Json::array(), decode_s = Json::array(),
        total_s = Json::array(), tokens_per_s = Json::array();
   std::vector<double> totals;
   // Run 0 is the untimed warm-up.
   for (int r = 0; r <= flags.reps; ++r) {
     H3_ASSIGN_OR_RETURN(Table4Run run,
-                        OneTable4Run(model, flags, sequences, prompts, logits));
+                        OneTable4Run(model, flags, sequences, prompts));
     if (r == 0) continue;
     const double total = run.prefill_s + run.decode_s;
     prefill_s.push_back(run.prefill_s);
@@ -189,9 +200,10 @@ absl::StatusOr<Json> RunTable4(engine::Model& model,
       {"decode_steps", flags.decode_steps},
       {"prefill_chunk", flags.prefill_chunk},
       {"method",
-       "per run: each sequence prefilled by one Model::Prefill call, greedy "
-       "argmax of its last logits on the host, then decode_steps batched "
-       "Model::Decode steps with host argmax; wall clock (steady_clock) from "
+       "per run: each sequence prefilled by one Model::Prefill call, which "
+       "samples its first token greedily on the backend, then decode_steps "
+       "batched Model::Decode steps, each sampling greedily on the backend "
+       "(only ids come back); wall clock (steady_clock) from "
        "the first prefill to the synchronisation after the last step; one "
        "untimed warm-up run first; tokens/s = batch * decode_steps / total"},
       {"prefill_s", prefill_s},
@@ -211,20 +223,19 @@ absl::StatusOr<Json> RunLatency(engine::Model& model,
                       model.NewSequence());
   engine::SequenceState* batch[] = {seq.get()};
   const std::vector<int32_t> prompt = RandomTokens(flags.prompt_len, vocab, 1);
-  std::vector<float> logits(config.padded_vocab_size);
   std::vector<int32_t> next(1);
+  const GreedySampling greedy(next);
   Json step_ms = Json::array();
   std::vector<double> all_ms;
   for (int r = 0; r <= flags.reps; ++r) {
     H3_RETURN_IF_ERROR(model.ResetSequence(*seq));
-    H3_RETURN_IF_ERROR(model.Prefill(*seq, prompt, logits.data()));
-    GreedyNext(config, logits, next);
+    const engine::StepSampling first = greedy.One(0);
+    H3_RETURN_IF_ERROR(model.Prefill(*seq, prompt, nullptr, &first));
     H3_RETURN_IF_ERROR(model.backend().Synchronize());
     Json run = Json::array();
     for (int64_t step = 0; step < flags.decode_steps; ++step) {
       const Clock::time_point start = Clock::now();
-      H3_RETURN_IF_ERROR(model.Decode(batch, next, logits.data()));
-      GreedyNext(config, logits, next);
+      H3_RETURN_IF_ERROR(model.Decode(batch, next, nullptr, &greedy.all));
       const double ms = 1e3 * Since(start);
       run.push_back(ms);
       if (r > 0) all_ms.push_back(ms);
@@ -237,8 +248,9 @@ absl::StatusOr<Json> RunLatency(engine::Model& model,
       {"decode_steps", flags.decode_steps},
       {"method",
        "one sequence prefilled with prompt_len tokens (untimed), then each "
-       "Model::Decode step timed alone (steady_clock, including the logits "
-       "copy to the host and the argmax); one untimed warm-up run first; "
+       "Model::Decode step timed alone (steady_clock, including greedy "
+       "sampling on the backend and the copy of the id to the host); one "
+       "untimed warm-up run first; "
        "median over every step of every timed run"},
       {"step_ms", step_ms},
       {"median_step_ms", Median(all_ms)},

@@ -56,8 +56,9 @@ nlohmann::ordered_json MachineJson(const std::string& backend_name);
 // --what table4. After one untimed run of the same shape, --reps timed runs
 // of: --batch fresh sequences, each prefilled with its own --prompt-len
 // random tokens by one Model::Prefill call (as the engine prefills a
-// request), the greedy token of each prompt's last logits chosen on the
-// host; then --decode-steps batched Model::Decode steps, greedy on the host.
+// request), which samples its first token greedily on the backend; then
+// --decode-steps batched Model::Decode steps, sampling greedily on the
+// backend as the server does (only ids come back).
 // Sequences are allocated before the clock starts and reset between runs.
 // Reports per run the prefill, decode and total seconds, and tokens/s =
 // batch * decode_steps / total.
@@ -66,8 +67,9 @@ absl::StatusOr<nlohmann::ordered_json> RunTable4(engine::Model& model,
 
 // --what latency: one sequence prefilled with --prompt-len tokens (untimed),
 // then --decode-steps single-sequence decode steps, each timed alone
-// (including the logits copy and the host argmax); after one untimed run of
-// the same shape, --reps runs. Reports every step and the median.
+// (including greedy sampling on the backend and the id's copy to the host);
+// after one untimed run of the same shape, --reps runs. Reports every step
+// and the median.
 absl::StatusOr<nlohmann::ordered_json> RunLatency(
     engine::Model& model, const EngineBenchFlags& flags);
 
