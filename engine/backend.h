@@ -105,14 +105,17 @@ struct LinearParams {
 class H3Layer {
  public:
   virtual ~H3Layer() = default;
-  // Prefill of `length` tokens of one sequence from `state` (updated in
-  // place): qkv [length, 3d], out [length, d].
-  virtual absl::Status Prefill(int64_t length, const float* qkv, float* out,
-                               const kernels::H3State& state) = 0;
+  // Prefill of `length` tokens of one sequence at positions [start, start +
+  // length) from `state` (updated in place): qkv [length, 3d], out
+  // [length, d].
+  virtual absl::Status Prefill(int64_t start, int64_t length, const float* qkv,
+                               float* out, const kernels::H3State& state) = 0;
   // One token of each of `batch` sequences: qkv [batch, 3d], out [batch, d];
-  // `states` [batch] in backend memory (e.g. a Staging's device side).
+  // `states` and the tokens' `positions` [batch] in backend memory (e.g. a
+  // Staging's device side).
   virtual absl::Status Step(int batch, const float* qkv, float* out,
-                            const kernels::H3State* states) = 0;
+                            const kernels::H3State* states,
+                            const int64_t* positions) = 0;
 };
 
 // The operations the model is written in. Every pointer an op receives lives

@@ -18,6 +18,15 @@
 // sequence. The CPU functions declared here are the specification; the CUDA
 // kernels take the same structs.
 //
+// The shift SSM's state is its last N inputs, raw, in a ring indexed by
+// position: k[t] of channel c lives at shift[c][t mod N]. The reference
+// keeps s = (the last N inputs filtered by B) and shifts it every token
+// (H3_MODEL.md, "Recurrent form"); kbar = C . s + D k equals
+// sum_j kshift[j] k[t - j] + D k, so the ring holds the same information,
+// and a step writes one value per channel instead of N. Slots of positions
+// not yet reached are zero (a new sequence's state is all zeros), which is
+// the convolution's "zero before t = 0".
+//
 // Everything is fp32; complex numbers are stored as interleaved (re, im).
 
 #include <cstdint>
@@ -41,8 +50,6 @@ struct H3Shape {
 struct H3Weights {
   H3Shape shape;
   const float* shift_kernel = nullptr;  // [d, N]  kshift[c][j], tap j
-  const float* shift_B = nullptr;       // [d, N]  shift-SSM input vector
-  const float* shift_C = nullptr;       // [d, N]  shift-SSM output vector
   const float* shift_D = nullptr;       // [d]     ssm_k_D
   const float* dA = nullptr;            // [H, M] complex: discrete A
   const float* dB = nullptr;            // [H, M] complex: discrete B
@@ -52,17 +59,19 @@ struct H3Weights {
 
 // A sequence's state in one H3 layer, read and updated in place.
 struct H3State {
-  float* shift = nullptr;  // [d, N]: s[c][n], the last N inputs filtered by B
+  float* shift = nullptr;  // [d, N]: k[t] of channel c at [c][t mod N]
   float* diag = nullptr;   // [p, p, H, M] complex: x[(d1, d2, h)][m]
 };
 
-// Prefill of one sequence's chunk of `length` tokens.
+// Prefill of one sequence's chunk of `length` tokens at positions
+// [start, start + length).
 // REQUIRES: q, k, v, out hold [length, d] row-major (token-major); the state
 // holds the state before the chunk (zeros for a new sequence) and receives the
 // state after it; kernel_spectrum is H3KernelSpectrum(weights, nfft) with
 // nfft >= 2 * length and nfft a power of two. `out` must not alias q, k or v.
 struct H3PrefillParams {
   H3Weights w;
+  int64_t start = 0;  // the position of the chunk's first token
   int64_t length = 0;
   const float* q = nullptr;
   const float* k = nullptr;
@@ -76,7 +85,9 @@ struct H3PrefillParams {
 // One decoding step for a batch of sequences, each at its own position with
 // its own state. REQUIRES: q, k, v hold [batch, d] rows `input_stride`
 // elements apart (d when 0; 3 d when they are the column blocks of one fused
-// q|k|v product); out holds [batch, d]; states[b] is sequence b's state.
+// q|k|v product); out holds [batch, d]; states[b] is sequence b's state and
+// positions[b] the position of its token (the ring slot positions[b] mod N
+// receives k).
 struct H3StepParams {
   H3Weights w;
   int batch = 0;
@@ -86,6 +97,7 @@ struct H3StepParams {
   float* out = nullptr;
   const H3State* states = nullptr;  // [batch]
   int64_t input_stride = 0;
+  const int64_t* positions = nullptr;  // [batch], >= 0
 };
 
 // The checkpoint's SSM parameters of one layer (H3_MODEL.md names), fp32.

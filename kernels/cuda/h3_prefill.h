@@ -42,8 +42,10 @@ struct SequenceLayout {
   }
 };
 
-// One prefill call: a chunk of `length` tokens for each of `batch` sequences
-// (all the same length), each starting from its own saved state.
+// One prefill call: a chunk of `length` tokens at positions [start, start +
+// length) for each of `batch` sequences (all the same length and start),
+// each starting from its own saved state (the shift state a ring indexed by
+// position, kernels/h3.h).
 // q, k, v, out: device tensors of `type` in `layout`; out must not alias
 // q, k or v. The states are fp32 device memory, read as the state before the
 // chunk (zeros for a new sequence) and overwritten with the state after it,
@@ -51,6 +53,7 @@ struct SequenceLayout {
 //   shift_state [batch, d, N],  diag_state [batch, p, p, H, M] complex.
 struct H3PrefillCudaParams {
   int batch = 0;
+  int64_t start = 0;
   int64_t length = 0;
   ElementType type = ElementType::kFloat32;
   SequenceLayout layout;
