@@ -153,6 +153,7 @@ CaseResult MeasureCase(const Shape& shape, const CaseOptions& o, int64_t length,
     }
     H3PrefillCudaParams p;
     p.batch = shape.batch;
+    p.start = 0;  // a new sequence's first chunk: the states are zero
     p.length = length;
     p.type = type;
     p.layout = kernels::SequenceLayout::ChannelMajor(shape.heads, length);

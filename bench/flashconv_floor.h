@@ -20,10 +20,12 @@ struct PrefillBytes {
   int64_t activations = 0;
   // Each sequence's state read (the state before the chunk) and written (the
   // state after it), fp32: shift [B, d, N] real, diag [B, p, p, H, M] complex.
+  // The shift state is a ring of the last N inputs by position, of which a
+  // call rewrites only the slots of its last min(L, N) tokens.
   int64_t states = 0;
   // Listed, not in the floor. The layer's weights (H3Weights), read once per
-  // call: shift kernel, B, C [d, N] and shift_D [d]; dA, dB, C [H, M] complex
-  // and D [H].
+  // call: shift kernel [d, N] and shift_D [d]; dA, dB, C [H, M] complex and
+  // D [H].
   int64_t weights = 0;
   // Listed, not in the floor. The spectrum of the whole-length kernel,
   // [H, nfft / 2 + 1] complex fp32 with nfft = H3FftSize(L): what an FFT
@@ -42,8 +44,10 @@ inline PrefillBytes H3PrefillBytes(const kernels::H3Shape& s, int64_t batch,
   const int64_t f32 = sizeof(float), c64 = 2 * sizeof(float);
   PrefillBytes bytes;
   bytes.activations = 4 * batch * d * length * element_size;
-  bytes.states = 2 * (batch * d * n * f32 + batch * p * p * h * m * c64);
-  bytes.weights = (3 * d * n + d) * f32 + 3 * h * m * c64 + h * f32;
+  const int64_t written = std::min(length, n);  // ring slots rewritten
+  bytes.states =
+      batch * d * (n + written) * f32 + 2 * batch * p * p * h * m * c64;
+  bytes.weights = (d * n + d) * f32 + 3 * h * m * c64 + h * f32;
   bytes.kernel_spectrum =
       h * (static_cast<int64_t>(kernels::H3FftSize(length)) / 2 + 1) * c64;
   return bytes;

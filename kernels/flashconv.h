@@ -14,8 +14,12 @@
 
 namespace h3::kernels::flashconv {
 
-constexpr int kMaxModes = 32;    // diagonal-SSM modes M (d_state <= 64)
-constexpr int kHistory = 64;     // shift-conv inputs kept across chunks
+constexpr int kMaxModes = 32;  // diagonal-SSM modes M (d_state <= 64)
+// Shift-conv inputs kept across chunks, in position order: at the call's
+// start the shift state's ring (the N = d_state inputs before it), after
+// each chunk its last kHistory inputs; the end state is written from them.
+constexpr int kHistory = 64;
+static_assert(2 * kMaxModes <= kHistory, "the history must hold the ring");
 constexpr int kStateTile = 256;  // tokens per column tile of the state sums
 
 // An FFT size n = n1 * n2 of the two-level (Monarch) decomposition; a chunk

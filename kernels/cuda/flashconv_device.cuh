@@ -109,9 +109,8 @@ __device__ inline void Negate(Frag& f) {
 struct alignas(128) SmallShared {
   __half pcat[16][2 * kMaxModes];  // P[j][m] = C dA^(j+1), scaled
   __half ecat[2 * kMaxModes][16];  // E[m][i] = dA^(15-i) dB, scaled
-  float history[kHistory];         // the last kHistory inputs k
+  float history[kHistory];         // the last kHistory inputs k by position
   float taps[kHistory];            // shift kernel of the channel
-  float shift0[kHistory];          // the shift state at the call's start
   float2 x[kMaxModes];             // diagonal state at the chunk's start
   float2 x_next[kMaxModes];        // ... at its end
   float2 dA16[kMaxModes];          // dA^16

@@ -52,8 +52,6 @@ cudaError_t H3PrefillCuda::Create(const H3Weights& w, const Options& options,
   op->device_weights_.shape = s;
   H3Weights& dw = op->device_weights_;
   const Part parts[] = {{w.shift_kernel, d * n, &dw.shift_kernel},
-                        {w.shift_B, d * n, &dw.shift_B},
-                        {w.shift_C, d * n, &dw.shift_C},
                         {w.shift_D, d, &dw.shift_D},
                         {w.dA, 2 * heads * modes, &dw.dA},
                         {w.dB, 2 * heads * modes, &dw.dB},
@@ -100,7 +98,7 @@ cudaError_t H3PrefillCuda::Create(const H3Weights& w, const Options& options,
 
 cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,
                                cudaStream_t stream) {
-  if (p.batch < 0 || p.length < 0) return cudaErrorInvalidValue;
+  if (p.batch < 0 || p.length < 0 || p.start < 0) return cudaErrorInvalidValue;
   if (p.batch == 0 || p.length == 0) return cudaSuccess;
   if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.out == nullptr ||
       p.shift_state == nullptr || p.diag_state == nullptr) {

@@ -51,9 +51,11 @@ struct SequenceLayout {
 // chunk (zeros for a new sequence) and overwritten with the state after it,
 // one H3State per sequence laid out back to back:
 //   shift_state [batch, d, N],  diag_state [batch, p, p, H, M] complex.
+// A call reads the inputs before `start` from the shift state's ring and
+// writes its last min(length, N) inputs into their slots.
 struct H3PrefillCudaParams {
   int batch = 0;
-  int64_t start = 0;
+  int64_t start = 0;  // >= 0
   int64_t length = 0;
   ElementType type = ElementType::kFloat32;
   SequenceLayout layout;

@@ -1,8 +1,11 @@
 // GPU tests of H3PrefillCuda's contract (which path it takes, which
-// arguments it refuses) and of H3KernelSpectrumCuda against the CPU twin
-// H3KernelSpectrum (label gpu: skipped without a device).
+// arguments it refuses, where the end shift state goes in its ring) and of
+// H3KernelSpectrumCuda against the CPU twin H3KernelSpectrum (label gpu:
+// skipped without a device).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -20,6 +23,7 @@ namespace h3::kernels {
 namespace {
 
 using h3::testing::RandomH3Layer;
+using testing::DeviceTensor;
 using testing::Inputs;
 using testing::NormalisedError;
 
@@ -95,7 +99,7 @@ TEST_F(H3PrefillCudaTest, RejectsBadArgumentsAndIgnoresEmptyCalls) {
   good.shift_state = shift.as<float>();
   good.diag_state = diag.as<float>();
 
-  std::vector<H3PrefillCudaParams> bad(8, good);
+  std::vector<H3PrefillCudaParams> bad(9, good);
   bad[0].length = -1;
   bad[1].batch = -1;
   bad[2].q = nullptr;
@@ -104,6 +108,7 @@ TEST_F(H3PrefillCudaTest, RejectsBadArgumentsAndIgnoresEmptyCalls) {
   bad[5].out = nullptr;
   bad[6].shift_state = nullptr;
   bad[7].diag_state = nullptr;
+  bad[8].start = -1;
   for (size_t i = 0; i < bad.size(); ++i) {
     EXPECT_EQ(op->Run(bad[i], nullptr), cudaErrorInvalidValue) << i;
     EXPECT_EQ(cufft->Run(bad[i], nullptr), cudaErrorInvalidValue) << i;
@@ -154,6 +159,85 @@ TEST_F(H3PrefillCudaTest, RejectsBadArgumentsAndIgnoresEmptyCalls) {
   ASSERT_CUDA_OK(testing::CopyToHost(out, &out_after));
   EXPECT_NE(out_after, sentinel);
 }
+
+// (prefer, channel_major)
+using RingCase = std::tuple<H3PrefillPath, bool>;
+
+class H3PrefillRingGpuTest : public h3::testing::GpuTestWithParam<RingCase> {};
+
+// The end shift state is the old ring with the call's last min(L, N) inputs
+// written into slots (start + u) mod N, bit for bit, whatever the other
+// slots held: calls shorter than N (one wrapping the ring), one longer, and
+// one at position 0 (whose earlier slots, nonzero here, stay as they were).
+TEST_P(H3PrefillRingGpuTest, WritesTheLastInputsIntoTheirSlots) {
+  const auto [prefer, channel_major] = GetParam();
+  const H3Shape shape{16, 1, 64};
+  const int d = shape.d_model, n = shape.d_state, batch = 2;
+  const RandomH3Layer layer(shape, 9);
+  std::unique_ptr<H3PrefillCuda> op;
+  ASSERT_CUDA_OK(H3PrefillCuda::Create(layer.weights(), {prefer}, &op));
+  struct Call {
+    int64_t start, length;
+  };
+  for (const Call call : {Call{62, 3}, Call{5, 1}, Call{130, 70}, Call{0, 10},
+                          Call{1000, 2049}}) {
+    SCOPED_TRACE("start " + std::to_string(call.start) + " length " +
+                 std::to_string(call.length));
+    const Inputs in(shape, batch, call.length, ElementType::kFloat32, 50);
+    const SequenceLayout layout =
+        channel_major ? SequenceLayout::ChannelMajor(d, call.length)
+                      : SequenceLayout::TokenMajor(d, call.length);
+    auto tensor = [&] {
+      return DeviceTensor{batch, call.length, d, ElementType::kFloat32, layout};
+    };
+    DeviceTensor q = tensor(), k = tensor(), v = tensor(), o = tensor();
+    ASSERT_CUDA_OK(testing::Upload(in.q, &q));
+    ASSERT_CUDA_OK(testing::Upload(in.k, &k));
+    ASSERT_CUDA_OK(testing::Upload(in.v, &v));
+    ASSERT_CUDA_OK(o.memory.Reserve(o.bytes()));
+    DeviceBuffer shift, diag;
+    ASSERT_CUDA_OK(testing::CopyToDevice(in.state.shift, &shift));
+    ASSERT_CUDA_OK(testing::CopyToDevice(in.state.diag, &diag));
+    H3PrefillCudaParams p;
+    p.batch = batch;
+    p.start = call.start;
+    p.length = call.length;
+    p.layout = layout;
+    p.q = q.memory.get();
+    p.k = k.memory.get();
+    p.v = v.memory.get();
+    p.out = o.memory.get();
+    p.shift_state = shift.as<float>();
+    p.diag_state = diag.as<float>();
+    ASSERT_CUDA_OK(op->Run(p, nullptr));
+    ASSERT_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> got(in.state.shift.size());
+    ASSERT_CUDA_OK(testing::CopyToHost(shift, &got));
+
+    std::vector<float> want = in.state.shift;
+    for (int b = 0; b < batch; ++b) {
+      for (int c = 0; c < d; ++c) {
+        for (int64_t u = std::max<int64_t>(0, call.length - n); u < call.length;
+             ++u) {
+          want[(b * d + c) * n + (call.start + u) % n] =
+              in.k[(b * call.length + u) * d + c];
+        }
+      }
+    }
+    EXPECT_EQ(got, want);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, H3PrefillRingGpuTest,
+    ::testing::Values(RingCase{H3PrefillPath::kFused, true},
+                      RingCase{H3PrefillPath::kFused, false},
+                      RingCase{H3PrefillPath::kCufft, true},
+                      RingCase{H3PrefillPath::kCufft, false}),
+    [](const ::testing::TestParamInfo<RingCase>& info) {
+      return std::string(H3PrefillPathName(std::get<0>(info.param))) +
+             (std::get<1>(info.param) ? "_channel" : "_token");
+    });
 
 // (d_model, head_dim, d_state, nfft)
 using SpectrumCase = std::tuple<int, int, int, int>;

@@ -120,7 +120,7 @@ struct H3PrefillCufft::Impl {
   int64_t scratch_budget = 0;
   std::map<int, DeviceBuffer> spectra;  // nfft -> [H, nfft/2 + 1] complex
   std::map<std::pair<int, int64_t>, Plans> plans;  // (nfft, count)
-  DeviceBuffer kv, y, next_shift, work;
+  DeviceBuffer kv, y, work;
   // Recorded at the end of each call; the next call's stream waits for it,
   // so calls on different streams do not share the scratch concurrently.
   cudaEvent_t done = nullptr;
@@ -134,8 +134,8 @@ H3PrefillCufft::~H3PrefillCufft() = default;
 cudaError_t H3PrefillCufft::Create(const H3Weights& w, const Options& options,
                                    std::unique_ptr<H3PrefillCufft>* out) {
   if (!ValidShape(w.shape) || w.shift_kernel == nullptr ||
-      w.shift_B == nullptr || w.shift_C == nullptr || w.shift_D == nullptr ||
-      w.dA == nullptr || w.dB == nullptr || w.C == nullptr || w.D == nullptr) {
+      w.shift_D == nullptr || w.dA == nullptr || w.dB == nullptr ||
+      w.C == nullptr || w.D == nullptr) {
     return cudaErrorInvalidValue;
   }
   auto impl = std::make_unique<Impl>();
@@ -150,7 +150,7 @@ cudaError_t H3PrefillCufft::Create(const H3Weights& w, const Options& options,
 
 cudaError_t H3PrefillCufft::Run(const H3PrefillCudaParams& p,
                                 cudaStream_t stream) {
-  if (p.batch < 0 || p.length < 0) return cudaErrorInvalidValue;
+  if (p.batch < 0 || p.length < 0 || p.start < 0) return cudaErrorInvalidValue;
   if (p.batch == 0 || p.length == 0) return cudaSuccess;
   if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.out == nullptr ||
       p.shift_state == nullptr || p.diag_state == nullptr || p.out == p.q ||
@@ -164,14 +164,12 @@ cudaError_t H3PrefillCufft::Run(const H3PrefillCudaParams& p,
   Impl& m = *impl_;
   const H3Shape& s = m.w.shape;
   const int64_t kv_channels = s.kv_channels();
-  const int64_t state_floats = int64_t{s.d_model} * s.d_state;
 
   // The first piece is the longest; size the groups and scratch for it.
   const int longest =
       static_cast<int>(std::min<int64_t>(p.length, kMaxPieceLength));
   const int64_t nfft_max = H3FftSize(longest);
-  const int64_t per_sequence =
-      sizeof(float) * (kv_channels * (2 * nfft_max + 2) + state_floats);
+  const int64_t per_sequence = sizeof(float) * kv_channels * (2 * nfft_max + 2);
   const int64_t group =
       std::clamp<int64_t>(m.scratch_budget / per_sequence, 1,
                           std::min<int64_t>(p.batch, kMaxGroup));
@@ -179,8 +177,6 @@ cudaError_t H3PrefillCufft::Run(const H3PrefillCudaParams& p,
       m.kv.Reserve(sizeof(float) * group * kv_channels * nfft_max));
   H3_RETURN_IF_CUDA_ERROR(
       m.y.Reserve(sizeof(float) * group * kv_channels * (nfft_max + 2)));
-  H3_RETURN_IF_CUDA_ERROR(
-      m.next_shift.Reserve(sizeof(float) * group * state_floats));
   H3_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(stream, m.done, 0));
 
   CufftPieceParams piece;
@@ -196,12 +192,12 @@ cudaError_t H3PrefillCufft::Run(const H3PrefillCudaParams& p,
   piece.diag_state = p.diag_state;
   piece.kv = m.kv.as<float>();
   piece.y = m.y.as<float>();
-  piece.next_shift = m.next_shift.as<float>();
   for (int64_t b0 = 0; b0 < p.batch; b0 += group) {
     piece.first_sequence = b0;
     piece.batch = static_cast<int>(std::min<int64_t>(group, p.batch - b0));
     for (int64_t t0 = 0; t0 < p.length; t0 += kMaxPieceLength) {
       piece.first_token = t0;
+      piece.start = p.start + t0;
       piece.length =
           static_cast<int>(std::min<int64_t>(kMaxPieceLength, p.length - t0));
       piece.nfft = H3FftSize(piece.length);

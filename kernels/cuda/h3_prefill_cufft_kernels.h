@@ -4,8 +4,10 @@
 // The kernels of the cuFFT prefill path (h3_prefill_cufft.cu runs them in
 // this order for each piece of a call):
 //
-//   LaunchShiftKv          kv = (shiftconv(k) + shift_D k + carried) (x) v
-//   LaunchShiftState       the shift state after the piece
+//   LaunchShiftKv          kv = (shiftconv(k) + shift_D k) (x) v, the inputs
+//                          before the piece read from the shift state's ring
+//   LaunchShiftState       the shift state after the piece: its last
+//                          min(length, N) inputs written into their ring slots
 //   (cuFFT R2C of kv)
 //   LaunchSpectrumProduct  times the head's kernel spectrum, / nfft
 //   (cuFFT C2R, in place)
@@ -45,7 +47,8 @@ struct ChannelTile {
 bool ChooseChannelTile(const H3Shape& shape, ChannelTile* tile);
 
 // One piece of a call: `length` consecutive tokens of `batch` consecutive
-// sequences, and the scratch buffers it uses.
+// sequences, at positions [start, start + length), and the scratch buffers it
+// uses.
 struct CufftPieceParams {
   H3Weights w;  // device pointers
   ChannelTile tile;
@@ -57,22 +60,24 @@ struct CufftPieceParams {
   const void* k = nullptr;
   const void* v = nullptr;
   void* out = nullptr;
-  float* shift_state = nullptr;  // [call batch, d, N]
+  float* shift_state = nullptr;  // [call batch, d, N]: rings by position
   float* diag_state = nullptr;   // [call batch, KV, M] complex
   int64_t first_sequence = 0;
   int batch = 0;
   int64_t first_token = 0;
+  int64_t start = 0;  // the position of the piece's first token
   int length = 0;
   int nfft = 0;  // H3FftSize(length)
   // Scratch.
   float* kv = nullptr;              // [batch, KV, nfft], zero beyond length
   float* y = nullptr;               // [batch, KV, nfft + 2]: spectra, then y
-  float* next_shift = nullptr;      // [batch, d, N]
   const float* spectrum = nullptr;  // [H, nfft/2 + 1] complex
 };
 
 cudaError_t LaunchShiftKv(const CufftPieceParams& p, cudaStream_t stream);
-// Writes the new shift state to next_shift and copies it into shift_state.
+// Writes the piece's last min(length, N) inputs k into their slots of the
+// shift state's ring; the other slots keep their values. Must follow
+// LaunchShiftKv, which reads the ring as it was before the piece.
 cudaError_t LaunchShiftState(const CufftPieceParams& p, cudaStream_t stream);
 cudaError_t LaunchSpectrumProduct(const CufftPieceParams& p,
                                   cudaStream_t stream);

@@ -1,6 +1,8 @@
 // The shift SSM of the cuFFT prefill path (ShiftSsm in kernels/cpu/
-// h3_prefill.cc): kbar = shiftconv(k) + shift_D k + the carried state's term,
-// the kv products that feed the long convolution, and the new shift state.
+// h3_prefill.cc): kbar = shiftconv(k) + shift_D k over the piece's inputs and
+// the earlier ones held in the shift state's ring, the kv products that feed
+// the long convolution, and the new shift state (the ring with the piece's
+// last inputs written in).
 #include <algorithm>
 
 #include "kernels/cuda/h3_prefill_cufft_device.cuh"
@@ -25,17 +27,17 @@ size_t ShiftKvSharedBytes(const ChannelTile& t) {
                           2 * static_cast<size_t>(t.channels) * t.time);
 }
 
-// The carried shift state's term of kbar[t] (zero from t = N - 1 on):
-// sum_{n + t + 1 < N} C[n + t + 1] s0[n].
-__device__ float CarriedShift(const CufftPieceParams& p, int b, int c, int t) {
+// The input at piece index t < 0, the position start + t before the piece:
+// from the ring (k at position P in slot P mod N), zero before position 0.
+// The ring holds positions start - N .. start - 1; earlier ones meet only
+// taps j >= N (zero), and read as zero too.
+__device__ float EarlierInput(const CufftPieceParams& p, int b, int c, int t) {
   const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
-  if (t + 1 >= n_state) return 0.0f;
-  const float* s =
+  const int64_t position = p.start + t;
+  if (position < 0 || t < -n_state) return 0.0f;
+  const float* ring =
       p.shift_state + ((p.first_sequence + b) * d + c) * int64_t{n_state};
-  const float* cc = p.w.shift_C + int64_t{c} * n_state;
-  float sum = 0.0f;
-  for (int n = 0; n + t + 1 < n_state; ++n) sum += cc[n + t + 1] * s[n];
-  return sum;
+  return ring[position % n_state];
 }
 
 // Grid: (time tiles covering nfft, head groups, batch). Writes the kv rows
@@ -45,7 +47,9 @@ __device__ float CarriedShift(const CufftPieceParams& p, int b, int c, int t) {
 // windows of `time` tokens walking back from the tile, so that shared memory
 // holds one k window and the 2 * time taps joining it to the tile whatever N
 // is: output t0 + ti and window token ws + i meet at tap
-// j = t0 - ws + ti - i, stored at taps[ti - i + time - 1].
+// j = t0 - ws + ti - i, stored at taps[ti - i + time - 1]. Window tokens
+// before the piece (t < 0) come from the ring (EarlierInput), so the saved
+// state enters as the inputs it holds.
 template <typename T>
 __global__ void __launch_bounds__(kCufftThreads)
     ShiftKvKernel(CufftPieceParams p) {
@@ -81,8 +85,11 @@ __global__ void __launch_bounds__(kCufftThreads)
   float* taps = kbar + tile_size;  // [channels][2 time]
   const T* k = static_cast<const T*>(p.k);
   const T* v = static_cast<const T*>(p.v);
-  // Windows reach back to token t0 - (N - 1), and not before token 0.
-  const int windows = min((tt + n_state - 2) / tt, t0 / tt) + 1;
+  // Windows reach back to token t0 - (N - 1), and not before position 0
+  // (token -start).
+  const int before = p.start < n_state ? static_cast<int>(p.start) : n_state;
+  const int earliest = max(t0 - (n_state - 1), -before);
+  const int windows = (t0 - earliest + tt - 1) / tt + 1;
   for (int w = 0; w < windows; ++w) {
     const int ws = t0 - w * tt;
     for (int e = threadIdx.x; e < g_channels * tt; e += blockDim.x) {
@@ -91,7 +98,9 @@ __global__ void __launch_bounds__(kCufftThreads)
       const int t = ws + ti;
       const bool inside = t >= 0 && t < len;
       const int64_t at = ElementOffset(p, b, t, c0 + ci);
-      sk[ci * stride + ti] = inside ? LoadElement(k, at) : 0.0f;
+      sk[ci * stride + ti] = inside  ? LoadElement(k, at)
+                             : t < 0 ? EarlierInput(p, b, c0 + ci, t)
+                                     : 0.0f;
       if (w == 0) sv[ci * stride + ti] = inside ? LoadElement(v, at) : 0.0f;
     }
     const int first_tap = (w - 1) * tt + 1;
@@ -104,8 +113,7 @@ __global__ void __launch_bounds__(kCufftThreads)
     __syncthreads();
     for (int e = threadIdx.x; e < g_channels * tt; e += blockDim.x) {
       const int ci = e / tt, ti = e % tt, c = c0 + ci;
-      float acc = w == 0 ? p.w.shift_D[c] * sk[ci * stride + ti] +
-                               CarriedShift(p, b, c, t0 + ti)
+      float acc = w == 0 ? p.w.shift_D[c] * sk[ci * stride + ti]
                          : kbar[ci * stride + ti];
       const float* tap = taps + ci * 2 * tt + ti + tt - 1;
       const float* kw = sk + ci * stride;
@@ -126,31 +134,27 @@ __global__ void __launch_bounds__(kCufftThreads)
   }
 }
 
-// One thread per (sequence, channel, n), in double like the CPU twin:
-// s_end[n] = s0[n - L] (n >= L) + sum_{j <= min(n, L-1)} B[n - j] k[L-1-j].
-// Writes next_shift: threads read s0 entries that others overwrite.
+// The piece's last min(L, N) inputs into their ring slots: thread
+// (sequence, channel, j) writes k[L - 1 - j] to slot (start + L - 1 - j) mod
+// N, for j < min(L, N). The slots are distinct, and the other slots keep
+// the inputs still within the last N. The ring holds the inputs as fp32, so
+// this is exact.
 template <typename T>
 __global__ void __launch_bounds__(kCufftThreads)
     ShiftStateKernel(CufftPieceParams p) {
   const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
-  const int len = p.length;
-  const int64_t total = int64_t{p.batch} * d * n_state;
+  const int len = p.length, written = min(len, n_state);
+  const int64_t total = int64_t{p.batch} * d * written;
   const T* k = static_cast<const T*>(p.k);
   for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * blockDim.x) {
-    const int n = static_cast<int>(e % n_state);
-    const int c = static_cast<int>(e / n_state % d);
-    const int b = static_cast<int>(e / (int64_t{n_state} * d));
-    const float* s =
+    const int j = static_cast<int>(e % written);
+    const int c = static_cast<int>(e / written % d);
+    const int b = static_cast<int>(e / (int64_t{written} * d));
+    float* ring =
         p.shift_state + ((p.first_sequence + b) * d + c) * int64_t{n_state};
-    const float* bv = p.w.shift_B + int64_t{c} * n_state;
-    double sum = n >= len ? s[n - len] : 0.0;
-    const int last = min(n, len - 1);
-    for (int j = 0; j <= last; ++j) {
-      sum += double{bv[n - j]} *
-             LoadElement(k, ElementOffset(p, b, len - 1 - j, c));
-    }
-    p.next_shift[e] = static_cast<float>(sum);
+    const int t = len - 1 - j;
+    ring[(p.start + t) % n_state] = LoadElement(k, ElementOffset(p, b, t, c));
   }
 }
 
@@ -194,8 +198,8 @@ cudaError_t LaunchShiftKv(const CufftPieceParams& p, cudaStream_t stream) {
 }
 
 cudaError_t LaunchShiftState(const CufftPieceParams& p, cudaStream_t stream) {
-  const int64_t count =
-      int64_t{p.batch} * p.w.shape.d_model * p.w.shape.d_state;
+  const int64_t count = int64_t{p.batch} * p.w.shape.d_model *
+                        std::min(p.length, p.w.shape.d_state);
   const int blocks = static_cast<int>(std::min(
       (count + kCufftThreads - 1) / kCufftThreads, kMaxGridStrideBlocks));
   switch (p.type) {
@@ -211,11 +215,7 @@ cudaError_t LaunchShiftState(const CufftPieceParams& p, cudaStream_t stream) {
     default:
       return cudaErrorInvalidValue;
   }
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
-  return cudaMemcpyAsync(
-      p.shift_state + p.first_sequence * p.w.shape.d_model * p.w.shape.d_state,
-      p.next_shift, count * sizeof(float), cudaMemcpyDeviceToDevice, stream);
+  return cudaGetLastError();
 }
 
 }  // namespace h3::kernels

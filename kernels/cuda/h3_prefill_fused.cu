@@ -4,9 +4,10 @@
 // chunks of Lc = n / 2 tokens (n the on-chip FFT size, 512 ... 4096), keeping
 // the state on chip between chunks (state passing). Per chunk:
 //
-//  1. kbar = shiftconv(k) + shift_D k (+ the saved shift state's term in the
-//     call's first chunk): direct, fp32, from k with kHistory tokens of
-//     history; kv = kbar v.
+//  1. kbar = shiftconv(k) + shift_D k: direct, fp32, from k with kHistory
+//     tokens of history; kv = kbar v. The history starts as the shift state's
+//     ring read in position order (the N inputs before the call, zero before
+//     position 0), so the saved state needs no term of its own.
 //  2. The diagonal end state, on tensor cores: x_end = dA^Lc x +
 //     sum_g dA^(16 (G-1-g)) R[g] with R = E kv (E[m][i] = dA^(15-i) dB, kv cut
 //     into 16-token columns), summed over g by Horner's rule in fp32.
@@ -53,6 +54,7 @@ struct SizeTables {
 struct KernelArgs {
   H3Weights w;
   SizeTables t;
+  int64_t start;  // the position of the call's first token
   int64_t length;
   SequenceLayout layout;
   const void* q;
@@ -63,17 +65,21 @@ struct KernelArgs {
   float* diag_state;
 };
 
-// Setup of a block: the channel's taps, shift state, diagonal state, powers
-// of dA, and the scaled tables P and E.
-__device__ void LoadChannel(const KernelArgs& a, int c, const float* shift,
+// Setup of a block: the channel's taps, the history of inputs before the
+// call, the diagonal state, powers of dA, and the scaled tables P and E.
+// history[kHistory - m] = k at position start - m: from the shift state's
+// ring (position P in slot P mod N) for m <= N, zero before position 0 and
+// beyond the ring (m > N meets only taps j >= N, which are zero).
+__device__ void LoadChannel(const KernelArgs& a, int c, const float* ring,
                             const float* diag, fc::SmallShared& s,
                             float* setup) {
   const int ns = a.w.shape.d_state, modes = a.w.shape.d_state / 2;
   const int tid = threadIdx.x;
   for (int i = tid; i < fc::kHistory; i += fc::kThreads) {
-    s.history[i] = 0.0f;
+    const int m = fc::kHistory - i;
+    const int64_t position = a.start - m;
+    s.history[i] = m <= ns && position >= 0 ? ring[position % ns] : 0.0f;
     s.taps[i] = i < ns ? a.w.shift_kernel[c * ns + i] : 0.0f;
-    s.shift0[i] = i < ns ? shift[i] : 0.0f;
   }
   if (tid < modes) {
     const int i = c * modes + tid;
@@ -373,22 +379,23 @@ __global__ void __launch_bounds__(fc::kThreads)
   const T* k = static_cast<const T*>(a.k) + base;
   const T* v = static_cast<const T*>(a.v) + base;
   T* out = static_cast<T*>(a.out) + base;
-  float* shift = a.shift_state + (static_cast<int64_t>(b) * d + c) * ns;
+  float* ring = a.shift_state + (static_cast<int64_t>(b) * d + c) * ns;
   float* diag = a.diag_state + 2 * (static_cast<int64_t>(b) * d + c) * modes;
   const float shift_d = a.w.shift_D[c], skip = a.w.D[c];
-  const float* shift_c = a.w.shift_C + static_cast<int64_t>(c) * ns;
   const float2* spectrum = a.t.spectrum + static_cast<int64_t>(c) * kN;
 
-  LoadChannel(a, c, shift, diag, s, scratch);
+  LoadChannel(a, c, ring, diag, s, scratch);
 
-  for (int64_t start = 0; start < a.length; start += kChunk) {
-    const int len =
-        static_cast<int>(a.length - start < kChunk ? a.length - start : kChunk);
+  // The on-chip chunk of tokens offset .. offset + len - 1 (positions
+  // a.start + offset on), its history the inputs just before it.
+  for (int64_t offset = 0; offset < a.length; offset += kChunk) {
+    const int len = static_cast<int>(
+        a.length - offset < kChunk ? a.length - offset : kChunk);
     // 1. k with its history, kbar, kv.
-    float* kf = scratch;  // kf[kHistory + t] = k[start + t]
+    float* kf = scratch;  // kf[kHistory + t] = k[offset + t]
     for (int i = tid; i < fc::kHistory; i += fc::kThreads) kf[i] = s.history[i];
     for (int t = tid; t < kChunk; t += fc::kThreads) {
-      kf[fc::kHistory + t] = t < len ? fc::ToFloat(k[start + t]) : 0.0f;
+      kf[fc::kHistory + t] = t < len ? fc::ToFloat(k[offset + t]) : 0.0f;
     }
     __syncthreads();
     float kv_max = 0.0f;
@@ -398,11 +405,7 @@ __global__ void __launch_bounds__(fc::kThreads)
         const float* kt = kf + fc::kHistory + t;
         float sum = shift_d * kt[0];
         for (int j = 0; j < ns; ++j) sum += s.taps[j] * kt[-j];
-        if (start == 0) {
-          for (int n = 0; n + t + 1 < ns; ++n)
-            sum += shift_c[n + t + 1] * s.shift0[n];
-        }
-        kv = sum * fc::ToFloat(v[start + t]);
+        kv = sum * fc::ToFloat(v[offset + t]);
       }
       extra[t] = kv;
       kv_max = fmaxf(kv_max, fabsf(kv));
@@ -447,11 +450,12 @@ __global__ void __launch_bounds__(fc::kThreads)
       Middle<N1, N2, true>(a.t, spectrum, p_re, p_im, q_re, q_im, scratch);
       __syncthreads();
       const float scale = kN * kv_scale * a.t.spectrum_scale[c];
-      InverseLast<T, N1, N2>(a.t, q_re, q_im, scale, len, extra, q + start,
-                             out + start, scratch);
+      InverseLast<T, N1, N2>(a.t, q_re, q_im, scale, len, extra, q + offset,
+                             out + offset, scratch);
     } else {
       for (int t = tid; t < len; t += fc::kThreads) {
-        out[start + t] = fc::FromFloat<T>(fc::ToFloat(q[start + t]) * extra[t]);
+        out[offset + t] =
+            fc::FromFloat<T>(fc::ToFloat(q[offset + t]) * extra[t]);
       }
     }
     __syncthreads();
@@ -464,15 +468,14 @@ __global__ void __launch_bounds__(fc::kThreads)
     diag[2 * tid] = s.x[tid].x;
     diag[2 * tid + 1] = s.x[tid].y;
   }
-  // s_end[n] = s0[n - L] (n >= L) + sum_{j <= n} B[n - j] k[L - 1 - j], the
-  // history holding k[L - kHistory .. L - 1] (zeros before the call's start).
-  const float* shift_b = a.w.shift_B + static_cast<int64_t>(c) * ns;
-  for (int n = tid; n < ns; n += fc::kThreads) {
-    float sum = n >= a.length ? s.shift0[n - a.length] : 0.0f;
-    for (int j = 0; j <= n; ++j) {
-      sum += shift_b[n - j] * s.history[fc::kHistory - 1 - j];
-    }
-    shift[n] = sum;
+  // The ring: the call's last min(L, N) inputs into their slots, from the
+  // history, which holds k[L - kHistory .. L - 1] of the call. The other
+  // slots keep the inputs still within the last N. Only this block touches
+  // its ring, and it read the ring in LoadChannel, before any chunk.
+  const int64_t last = a.start + a.length - 1;  // the last token's position
+  const int written = a.length < ns ? static_cast<int>(a.length) : ns;
+  for (int j = tid; j < written; j += fc::kThreads) {
+    ring[(last - j) % ns] = s.history[fc::kHistory - 1 - j];
   }
 }
 
@@ -605,11 +608,16 @@ cudaError_t H3PrefillFused::Create(const H3Weights& w,
 cudaError_t H3PrefillFused::Run(const H3PrefillCudaParams& p,
                                 cudaStream_t stream) {
   const H3Shape& shape = impl_->w.shape;
-  if (p.layout.time != 1 || shape.d_model > 65535) return cudaErrorInvalidValue;
+  if (p.layout.time != 1 || shape.d_model > 65535 || p.start < 0) {
+    return cudaErrorInvalidValue;
+  }
   const int index = fc::FftSizeIndex(p.length);
-  KernelArgs args{
-      impl_->w, impl_->tables[index], p.length,    p.layout, p.q, p.k, p.v,
-      p.out,    p.shift_state,        p.diag_state};
+  KernelArgs args{impl_->w,    impl_->tables[index],
+                  p.start,     p.length,
+                  p.layout,    p.q,
+                  p.k,         p.v,
+                  p.out,       p.shift_state,
+                  p.diag_state};
   void* params[] = {&args};
   const dim3 grid(p.batch, shape.d_model);
   return cudaLaunchKernel(KernelFor(p.type, index), grid, dim3(fc::kThreads),

@@ -1,6 +1,8 @@
 // GPU tests of H3PrefillCuda (both paths) and of the cuFFT path alone against
 // the CPU twin H3PrefillCpu: random layers, inputs and states, every element
-// type and layout, chunked calls (label gpu: skipped without a device).
+// type and layout, calls at positions from 0 to far past d_state (the shift
+// state's ring read and written across its wrap), chunked calls (label gpu:
+// skipped without a device).
 #include "kernels/cuda/h3_prefill.h"
 
 #include <cuda_runtime_api.h>
@@ -40,9 +42,8 @@ using testing::Stream;
 // ulps; (c) the carried state's output, an fp32 dot product of 32 modes on
 // the GPU. 1e-5 leaves a few times the sum for the largest sizes.
 constexpr double kCufftOutputBound = 1e-5;
-// The shift state is a sum of at most N products formed in double and
-// rounded once on both sides: at most an ulp apart.
-constexpr double kCufftShiftStateBound = 1e-6;
+// The shift state is a ring of raw inputs (fp32 copies of the rounded k) on
+// both paths and both sides: equal, bit for bit.
 // The diagonal state: 32-token partial sums in fp32 then double (GPU) against
 // double throughout (CPU), from kv values a few ulps apart (from kbar).
 constexpr double kCufftDiagStateBound = 1e-5;
@@ -64,13 +65,14 @@ const char* TypeName(ElementType t) {
 }
 
 // Runs `op` over the inputs as consecutive calls of the lengths in `calls`
-// (summing to the whole length), each continuing from the state the last one
-// left, with the tensors in a channel-major or token-major layout of the
-// whole length. Returns the outputs [batch, length, d] and the end state.
+// (summing to the whole length), the first at position `start`, each
+// continuing from the position and the state the last one left, with the
+// tensors in a channel-major or token-major layout of the whole length.
+// Returns the outputs [batch, length, d] and the end state.
 // Op: H3PrefillCuda or H3PrefillCufft.
 template <typename Op>
 void RunGpu(Op& op, int d, ElementType type, bool channel_major, int batch,
-            const std::vector<int64_t>& calls, const Inputs& in,
+            int64_t start, const std::vector<int64_t>& calls, const Inputs& in,
             std::vector<float>* out, BatchState* state) {
   int64_t length = 0;
   for (int64_t c : calls) length += c;
@@ -93,6 +95,7 @@ void RunGpu(Op& op, int d, ElementType type, bool channel_major, int batch,
   for (int64_t len : calls) {
     H3PrefillCudaParams p;
     p.batch = batch;
+    p.start = start + t0;
     p.length = len;
     p.type = type;
     p.layout = layout;
@@ -112,6 +115,21 @@ void RunGpu(Op& op, int d, ElementType type, bool channel_major, int batch,
   ASSERT_CUDA_OK(testing::CopyToHost(diag, &state->diag));
 }
 
+// Expects the rings equal bit for bit; reports the first difference.
+void ExpectSameRings(const std::vector<float>& got,
+                     const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  size_t differ = 0, first = got.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      if (differ++ == 0) first = i;
+    }
+  }
+  EXPECT_EQ(differ, 0u) << "shift state: first at [" << first << "] "
+                        << (differ > 0 ? got[first] : 0.0f) << " vs "
+                        << (differ > 0 ? want[first] : 0.0f);
+}
+
 // Checks the GPU's outputs and end state against the CPU twin's.
 void ExpectClose(const std::vector<float>& got, const BatchState& got_state,
                  const std::vector<float>& want, const BatchState& want_state,
@@ -119,9 +137,7 @@ void ExpectClose(const std::vector<float>& got, const BatchState& got_state,
   const double out_bound = (fused ? kFusedOutputBound : kCufftOutputBound) +
                            testing::UnitRoundoff(type);
   EXPECT_LE(NormalisedError(got, want), out_bound) << "outputs";
-  EXPECT_LE(NormalisedError(got_state.shift, want_state.shift),
-            fused ? kFusedStateBound : kCufftShiftStateBound)
-      << "shift state";
+  ExpectSameRings(got_state.shift, want_state.shift);
   EXPECT_LE(NormalisedError(got_state.diag, want_state.diag),
             fused ? kFusedStateBound : kCufftDiagStateBound)
       << "diagonal state";
@@ -139,6 +155,7 @@ struct Case {
   int64_t length;
   bool channel_major;
   ElementType type;
+  int64_t start;  // the position of the call's first token
 };
 
 std::string Describe(const Case& c) {
@@ -146,7 +163,7 @@ std::string Describe(const Case& c) {
          std::to_string(c.shape.d_model) + "_p" +
          std::to_string(c.shape.head_dim) + "_N" +
          std::to_string(c.shape.d_state) + "_b" + std::to_string(c.batch) +
-         "_L" + std::to_string(c.length) +
+         "_L" + std::to_string(c.length) + "_at" + std::to_string(c.start) +
          (c.channel_major ? "_channel_" : "_token_") + TypeName(c.type);
 }
 
@@ -156,13 +173,20 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << Describe(c); }
 
+// Start positions: 0 (a new sequence's first chunk), below N = 64, 63 (so
+// that 2 tokens already wrap the ring: slots 63 and 0), above N, and far
+// past it at an offset that wraps the ring for most lengths.
+constexpr int64_t kStarts[] = {0, 13, 63, 100, 70001};
+constexpr int kNumStarts = 5;
+
 std::vector<Case> Cases() {
   const ElementType types[] = {ElementType::kFloat32, ElementType::kFloat16,
                                ElementType::kBFloat16};
   const int64_t lengths[] = {1, 2, 63, 64, 97, 256, 1025, 2048, 8192, 32768};
   // d_model 1, 16 and 96 rotate over lengths and types so that each meets
-  // each. Batch 8, and 2 at 32768 tokens: the CPU twin, the slow side, then
-  // takes about a second for the largest case on two cores.
+  // each; the start positions rotate over all three and the layout. Batch 8,
+  // and 2 at 32768 tokens: the CPU twin, the slow side, then takes about a
+  // second for the largest case on two cores.
   const int dims[] = {96, 16, 1};
   std::vector<Case> cases;
   for (H3PrefillPath prefer : {H3PrefillPath::kCufft, H3PrefillPath::kFused}) {
@@ -170,23 +194,32 @@ std::vector<Case> Cases() {
       for (bool channel_major : {true, false}) {
         for (int ti = 0; ti < 3; ++ti) {
           const int64_t len = lengths[li];
+          const int si = (2 * li + (channel_major ? 1 : 0) + ti) % kNumStarts;
           cases.push_back({prefer,
                            {dims[(li + ti) % 3], 1, 64},
                            len <= 8192 ? 8 : 2,
                            len,
                            channel_major,
-                           types[ti]});
+                           types[ti],
+                           kStarts[si]});
         }
       }
     }
   }
   // Shapes only the cuFFT path handles: head_dim 8 (the pure-H3 models),
   // a head_dim that divides no tile evenly, more than 32 modes.
+  // Each at two start positions.
+  int si = 0;
   for (int64_t len : {1, 97, 1025, 8192, 10000}) {
     for (bool channel_major : {true, false}) {
       for (ElementType type : {ElementType::kFloat32, ElementType::kBFloat16}) {
-        cases.push_back(
-            {H3PrefillPath::kCufft, {32, 8, 16}, 2, len, channel_major, type});
+        cases.push_back({H3PrefillPath::kCufft,
+                         {32, 8, 16},
+                         2,
+                         len,
+                         channel_major,
+                         type,
+                         kStarts[si++ % kNumStarts]});
       }
     }
   }
@@ -197,13 +230,15 @@ std::vector<Case> Cases() {
                        3,
                        len,
                        channel_major,
-                       ElementType::kFloat32});
+                       ElementType::kFloat32,
+                       kStarts[si++ % kNumStarts]});
       cases.push_back({H3PrefillPath::kCufft,
                        {16, 1, 128},
                        3,
                        len,
                        channel_major,
-                       ElementType::kFloat16});
+                       ElementType::kFloat16,
+                       kStarts[si++ % kNumStarts]});
     }
   }
   return cases;
@@ -226,10 +261,11 @@ TEST_P(H3PrefillGpuTest, MatchesCpuTwin) {
   const Inputs in(c.shape, c.batch, c.length, c.type, 2);
   std::vector<float> want, got;
   BatchState want_state = in.state, got_state;
-  testing::PrefillCpu(layer, c.batch, c.length, in.q, in.k, in.v, &want,
-                      &want_state);
+  testing::PrefillCpu(layer, c.batch, c.start, c.length, in.q, in.k, in.v,
+                      &want, &want_state);
   ASSERT_NO_FATAL_FAILURE(RunGpu(*op, c.shape.d_model, c.type, c.channel_major,
-                                 c.batch, {c.length}, in, &got, &got_state));
+                                 c.batch, c.start, {c.length}, in, &got,
+                                 &got_state));
   ExpectClose(got, got_state, want, want_state, RunsFused(*op, c.channel_major),
               c.type);
 }
@@ -245,7 +281,8 @@ class H3PrefillChunkedGpuTest
 
 // Calls of 1, 63, 1000 and 4096 tokens, twice over (10320 tokens, past one
 // 8192-token piece), continue each other exactly as one call does: both
-// against the CPU twin's single call.
+// against the CPU twin's single call. From position 0 and from a saved
+// state at position 77.
 TEST_P(H3PrefillChunkedGpuTest, ChunkedCallsEqualOneCall) {
   const auto [prefer, channel_major, head_dim] = GetParam();
   const H3Shape shape{16, head_dim, head_dim == 1 ? 64 : 16};
@@ -257,21 +294,24 @@ TEST_P(H3PrefillChunkedGpuTest, ChunkedCallsEqualOneCall) {
   for (int64_t c : calls) length += c;
   const int batch = 4;  // the fourth starts from a zero state
   const Inputs in(shape, batch, length, ElementType::kFloat32, 20);
-  std::vector<float> want, chunked, whole;
-  BatchState want_state = in.state, chunked_state, whole_state;
-  testing::PrefillCpu(layer, batch, length, in.q, in.k, in.v, &want,
-                      &want_state);
-  ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kFloat32,
-                                 channel_major, batch, calls, in, &chunked,
-                                 &chunked_state));
-  ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kFloat32,
-                                 channel_major, batch, {length}, in, &whole,
-                                 &whole_state));
-  const bool fused = RunsFused(*op, channel_major);
-  ExpectClose(chunked, chunked_state, want, want_state, fused,
-              ElementType::kFloat32);
-  ExpectClose(whole, whole_state, want, want_state, fused,
-              ElementType::kFloat32);
+  for (int64_t start : {int64_t{0}, int64_t{77}}) {
+    SCOPED_TRACE("start " + std::to_string(start));
+    std::vector<float> want, chunked, whole;
+    BatchState want_state = in.state, chunked_state, whole_state;
+    testing::PrefillCpu(layer, batch, start, length, in.q, in.k, in.v, &want,
+                        &want_state);
+    ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kFloat32,
+                                   channel_major, batch, start, calls, in,
+                                   &chunked, &chunked_state));
+    ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kFloat32,
+                                   channel_major, batch, start, {length}, in,
+                                   &whole, &whole_state));
+    const bool fused = RunsFused(*op, channel_major);
+    ExpectClose(chunked, chunked_state, want, want_state, fused,
+                ElementType::kFloat32);
+    ExpectClose(whole, whole_state, want, want_state, fused,
+                ElementType::kFloat32);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -291,7 +331,9 @@ INSTANTIATE_TEST_SUITE_P(
 class H3PrefillCufftGpuTest : public h3::testing::GpuTest {};
 
 // A batch split into groups to bound the scratch (here one or two sequences
-// at a time) computes what the whole batch at once does; over two pieces.
+// at a time) computes what the whole batch at once does; over two pieces,
+// from a saved state at position 70 (the second piece reads the ring the
+// first one wrote).
 TEST_F(H3PrefillCufftGpuTest, GroupsOfSequencesEqualTheWholeBatch) {
   const H3Shape shape{16, 1, 64};
   const RandomH3Layer layer(shape, 11);
@@ -299,11 +341,11 @@ TEST_F(H3PrefillCufftGpuTest, GroupsOfSequencesEqualTheWholeBatch) {
   ASSERT_CUDA_OK(H3PrefillCuda::Create(layer.weights(), {H3PrefillPath::kCufft},
                                        &weights));
   const int batch = 5;
-  const int64_t length = 8192 + 100;
+  const int64_t start = 70, length = 8192 + 100;
   const Inputs in(shape, batch, length, ElementType::kFloat32, 40);
   std::vector<float> want;
   BatchState want_state = in.state;
-  testing::PrefillCpu(layer, batch, length, in.q, in.k, in.v, &want,
+  testing::PrefillCpu(layer, batch, start, length, in.q, in.k, in.v, &want,
                       &want_state);
   // 1 byte: one sequence per group. 6 MiB: a sequence's 8192-token piece
   // needs about 2 MiB (16 kv channels, nfft 16384), so groups of two, two and
@@ -316,8 +358,8 @@ TEST_F(H3PrefillCufftGpuTest, GroupsOfSequencesEqualTheWholeBatch) {
     std::vector<float> got;
     BatchState got_state;
     ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kFloat32,
-                                   /*channel_major=*/false, batch, {length}, in,
-                                   &got, &got_state));
+                                   /*channel_major=*/false, batch, start,
+                                   {length}, in, &got, &got_state));
     ExpectClose(got, got_state, want, want_state, /*fused=*/false,
                 ElementType::kFloat32);
   }

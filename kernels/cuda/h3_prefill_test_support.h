@@ -149,8 +149,8 @@ inline cudaError_t CopyToHost(const DeviceBuffer& device,
                     cudaMemcpyDeviceToHost);
 }
 
-// The batch's states back to back: shift [batch, d, N], diag
-// [batch, KV, M] complex.
+// The batch's states back to back: shift [batch, d, N] (rings by position),
+// diag [batch, KV, M] complex.
 struct BatchState {
   std::vector<float> shift, diag;
 };
@@ -171,7 +171,9 @@ struct Stream {
 // One batch of inputs: q, k, v [batch, length, d] from N(0, 1) rounded to the
 // element type (the CPU twin gets the rounded values, so only the kernel's
 // own error is measured), and a random fp32 state, zero for every fourth
-// sequence (a new sequence beside continued ones).
+// sequence (a new sequence beside continued ones). A random ring is a state
+// for any start: slots of positions before 0 are neither read nor (unless
+// the call reaches them) written, so their values only have to survive.
 struct Inputs {
   Inputs(const H3Shape& s, int batch, int64_t length, ElementType type,
          uint32_t seed) {
@@ -192,12 +194,14 @@ struct Inputs {
   BatchState state;
 };
 
-// The CPU twin over a batch, one call of the whole length per sequence:
-// q, k, v, *out [batch, length, d]; *state updated in place.
+// The CPU twin over a batch, one call of the whole length per sequence at
+// positions [start, start + length): q, k, v, *out [batch, length, d];
+// *state updated in place.
 inline void PrefillCpu(const h3::testing::RandomH3Layer& layer, int batch,
-                       int64_t length, const std::vector<float>& q,
-                       const std::vector<float>& k, const std::vector<float>& v,
-                       std::vector<float>* out, BatchState* state) {
+                       int64_t start, int64_t length,
+                       const std::vector<float>& q, const std::vector<float>& k,
+                       const std::vector<float>& v, std::vector<float>* out,
+                       BatchState* state) {
   const H3Shape& s = layer.shape;
   const int d = s.d_model;
   const size_t shift_size = static_cast<size_t>(d) * s.d_state;
@@ -211,16 +215,17 @@ inline void PrefillCpu(const h3::testing::RandomH3Layer& layer, int batch,
   ParallelFor(batch, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const size_t io = static_cast<size_t>(b) * length * d;
-      H3PrefillCpu({layer.weights(),
-                    length,
-                    q.data() + io,
-                    k.data() + io,
-                    v.data() + io,
-                    out->data() + io,
-                    {state->shift.data() + b * shift_size,
-                     state->diag.data() + b * diag_size},
-                    spectrum.data(),
-                    nfft});
+      H3PrefillCpu({.w = layer.weights(),
+                    .start = start,
+                    .length = length,
+                    .q = q.data() + io,
+                    .k = k.data() + io,
+                    .v = v.data() + io,
+                    .out = out->data() + io,
+                    .state = {state->shift.data() + b * shift_size,
+                              state->diag.data() + b * diag_size},
+                    .kernel_spectrum = spectrum.data(),
+                    .nfft = nfft});
     }
   });
 }
