@@ -7,8 +7,9 @@ FORMULA = (
     "prefill = flops_prefill / PEAK, flops_prefill = B*L*2*P_lin + n_attn*B*2*L^2*d (causal QK^T "
     "and AV) + B*2*d*V_pad (LM head, last position); the FFT convolutions are left out (small). "
     "bytes_s = w*(P_lin + V_pad*d) (every weight matrix once, tied LM head included; w = 2 for "
-    "fp16) + n_attn*2*B*(L+s+1)*d*w (K/V read) + n_h3*B*2*(2*d*N*4) (the engine's fp32 H3 "
-    "states, shift d*N and diagonal d*N, read and written); flops_s = B*2*(P_lin + V_pad*d) + "
+    "fp16) + n_attn*2*B*(L+s+1)*d*w (K/V read) + n_h3*B*(d*N*4 + d*4 + 2*d*N*4) (the engine's "
+    "fp32 H3 states: the shift ring of d*N read and one slot per channel written, the diagonal "
+    "state of d*N read and written); flops_s = B*2*(P_lin + V_pad*d) + "
     "n_attn*B*4*(L+s+1)*d. P_lin = per layer 4*d^2 (q,k,v,out or Wqkv+out) + 2*d*4d (MLP). "
     "tokens/s = B*T / total. Batch-1 latency floor: bytes_0 / BW at batch 1. BW and PEAK: "
     "the datasheet's HBM bandwidth and dense fp16 tensor FLOP/s ('peak'), and the measured "
@@ -79,7 +80,10 @@ def _step(c, cfg, batch, context, w):
     d = c["d"]
     weights = w * (c["p_lin"] + c["p_head"])
     kv = c["n_attn"] * 2 * batch * context * d * w
-    states = c["n_h3"] * batch * 2 * (2 * d * cfg["d_state"] * 4)
+    n = cfg["d_state"]
+    # The shift ring read whole and one slot written; the diagonal state
+    # read and written (kernels/cuda/h3_step.h, H3StepBytes).
+    states = c["n_h3"] * batch * (d * n * 4 + d * 4 + 2 * d * n * 4)
     flops = batch * 2 * (c["p_lin"] + c["p_head"]) + c["n_attn"] * batch * 4 * context * d
     return weights + kv + states, flops
 

@@ -163,9 +163,8 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
         {shift_kernel.data(), dA.data(), dB.data()});
     H3_ASSIGN_OR_RETURN(
         layer.h3,
-        backend_->MakeH3Layer({shape, shift_kernel.data(), shift_B.data(),
-                               shift_C.data(), shift_D.data(), dA.data(),
-                               dB.data(), C.data(), D.data()}));
+        backend_->MakeH3Layer({shape, shift_kernel.data(), shift_D.data(),
+                               dA.data(), dB.data(), C.data(), D.data()}));
   }
   return absl::OkStatus();
 }

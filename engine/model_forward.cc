@@ -203,13 +203,15 @@ absl::Status Model::H3Mixer(Layer& layer, int layer_index, int64_t rows,
   // out_proj).
   float* inner = normed_.data();
   if (prefill) {
-    H3_RETURN_IF_ERROR(layer.h3->Prefill(
-        rows, qkv_.data(), inner, H3StateOf(*sequences[0], layer_index)));
+    SequenceState& seq = *sequences[0];
+    H3_RETURN_IF_ERROR(layer.h3->Prefill(seq.position(), rows, qkv_.data(),
+                                         inner, H3StateOf(seq, layer_index)));
   } else {
     H3_RETURN_IF_ERROR(
         layer.h3->Step(static_cast<int>(rows), qkv_.data(), inner,
                        StagedOnDevice<kernels::H3State>(
-                           StagedStatesOffset(slot_of_layer_[layer_index]))));
+                           StagedStatesOffset(slot_of_layer_[layer_index])),
+                       StagedOnDevice<int64_t>(StagedPositionsOffset())));
   }
   return backend_->Linear(
       {inner, &layer.out_w, layer.out_b.data(), mixed_.data(), rows});

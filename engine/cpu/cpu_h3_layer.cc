@@ -19,8 +19,6 @@ class CpuH3Layer final : public H3Layer {
       return std::vector<float>(src, src + size);
     };
     shift_kernel_ = copy(w.shift_kernel, d * n);
-    shift_B_ = copy(w.shift_B, d * n);
-    shift_C_ = copy(w.shift_C, d * n);
     shift_D_ = copy(w.shift_D, d);
     dA_ = copy(w.dA, complex);
     dB_ = copy(w.dB, complex);
@@ -28,8 +26,8 @@ class CpuH3Layer final : public H3Layer {
     D_ = copy(w.D, shape_.heads());
   }
 
-  absl::Status Prefill(int64_t length, const float* qkv, float* out,
-                       const kernels::H3State& state) override {
+  absl::Status Prefill(int64_t start, int64_t length, const float* qkv,
+                       float* out, const kernels::H3State& state) override {
     const int64_t d = shape_.d_model;
     // The CPU prefill reads q, k and v as separate [length, d] blocks.
     q_.resize(length * d);
@@ -42,25 +40,25 @@ class CpuH3Layer final : public H3Layer {
       std::copy(row + 2 * d, row + 3 * d, v_.data() + t * d);
     }
     const int nfft = kernels::H3FftSize(length);
-    kernels::H3PrefillCpu({Weights(), length, q_.data(), k_.data(), v_.data(),
-                           out, state, Spectrum(nfft), nfft});
+    kernels::H3PrefillCpu({Weights(), start, length, q_.data(), k_.data(),
+                           v_.data(), out, state, Spectrum(nfft), nfft});
     return absl::OkStatus();
   }
 
   absl::Status Step(int batch, const float* qkv, float* out,
-                    const kernels::H3State* states) override {
+                    const kernels::H3State* states,
+                    const int64_t* positions) override {
     const int64_t d = shape_.d_model;
-    kernels::H3StepCpu(
-        {Weights(), batch, qkv, qkv + d, qkv + 2 * d, out, states, 3 * d});
+    kernels::H3StepCpu({Weights(), batch, qkv, qkv + d, qkv + 2 * d, out,
+                        states, 3 * d, positions});
     return absl::OkStatus();
   }
 
  private:
   kernels::H3Weights Weights() const {
-    return {
-        shape_,          shift_kernel_.data(), shift_B_.data(), shift_C_.data(),
-        shift_D_.data(), dA_.data(),           dB_.data(),      C_.data(),
-        D_.data()};
+    return {shape_,     shift_kernel_.data(), shift_D_.data(),
+            dA_.data(), dB_.data(),           C_.data(),
+            D_.data()};
   }
 
   const float* Spectrum(int nfft) {
@@ -73,8 +71,7 @@ class CpuH3Layer final : public H3Layer {
   }
 
   kernels::H3Shape shape_;
-  std::vector<float> shift_kernel_, shift_B_, shift_C_, shift_D_, dA_, dB_, C_,
-      D_;
+  std::vector<float> shift_kernel_, shift_D_, dA_, dB_, C_, D_;
   std::map<int, std::vector<float>> spectra_;  // nfft -> H3KernelSpectrum
   std::vector<float> q_, k_, v_;
 };

@@ -22,11 +22,12 @@ class CudaH3Layer final : public H3Layer {
 
   ~CudaH3Layer() override { cudaFree(channel_major_); }
 
-  absl::Status Prefill(int64_t length, const float* qkv, float* out,
-                       const kernels::H3State& state) override {
+  absl::Status Prefill(int64_t start, int64_t length, const float* qkv,
+                       float* out, const kernels::H3State& state) override {
     const int d = prefill_->device_weights().shape.d_model;
     kernels::H3PrefillCudaParams p;
     p.batch = 1;
+    p.start = start;
     p.length = length;
     p.type = kernels::ElementType::kFloat32;
     p.shift_state = state.shift;
@@ -56,11 +57,13 @@ class CudaH3Layer final : public H3Layer {
   }
 
   absl::Status Step(int batch, const float* qkv, float* out,
-                    const kernels::H3State* states) override {
+                    const kernels::H3State* states,
+                    const int64_t* positions) override {
     const kernels::H3Weights& w = prefill_->device_weights();
     const int64_t d = w.shape.d_model;
     H3_CUDA_RETURN_IF_ERROR(kernels::H3StepCuda(
-        {w, batch, qkv, qkv + d, qkv + 2 * d, out, states, 3 * d}, stream_));
+        {w, batch, qkv, qkv + d, qkv + 2 * d, out, states, 3 * d, positions},
+        stream_));
     return absl::OkStatus();
   }
 

@@ -4,7 +4,6 @@
 // p * p kv channels and its outputs depend on nothing else.
 #include <algorithm>
 #include <complex>
-#include <cstring>
 #include <vector>
 
 #include "base/parallel.h"
@@ -18,55 +17,50 @@ using cdouble = std::complex<double>;
 
 // Per-thread scratch space for one head.
 struct Scratch {
-  explicit Scratch(int nfft, int64_t length, int p, int d_state)
+  explicit Scratch(int nfft, int64_t length, int p)
       : fft(nfft),
         kbar(static_cast<size_t>(p) * length),
         kv(length),
-        next_shift(d_state),
         v(static_cast<size_t>(p) * length),
         y(static_cast<size_t>(p) * p * length),
         time(nfft),
         freq(nfft + 2) {}
   RealFft fft;
-  std::vector<float> kbar;        // [p, L]: kbar of the head's channels
-  std::vector<float> kv;          // [L]: one kv channel
-  std::vector<float> next_shift;  // [N]: a channel's shift state being built
-  std::vector<float> v;           // [p, L]
-  std::vector<float> y;           // [p * p, L]: SSM output per kv channel
-  std::vector<float> time;        // [nfft]
-  std::vector<float> freq;        // [nfft/2 + 1] complex
+  std::vector<float> kbar;  // [p, L]: kbar of the head's channels
+  std::vector<float> kv;    // [L]: one kv channel
+  std::vector<float> v;     // [p, L]
+  std::vector<float> y;     // [p * p, L]: SSM output per kv channel
+  std::vector<float> time;  // [nfft]
+  std::vector<float> freq;  // [nfft/2 + 1] complex
 };
 
-// kbar[t] for channel c over the chunk, and c's shift state after it.
-// kbar[t] = sum_{j <= min(t, N-1)} kshift[j] k[t-j] + shift_D k[t]
-//         + sum_{n + t + 1 < N} C[n + t + 1] s0[n]      (the carried state)
-// s_end[n] = s0[n - L] (n >= L) + sum_{j <= min(n, L-1)} B[n - j] k[L-1-j]
-void ShiftSsm(const H3PrefillParams& p, int c, float* kbar, float* next) {
+// kbar[t] for channel c over the chunk at positions [start, start + L), and
+// c's ring of raw inputs after it (kernels/h3.h):
+// kbar[t] = sum_{j < N} kshift[j] in(t - j) + shift_D k[t], where in(i) is
+//           k[i] inside the chunk and, for i < 0, the input at position
+//           start + i from the ring (zero before position 0);
+// then the chunk's last min(L, N) inputs go to their slots.
+void ShiftSsm(const H3PrefillParams& p, int c, float* kbar) {
   const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
   const int64_t len = p.length;
   const float* taps = p.w.shift_kernel + c * n_state;
-  const float* b = p.w.shift_B + c * n_state;
-  const float* cc = p.w.shift_C + c * n_state;
-  float* s = p.state.shift + c * n_state;
+  float* ring = p.state.shift + c * n_state;
   const float dk = p.w.shift_D[c];
   auto k = [&](int64_t t) { return p.k[t * d + c]; };
+  auto in = [&](int64_t i) -> float {
+    if (i >= 0) return k(i);
+    const int64_t position = p.start + i;
+    return position < 0 ? 0.0f : ring[position % n_state];
+  };
 
   for (int64_t t = 0; t < len; ++t) {
     double sum = double{dk} * k(t);
-    const int64_t taps_used = std::min<int64_t>(t, n_state - 1);
-    for (int64_t j = 0; j <= taps_used; ++j) sum += double{taps[j]} * k(t - j);
-    for (int64_t n = 0; n + t + 1 < n_state; ++n)
-      sum += double{cc[n + t + 1]} * s[n];
+    for (int64_t j = 0; j < n_state; ++j) sum += double{taps[j]} * in(t - j);
     kbar[t] = static_cast<float>(sum);
   }
-  for (int n = 0; n < n_state; ++n) {
-    double sum = n >= len ? s[n - len] : 0.0;
-    const int64_t last = std::min<int64_t>(n, len - 1);
-    for (int64_t j = 0; j <= last; ++j)
-      sum += double{b[n - j]} * k(len - 1 - j);
-    next[n] = static_cast<float>(sum);
+  for (int64_t t = std::max<int64_t>(0, len - n_state); t < len; ++t) {
+    ring[(p.start + t) % n_state] = k(t);
   }
-  std::memcpy(s, next, n_state * sizeof(float));
 }
 
 // y = K * kv + D kv + (carried state's output) for one kv channel, and the
@@ -128,7 +122,7 @@ void PrefillHead(const H3PrefillParams& p, int h, Scratch& s) {
 
   for (int i = 0; i < pd; ++i) {
     const int c = h * pd + i;
-    ShiftSsm(p, c, s.kbar.data() + i * len, s.next_shift.data());
+    ShiftSsm(p, c, s.kbar.data() + i * len);
     for (int64_t t = 0; t < len; ++t) s.v[i * len + t] = p.v[t * d + c];
   }
   std::vector<float>& kv = s.kv;
@@ -161,7 +155,7 @@ void H3PrefillCpu(const H3PrefillParams& p) {
   const int heads = p.w.shape.heads(), pd = p.w.shape.head_dim;
   ParallelFor(heads, std::max(1, 16 / (pd * pd)),
               [&](int64_t begin, int64_t end) {
-                Scratch scratch(p.nfft, p.length, pd, p.w.shape.d_state);
+                Scratch scratch(p.nfft, p.length, pd);
                 for (int64_t h = begin; h < end; ++h) {
                   PrefillHead(p, static_cast<int>(h), scratch);
                 }

@@ -25,18 +25,21 @@ void StepHead(const H3StepParams& p, int b, int h, std::vector<float>& kbar,
   const float* v = p.v + row;
   const H3State& state = p.states[b];
 
-  // Shift SSM: s <- (0, s[0..N-2]) + B k;  kbar = C . s + shift_D k.
+  // Shift SSM on the ring of raw inputs (kernels/h3.h): k lands in slot
+  // pos mod N; kbar = sum_j kshift[j] k[pos - j] + shift_D k, where inputs
+  // before position 0 are zero (so are their never-written slots).
+  const int64_t pos = p.positions[b];
+  const int newest = static_cast<int>(pos % n_state);
+  const int taps = static_cast<int>(std::min<int64_t>(pos, n_state - 1)) + 1;
   for (int i = 0; i < pd; ++i) {
     const int c = h * pd + i;
-    float* s = state.shift + static_cast<size_t>(c) * n_state;
-    const float* bv = p.w.shift_B + static_cast<size_t>(c) * n_state;
-    const float* cv = p.w.shift_C + static_cast<size_t>(c) * n_state;
-    std::copy_backward(s, s + n_state - 1, s + n_state);
-    s[0] = 0.0f;
+    float* ring = state.shift + static_cast<size_t>(c) * n_state;
+    const float* kshift = p.w.shift_kernel + static_cast<size_t>(c) * n_state;
+    ring[newest] = k[c];
     float sum = p.w.shift_D[c] * k[c];
-    for (int n = 0; n < n_state; ++n) {
-      s[n] += bv[n] * k[c];
-      sum += cv[n] * s[n];
+    for (int j = 0; j < taps; ++j) {
+      const int slot = newest - j < 0 ? newest - j + n_state : newest - j;
+      sum += kshift[j] * ring[slot];
     }
     kbar[i] = sum;
   }

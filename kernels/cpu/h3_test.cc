@@ -98,7 +98,7 @@ std::vector<float> Prefill(const Layer& layer,
     const int nfft = H3FftSize(len);
     std::vector<float> spectrum(2 * layer.shape.heads() * (nfft / 2 + 1));
     H3KernelSpectrum(layer.weights(), nfft, spectrum.data());
-    H3PrefillCpu({layer.weights(), len, q.data() + start * d,
+    H3PrefillCpu({layer.weights(), start, len, q.data() + start * d,
                   k.data() + start * d, v.data() + start * d,
                   out.data() + start * d, state->view(), spectrum.data(),
                   nfft});
@@ -117,7 +117,8 @@ std::vector<float> Decode(const Layer& layer, int64_t start, int64_t end,
   H3State view = state->view();
   for (int64_t t = start; t < end; ++t) {
     H3StepCpu({layer.weights(), 1, q.data() + t * d, k.data() + t * d,
-               v.data() + t * d, out.data() + (t - start) * d, &view});
+               v.data() + t * d, out.data() + (t - start) * d, &view,
+               /*input_stride=*/0, &t});
   }
   return out;
 }
@@ -203,6 +204,31 @@ TEST_P(H3CpuTest, ChunkedPrefillEqualsOnePrefill) {
   }
 }
 
+// The shift state is the ring of kernels/h3.h: after any mix of chunks and
+// steps, k[t] of channel c at [c][t mod N] for the last N positions t, zeros
+// in the slots of positions not reached.
+TEST_P(H3CpuTest, ShiftStateIsTheRingOfTheLastInputs) {
+  const Layer layer(shape(), 17);
+  const int64_t len = length(), extra = 3;
+  const int d = shape().d_model, n = shape().d_state;
+  const int64_t all = len + extra;
+  auto q = h3::testing::RandomNormal(all * d, 18),
+       k = h3::testing::RandomNormal(all * d, 19),
+       v = h3::testing::RandomNormal(all * d, 20);
+  State state(shape());
+  Prefill(layer, {len / 2, len - len / 2}, q, k, v, &state);
+  Decode(layer, len, all, q, k, v, &state);
+  for (int c = 0; c < d; ++c) {
+    for (int slot = 0; slot < n; ++slot) {
+      // The latest position t < all with t mod N == slot, if any.
+      int64_t t = all - 1 - ((all - 1 - slot) % n + n) % n;
+      const float want = t >= 0 ? k[t * d + c] : 0.0f;
+      ASSERT_EQ(state.shift[c * n + slot], want)
+          << "channel " << c << " slot " << slot;
+    }
+  }
+}
+
 TEST_P(H3CpuTest, DecodingContinuesAPrefill) {
   const Layer layer(shape(), 13);
   const int64_t len = length(), extra = 9;
@@ -262,7 +288,8 @@ TEST(H3StepCpuTest, BatchOfSequencesAtDifferentPositionsEqualsEachAlone) {
   }
   std::vector<float> out(batch * d);
   H3StepCpu({layer.weights(), batch, bq.data(), bk.data(), bv.data(),
-             out.data(), views.data()});
+             out.data(), views.data(), /*input_stride=*/0,
+             prompt_lengths.data()});
   for (int b = 0; b < batch; ++b) {
     const int64_t t = prompt_lengths[b];
     std::vector<float> single =

@@ -1,11 +1,13 @@
 // The fused H3 decoding step. H3StepCpu (kernels/cpu/h3_step.cc) is the
 // specification; this computes the same thing with one pass over the state.
 //
-// Decode is memory-bound: per sequence and step the kernel moves its whole
-// state (d N shift floats and p^2 H M complex diagonal modes, read and
-// written) for a few flops per element. For d = 2048, N = 64, p = 1 that is
-// 2 MiB of state per sequence against 2.5 MiB of SSM parameters (shift_B,
-// shift_C, dA, dB, C) shared by the batch, so the parameters are worth
+// Decode is memory-bound: per sequence and step the kernel reads its whole
+// state (the d N floats of the shift ring and the p^2 H M complex diagonal
+// modes) and writes back the diagonal modes and one ring slot per channel,
+// for a few flops per element. For d = 2048, N = 64, p = 1 that is 1.5 MiB
+// of state traffic per sequence (0.5 MiB of ring read, 8 KiB written, 1 MiB
+// of diagonal state read and written) against 2 MiB of SSM parameters
+// (shift_kernel, dA, dB, C) shared by the batch, so the parameters are worth
 // reusing: see H3StepHeadDim1Kernel for how.
 #include <algorithm>
 #include <cstdint>
@@ -93,7 +95,8 @@ __device__ __forceinline__ float GroupSum(float x, int width) {
 }
 
 // One sequence's share of a p = 1 lane: its slice of the channel's shift
-// state and diagonal state, and the channel's q, k, v.
+// ring and diagonal state, the channel's q, k, v and the token's position.
+// Every lane of a block steps the same sequence, so `pos` is block-uniform.
 template <int kVec>
 struct Slice {
   float* shift = nullptr;
@@ -102,6 +105,7 @@ struct Slice {
   float s[kVec] = {};
   float x[kVec] = {};
   float q = 0, k = 0, v = 0;
+  int64_t pos = 0;
 };
 
 template <int kVec>
@@ -110,6 +114,7 @@ __device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
                                                  int64_t c, int64_t row,
                                                  bool active) {
   Slice<kVec> t;
+  t.pos = p.positions[b];
   if (!active) return t;
   const H3State state = p.states[b];
   t.shift = state.shift + row;
@@ -126,20 +131,68 @@ __device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
   return t;
 }
 
-// head_dim 1. Channel c is head c, and its shift row (N floats) and diagonal
+// The shift SSM of one p = 1 lane for the ring slot newest = pos mod N:
+// puts k in that slot and returns
+//   kbar = shift_D k + sum_j kshift[j] ring[(pos - j) mod N],
+// j from 0 to min(pos, N - 1), summed over the channel's `lanes`.
+// Lane L holds ring slots and taps [L kVec, (L + 1) kVec). Tap
+// j = L kVec + i needs slot u = (pos - j) mod N, which lane u / kVec holds
+// in its register u mod kVec = (pos - i) mod kVec: the same register in
+// every lane (N is a multiple of kVec, pos the same across the block), so
+// tap i of every lane is served by one shuffle.
+template <int kVec>
+__device__ __forceinline__ float ShiftStep(float (&ring)[kVec],
+                                           const float (&taps)[kVec],
+                                           float shift_d, float k, int64_t pos,
+                                           int newest, int n_state, int lane,
+                                           int lanes) {
+  const int first = lane * kVec;  // this lane's first slot and first tap
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    if (first + i == newest) ring[i] = k;
+  }
+  // Slot of tap `first`: newest - first, brought into [0, N). Padding lanes
+  // (first >= N) have zero taps; their slots only need to be in range.
+  // lanes * kVec < 2 N, so two additions of N suffice.
+  int slot0 = newest - first;
+  if (slot0 < 0) slot0 += n_state;
+  if (slot0 < 0) slot0 += n_state;
+  const int turn = newest % kVec;
+  float kbar = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const int reg = (turn - i + kVec) % kVec;
+    float send = ring[0];
+#pragma unroll
+    for (int r = 1; r < kVec; ++r) send = reg == r ? ring[r] : send;
+    int slot = slot0 - i;
+    if (slot < 0) slot += n_state;
+    const float got = __shfl_sync(kFullMask, send, slot / kVec, lanes);
+    // Taps past pos would reach before position 0: skipped (their slots
+    // are zero in a well-formed state anyway).
+    if (first + i <= pos) kbar += taps[i] * got;
+  }
+  return GroupSum(kbar, lanes) + shift_d * k;
+}
+
+// head_dim 1. Channel c is head c, and its shift ring (N floats) and diagonal
 // row (M = N / 2 complex) have the same size: a group of `lanes` threads owns
 // channel c, lane j holding floats [j kVec, (j + 1) kVec) of both rows and
-// of the matching parameter rows. Lanes past N (N / kVec not a power of two)
-// hold zeros and only take part in the shuffles.
+// of the matching parameter rows (shift_kernel, dA, dB, C). Lanes past N
+// (N / kVec not a power of two) hold zeros and only take part in the
+// shuffles.
 //
 // Grid: (channel tiles of kThreads / lanes channels, sequence groups). A
 // block loads its channels' parameters into registers once and walks through
 // `sequences_per_block` sequences, prefetching the next one's state while it
 // updates the current one. The alternative, one block per (channel tile,
 // sequence) with parameters re-read from L2, sends the parameters through L2
-// once per sequence: 2.5 MiB against 2 MiB of state for d 2048, N 64, which
-// more than doubles the L2 traffic; the grouping divides that by the group
-// size and still leaves kTargetBlocks blocks to fill the GPU.
+// once per sequence: 2 MiB against 1.5 MiB of state traffic for d 2048,
+// N 64, which more than doubles the L2 traffic; the grouping divides that by
+// the group size and still leaves kTargetBlocks blocks to fill the GPU.
+//
+// Per sequence a lane reads its kVec ring slots (vector loads) but writes at
+// most one: the lane owning slot pos mod N stores k there, a scalar store.
 template <int kVec>
 __global__ void __launch_bounds__(kThreads)
     H3StepHeadDim1Kernel(H3StepParams p, StepLayout l) {
@@ -151,12 +204,10 @@ __global__ void __launch_bounds__(kThreads)
   const bool active = c < d && lane * kVec < n_state;
   const int64_t row = c * n_state + lane * kVec;  // [d, N] and [H, M, 2]
 
-  float sb[kVec] = {}, sc[kVec] = {}, da[kVec] = {}, db[kVec] = {};
-  float cc[kVec] = {};
+  float taps[kVec] = {}, da[kVec] = {}, db[kVec] = {}, cc[kVec] = {};
   float shift_d = 0, skip_d = 0;
   if (active) {
-    LoadVec<kVec, false>(p.w.shift_B + row, l.weights_aligned, sb);
-    LoadVec<kVec, false>(p.w.shift_C + row, l.weights_aligned, sc);
+    LoadVec<kVec, false>(p.w.shift_kernel + row, l.weights_aligned, taps);
     LoadVec<kVec, false>(p.w.dA + row, l.weights_aligned, da);
     LoadVec<kVec, false>(p.w.dB + row, l.weights_aligned, db);
     LoadVec<kVec, false>(p.w.C + row, l.weights_aligned, cc);
@@ -173,17 +224,9 @@ __global__ void __launch_bounds__(kThreads)
     Slice<kVec> next;
     if (b + 1 < last) next = LoadSlice<kVec>(p, l, b + 1, c, row, active);
 
-    // Shift SSM: s <- (0, s[0..N-2]) + B k; lane j's first float comes from
-    // lane j - 1's last. kbar = C . s + shift_D k.
-    float carry = __shfl_up_sync(kFullMask, cur.s[kVec - 1], 1, lanes);
-    if (lane == 0) carry = 0.0f;
-    float kbar = 0.0f;
-#pragma unroll
-    for (int i = kVec - 1; i >= 0; --i) {
-      cur.s[i] = (i == 0 ? carry : cur.s[i - 1]) + sb[i] * cur.k;
-      kbar += sc[i] * cur.s[i];
-    }
-    kbar = GroupSum(kbar, lanes) + shift_d * cur.k;
+    const int newest = static_cast<int>(cur.pos % n_state);
+    const float kbar = ShiftStep<kVec>(cur.s, taps, shift_d, cur.k, cur.pos,
+                                       newest, n_state, lane, lanes);
 
     // Diagonal SSM: x <- dA x + dB kv; y = 2 Re(C . x) + D kv.
     const float kv = kbar * cur.v;
@@ -200,7 +243,7 @@ __global__ void __launch_bounds__(kThreads)
     y = 2.0f * GroupSum(y, lanes) + skip_d * kv;
 
     if (active) {
-      StoreVec<kVec>(cur.s, cur.aligned, cur.shift);
+      if (newest / kVec == lane) __stcs(cur.shift + newest % kVec, cur.k);
       StoreVec<kVec>(cur.x, cur.aligned, cur.diag);
       if (lane == 0) p.out[int64_t{b} * d + c] = cur.q * y;
     }
@@ -229,27 +272,28 @@ __global__ void __launch_bounds__(kThreads)
   float* kbar = shared;
   float* y = shared + pd;
 
+  // Shift SSM on the ring: k goes to slot `newest`; tap j >= 1 reads slot
+  // (newest - j) mod N, for j <= pos only (earlier taps reach before
+  // position 0). Tap 0 is k itself, taken from the input, so no lane reads
+  // the slot lane 0 writes.
+  const int64_t pos = p.positions[b];
+  const int newest = static_cast<int>(pos % n_state);
+  const int taps = static_cast<int>(min(pos, int64_t{n_state} - 1)) + 1;
   for (int i = warp; i < pd; i += warps) {
     const int64_t c = int64_t{h} * pd + i;
-    float* s = state.shift + c * n_state;
-    const float* bv = p.w.shift_B + c * n_state;
-    const float* cv = p.w.shift_C + c * n_state;
+    float* ring = state.shift + c * n_state;
+    const float* kshift = p.w.shift_kernel + c * n_state;
     const float k = p.k[in + i];
     float sum = 0.0f;
-    // Chunks of 32 from the row's end down, as copy_backward: a chunk reads
-    // s[n - 1] before the chunk below it is rewritten.
-    for (int top = (n_state - 1) / kWarp * kWarp; top >= 0; top -= kWarp) {
-      const int n = top + lane;
-      float value = 0.0f;
-      if (n < n_state) value = (n > 0 ? s[n - 1] : 0.0f) + bv[n] * k;
-      __syncwarp();
-      if (n < n_state) {
-        s[n] = value;
-        sum += cv[n] * value;
-      }
+    for (int j = 1 + lane; j < taps; j += kWarp) {
+      const int slot = newest - j < 0 ? newest - j + n_state : newest - j;
+      sum += kshift[j] * ring[slot];
     }
     sum = WarpSum(sum);
-    if (lane == 0) kbar[i] = sum + p.w.shift_D[c] * k;
+    if (lane == 0) {
+      ring[newest] = k;
+      kbar[i] = sum + kshift[0] * k + p.w.shift_D[c] * k;
+    }
   }
   __syncthreads();
 
@@ -300,9 +344,9 @@ cudaError_t LaunchHeadDim1(const H3StepParams& p, StepLayout l,
                            cudaStream_t stream) {
   const H3Weights& w = p.w;
   constexpr size_t kBytes = sizeof(float) * kVec;
-  l.weights_aligned = Aligned(w.shift_B, kBytes) &&
-                      Aligned(w.shift_C, kBytes) && Aligned(w.dA, kBytes) &&
-                      Aligned(w.dB, kBytes) && Aligned(w.C, kBytes);
+  l.weights_aligned = Aligned(w.shift_kernel, kBytes) &&
+                      Aligned(w.dA, kBytes) && Aligned(w.dB, kBytes) &&
+                      Aligned(w.C, kBytes);
   const int channels_per_block = kThreads / l.lanes;
   const int64_t tiles =
       (w.shape.d_model + channels_per_block - 1) / channels_per_block;
@@ -343,8 +387,9 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream) {
   if (params.batch == 0) return cudaSuccess;
   if (params.q == nullptr || params.k == nullptr || params.v == nullptr ||
       params.out == nullptr || params.states == nullptr ||
-      w.shift_B == nullptr || w.shift_C == nullptr || w.shift_D == nullptr ||
-      w.dA == nullptr || w.dB == nullptr || w.C == nullptr || w.D == nullptr) {
+      params.positions == nullptr || w.shift_kernel == nullptr ||
+      w.shift_D == nullptr || w.dA == nullptr || w.dB == nullptr ||
+      w.C == nullptr || w.D == nullptr) {
     return cudaErrorInvalidValue;
   }
   StepLayout l;
@@ -367,13 +412,15 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream) {
 int64_t H3StepBytes(const H3Shape& shape, int batch) {
   if (!ValidShape(shape) || batch <= 0) return 0;
   const int64_t d = shape.d_model, n = shape.d_state, heads = shape.heads();
-  const int64_t state =
-      d * n + 2 * int64_t{shape.kv_channels()} * shape.modes();
-  // shift_B, shift_C, shift_D; dA, dB, C (complex); D.
-  const int64_t params = 2 * d * n + d + 3 * 2 * heads * shape.modes() + heads;
+  const int64_t diag = 2 * int64_t{shape.kv_channels()} * shape.modes();
+  // The shift ring is read whole (d N) and written one slot a channel (d);
+  // the diagonal state is read and written whole.
+  const int64_t state = d * n + d + 2 * diag;
+  // shift_kernel, shift_D; dA, dB, C (complex); D.
+  const int64_t params = d * n + d + 3 * 2 * heads * shape.modes() + heads;
   const int64_t rows = 4 * d;  // q, k, v read, out written
   return static_cast<int64_t>(sizeof(float)) *
-         (batch * (2 * state + rows) + params);
+         (batch * (state + rows) + params);
 }
 
 }  // namespace h3::kernels

@@ -2,9 +2,10 @@
 #define H3_KERNELS_CUDA_H3_STEP_H_
 
 // The H3 decoding step on the GPU: the GPU twin of H3StepCpu (kernels/h3.h).
-// One fused pass per step: each sequence's shift state and diagonal state are
-// read once, updated, written once, and the layer's inner output is produced
-// from them, for a batch of sequences each at its own position.
+// One fused pass per step: each sequence's shift ring and diagonal state are
+// read once; the diagonal state is written back once and the ring gets its
+// one new slot per channel; the layer's inner output is produced from them,
+// for a batch of sequences each at its own position.
 
 #include <cuda_runtime_api.h>
 
@@ -15,24 +16,32 @@
 namespace h3::kernels {
 
 // Same Params as H3StepCpu; every pointer in device memory, including the
-// `states` array itself (so a captured graph can serve any batch of
-// sequences: only the array's contents change between replays). Enqueues on
-// `stream`; returns the launch error, if any. A batch of 0 launches nothing.
+// `states` and `positions` arrays themselves (so a captured graph can serve
+// any batch of sequences at any positions: only the arrays' contents change
+// between replays). Enqueues on `stream`; returns the launch error, if any.
+// A batch of 0 launches nothing.
 // Returns cudaErrorInvalidValue for an invalid shape (d_state odd, d_model
 // not a multiple of head_dim, a size <= 0), a negative batch or input_stride,
-// or a null pointer; cudaErrorNotSupported for head_dim > 110 (its p + p^2
-// floats of shared memory pass 48 KiB) and, where the general kernel runs
-// (head_dim > 1, or d_state above 128, or above 64 when not a multiple of
-// 4), for batch * heads >= 2^31.
-// REQUIRES: the batch's states are distinct and overlap nothing else; out
-// does not overlap q, k, v or a state. States need no alignment (16-byte
-// aligned ones are read as vectors); the kernel reads each state once and
-// writes it once.
+// or a null pointer (positions included); cudaErrorNotSupported for
+// head_dim > 110 (its p + p^2 floats of shared memory pass 48 KiB) and, where
+// the general kernel runs (head_dim > 1, or d_state above 128, or above 64
+// when not a multiple of 4), for batch * heads >= 2^31.
+// REQUIRES: positions[b] >= 0; the batch's states are distinct and overlap
+// nothing else; out does not overlap q, k, v or a state. States need no
+// alignment (16-byte aligned ones are read as vectors). The kernel reads
+// each state once, writes the diagonal state once and writes one float of
+// each channel's shift ring, slot positions[b] mod N, leaving the other
+// N - 1 untouched. Taps that would reach before position 0 are skipped, so
+// the contents of the slots of positions not yet reached do not matter.
 cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream);
 
-// The bytes one call must move through global memory at least: the states
-// read and written, the SSM parameters read once, q/k/v read and out
-// written. The floor the benchmark compares the measured time with.
+// The bytes one call must move through global memory at least, 4 bytes a
+// float: per sequence the shift ring read (d N) and its new slots written
+// (d), the diagonal state read and written (2 p^2 H M each), q, k, v read
+// and out written (4 d); once per call the SSM parameters (shift_kernel
+// d N, shift_D d, dA, dB, C 2 H M each, D H). The per-sequence metadata
+// (states[b], positions[b]: 24 bytes) is left out. The floor the benchmark
+// compares the measured time with.
 int64_t H3StepBytes(const H3Shape& shape, int batch);
 
 }  // namespace h3::kernels

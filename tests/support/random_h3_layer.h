@@ -53,8 +53,9 @@ struct RandomH3Layer {
 
   // Host pointers into this object: valid while it lives and is not moved.
   kernels::H3Weights weights() const {
-    return {shape,     shift_kernel.data(), shift_D.data(), dA.data(),
-            dB.data(), C.data(),            D.data()};
+    return {shape,     shift_kernel.data(), shift_D.data(),
+            dA.data(), dB.data(),           C.data(),
+            D.data()};
   }
 
   kernels::H3Shape shape;
