@@ -80,6 +80,16 @@ class CudaEngineTest : public h3::testing::GpuTest {
     return model.ok() ? *std::move(model) : nullptr;
   }
 
+  // The fp16 model of Open(1) twice: decode graphs on, and off.
+  void LoadGraphsOnAndOff(std::unique_ptr<Model>* with,
+                          std::unique_ptr<Model>* without) {
+    Open(1);
+    *with = Load("cuda", WeightType::kFloat16, /*graphs=*/true);
+    *without = Load("cuda", WeightType::kFloat16, /*graphs=*/false);
+    ASSERT_NE(*with, nullptr);
+    ASSERT_NE(*without, nullptr);
+  }
+
   // Prefills `prompt`, then decodes `steps` greedy tokens; returns every
   // step's logits (the prefill's first), concatenated.
   std::vector<float> Greedy(Model& model, const std::vector<int32_t>& prompt,
@@ -191,11 +201,8 @@ TEST_F(CudaEngineTest, ABatchEqualsEachSequenceAlone) {
 // The same padded steps replayed from a captured graph or run op by op:
 // the same kernels on the same inputs, so the logits are identical.
 TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
-  Open(1);
-  auto with = Load("cuda", WeightType::kFloat16, /*graphs=*/true);
-  auto without = Load("cuda", WeightType::kFloat16, /*graphs=*/false);
-  ASSERT_NE(with, nullptr);
-  ASSERT_NE(without, nullptr);
+  std::unique_ptr<Model> with, without;
+  ASSERT_NO_FATAL_FAILURE(LoadGraphsOnAndOff(&with, &without));
   const int64_t row = config_.padded_vocab_size;
   // Batch sizes that share and that change buckets, each replayed.
   for (int batch : {1, 3, 3, 4, 9, 9, 2}) {
@@ -251,11 +258,8 @@ TEST_F(CudaEngineTest, PrefillEqualsTokenByTokenDecoding) {
 // boundary (kernels/cuda/sampling.h): a few of 5 x 24 draws, never a greedy
 // row's.
 TEST_F(CudaEngineTest, DeviceSamplingDrawsTheSpecificationsIds) {
-  Open(1);
-  auto with = Load("cuda", WeightType::kFloat16, /*graphs=*/true);
-  auto without = Load("cuda", WeightType::kFloat16, /*graphs=*/false);
-  ASSERT_NE(with, nullptr);
-  ASSERT_NE(without, nullptr);
+  std::unique_ptr<Model> with, without;
+  ASSERT_NO_FATAL_FAILURE(LoadGraphsOnAndOff(&with, &without));
   const int64_t row = config_.padded_vocab_size;
   const int32_t vocab = static_cast<int32_t>(config_.vocab_size);
   const std::vector<kernels::SamplingRow> params = {
