@@ -149,7 +149,7 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"engine", backend_name == "cpu" ? "h3serve-cpu" : "h3serve-cuda"},
       {"what", flags.what},
       {"backend", backend_name},
-      {"dtype", engine::WeightTypeName(model->backend().weight_type())},
+      {"dtype", ElementTypeName(model->backend().weight_type())},
       {"graphs",
        {{"requested", flags.graphs},
         {"applied",

@@ -16,7 +16,6 @@
 
 namespace h3::bench {
 
-using kernels::ElementType;
 using kernels::H3PrefillCuda;
 using kernels::H3PrefillCudaParams;
 using kernels::H3PrefillPath;
@@ -25,11 +24,11 @@ using kernels::H3Weights;
 
 const char* TypeName(ElementType type) {
   switch (type) {
-    case ElementType::kFloat32:
+    case ElementType::kF32:
       return "fp32";
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       return "fp16";
-    case ElementType::kBFloat16:
+    case ElementType::kBF16:
       return "bf16";
   }
   return "?";
@@ -37,7 +36,7 @@ const char* TypeName(ElementType type) {
 
 std::optional<ElementType> ParseType(const std::string& name) {
   for (ElementType t :
-       {ElementType::kFloat32, ElementType::kFloat16, ElementType::kBFloat16}) {
+       {ElementType::kF32, ElementType::kF16, ElementType::kBF16}) {
     if (name == TypeName(t)) return t;
   }
   return std::nullopt;
@@ -191,9 +190,9 @@ CaseResult MeasureCase(const Shape& shape, const CaseOptions& o, int64_t length,
         Diff(a.out.get(), b.out.get(),
              int64_t{shape.batch} * shape.heads * length, type, stream);
     r.shift_diff = Diff(a.shift.get(), b.shift.get(), sb.shift / 4,
-                        ElementType::kFloat32, stream);
+                        ElementType::kF32, stream);
     r.diag_diff = Diff(a.diag.get(), b.diag.get(), sb.diag / 4,
-                       ElementType::kFloat32, stream);
+                       ElementType::kF32, stream);
   }
 
   // Warm-up, whose fastest call sets the number of repetitions.

@@ -18,9 +18,9 @@
 namespace h3::bench {
 
 // "fp32", "fp16", "bf16".
-const char* TypeName(kernels::ElementType type);
-std::optional<kernels::ElementType> ParseType(const std::string& name);
-using kernels::ElementSize;
+const char* TypeName(ElementType type);
+std::optional<ElementType> ParseType(const std::string& name);
+using h3::ElementSize;
 
 // A batch of sequences through one layer of `heads` channels (d_model = H,
 // head_dim 1).
@@ -34,7 +34,7 @@ std::optional<Shape> ParseShape(const std::string& text);
 struct CaseOptions {
   int d_state = 64;
   std::vector<int64_t> lengths;  // ascending
-  std::vector<kernels::ElementType> types;
+  std::vector<ElementType> types;
   std::vector<kernels::H3PrefillPath> paths;  // the Options.prefer of each
   int warmup = 3;                // untimed calls per path and case, >= 1
   double min_time_ms = 200;      // timed calls per path: at least this long...
@@ -61,7 +61,7 @@ struct CaseResult {
   Shape shape;
   int d_state = 0;
   int64_t length = 0;
-  kernels::ElementType type = kernels::ElementType::kFloat16;
+  ElementType type = ElementType::kF16;
   std::vector<PathResult> paths;  // in CaseOptions::paths order
   // Fused against cuFFT, one call each from zero states, when both ran.
   std::optional<MaxDiff> out_diff, shift_diff, diag_diff;

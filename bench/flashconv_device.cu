@@ -11,7 +11,6 @@
 namespace h3::bench {
 namespace {
 
-using kernels::ElementType;
 
 // 256 threads a block, at most 4096 blocks: a few waves on any current GPU
 // (an H100 holds 132 x 2048 threads); the grid-stride loops cover the rest.
@@ -111,13 +110,13 @@ cudaError_t FillNormal(void* dst, int64_t n, ElementType type, uint64_t seed,
                        cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   switch (type) {
-    case ElementType::kFloat32:
+    case ElementType::kF32:
       LaunchFill<float>(dst, n, seed, stream);
       break;
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       LaunchFill<__half>(dst, n, seed, stream);
       break;
-    case ElementType::kBFloat16:
+    case ElementType::kBF16:
       LaunchFill<__nv_bfloat16>(dst, n, seed, stream);
       break;
   }
@@ -133,13 +132,13 @@ cudaError_t ComputeMaxDiff(const void* a, const void* b, int64_t n,
   err = cudaMemsetAsync(bits, 0, 2 * sizeof(unsigned), stream);
   if (err == cudaSuccess && n > 0) {
     switch (type) {
-      case ElementType::kFloat32:
+      case ElementType::kF32:
         LaunchMaxDiff<float>(a, b, n, bits, stream);
         break;
-      case ElementType::kFloat16:
+      case ElementType::kF16:
         LaunchMaxDiff<__half>(a, b, n, bits, stream);
         break;
-      case ElementType::kBFloat16:
+      case ElementType::kBF16:
         LaunchMaxDiff<__nv_bfloat16>(a, b, n, bits, stream);
         break;
     }

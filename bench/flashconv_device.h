@@ -32,8 +32,8 @@ inline void CheckCuda(cudaError_t err, const char* call, const char* file,
 // Fills n elements of `type` at `dst` with samples of N(0, 1): a Box-Muller
 // transform of a hash of (seed, index), so the values depend only on the seed
 // and the index. Enqueued on `stream`.
-cudaError_t FillNormal(void* dst, int64_t n, kernels::ElementType type,
-                       uint64_t seed, cudaStream_t stream);
+cudaError_t FillNormal(void* dst, int64_t n, ElementType type, uint64_t seed,
+                       cudaStream_t stream);
 
 // The largest |a[i] - b[i]| and the largest |b[i]| over n elements of `type`;
 // a NaN in either tensor makes max_abs_diff NaN.
@@ -45,8 +45,7 @@ struct MaxDiff {
 // Computes *out on `stream` and waits for it (it allocates and frees a few
 // bytes of device memory: never inside a timed region).
 cudaError_t ComputeMaxDiff(const void* a, const void* b, int64_t n,
-                           kernels::ElementType type, cudaStream_t stream,
-                           MaxDiff* out);
+                           ElementType type, cudaStream_t stream, MaxDiff* out);
 
 }  // namespace h3::bench
 

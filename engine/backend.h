@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/element_type.h"
 #include "kernels/attention.h"
 #include "kernels/h3.h"
 #include "kernels/layer_norm.h"
@@ -32,13 +33,13 @@ class Buffer {
   int64_t size_ = 0;
 };
 
-// How weight matrices are stored (activations, SSM states and SSM
-// parameters are always fp32). The CPU backend stores fp32 only.
-enum class WeightType { kFloat32, kFloat16, kBFloat16 };
-const char* WeightTypeName(WeightType type);  // "fp32", "fp16", "bf16"
+// How weight matrices are stored (base/element_type.h: kF32, kF16 or kBF16;
+// activations, SSM states and SSM parameters are always fp32). The CPU
+// backend stores fp32 only.
+//
 // "fp32", "fp16", "bf16", or "auto" (unset: the backend's default).
 // InvalidArgument for anything else.
-absl::StatusOr<std::optional<WeightType>> ParseWeightType(
+absl::StatusOr<std::optional<ElementType>> ParseWeightType(
     const std::string& name);
 
 // A weight matrix [rows, cols], row-major, in a backend's memory and in the
@@ -47,19 +48,19 @@ class Matrix {
  public:
   using Deleter = void (*)(void*);
   Matrix() = default;
-  Matrix(void* data, int64_t rows, int64_t cols, WeightType type,
+  Matrix(void* data, int64_t rows, int64_t cols, ElementType type,
          Deleter deleter)
       : data_(data, deleter), rows_(rows), cols_(cols), type_(type) {}
 
   const void* data() const { return data_.get(); }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
-  WeightType type() const { return type_; }
+  ElementType type() const { return type_; }
 
  private:
   std::unique_ptr<void, Deleter> data_{nullptr, nullptr};
   int64_t rows_ = 0, cols_ = 0;
-  WeightType type_ = WeightType::kFloat32;
+  ElementType type_ = ElementType::kF32;
 };
 
 // Memory the host writes and the backend's ops read: pinned host memory with
@@ -131,7 +132,7 @@ class Backend {
 
   // "cpu", "cuda:0", ...
   virtual std::string name() const = 0;
-  virtual WeightType weight_type() const = 0;
+  virtual ElementType weight_type() const = 0;
 
   virtual absl::StatusOr<Buffer> Allocate(int64_t floats) = 0;
   // Copies between host memory and this backend's memory.
@@ -193,7 +194,7 @@ struct BackendOptions {
   // one is present and usable, else the CPU.
   std::string device = "auto";
   // Unset: fp16 on a GPU, fp32 on the CPU.
-  std::optional<WeightType> weight_type;
+  std::optional<ElementType> weight_type;
 };
 
 // The backend `options` name. InvalidArgument for an unknown device name,

@@ -85,16 +85,16 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
   H3_ASSIGN_OR_RETURN(const int device, ResolveDevice(options.device));
   if (device < 0) {
     if (options.weight_type.has_value() &&
-        *options.weight_type != WeightType::kFloat32) {
+        *options.weight_type != ElementType::kF32) {
       return absl::InvalidArgumentError(
           absl::StrCat("the CPU backend keeps weights in fp32, not ",
-                       WeightTypeName(*options.weight_type)));
+                       ElementTypeName(*options.weight_type)));
     }
     return MakeCpuBackend();
   }
 #if H3_WITH_CUDA
-  return cuda::MakeCudaBackend(
-      device, options.weight_type.value_or(WeightType::kFloat16));
+  return cuda::MakeCudaBackend(device,
+                               options.weight_type.value_or(ElementType::kF16));
 #else
   return absl::InternalError("unreachable: a GPU without CUDA");
 #endif

@@ -49,12 +49,12 @@ TEST(MakeBackendTest, NamesAndRefusals) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MakeBackend({"cuda:x", std::nullopt}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MakeBackend({"cpu", WeightType::kFloat16}).status().code(),
+  EXPECT_EQ(MakeBackend({"cpu", ElementType::kF16}).status().code(),
             absl::StatusCode::kInvalidArgument);
   auto cpu = MakeBackend({"cpu", std::nullopt});
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   EXPECT_EQ((*cpu)->name(), "cpu");
-  EXPECT_EQ((*cpu)->weight_type(), WeightType::kFloat32);
+  EXPECT_EQ((*cpu)->weight_type(), ElementType::kF32);
 
   const CudaInventory inventory = ListCudaDevices();
   const bool usable_gpu =
@@ -64,7 +64,7 @@ TEST(MakeBackendTest, NamesAndRefusals) {
   ASSERT_TRUE(chosen.ok()) << chosen.status();
   if (usable_gpu) {
     EXPECT_EQ((*chosen)->name(), "cuda:0");
-    EXPECT_EQ((*chosen)->weight_type(), WeightType::kFloat16);
+    EXPECT_EQ((*chosen)->weight_type(), ElementType::kF16);
   } else {
     EXPECT_EQ((*chosen)->name(), "cpu");
   }
@@ -79,9 +79,9 @@ TEST(MakeBackendTest, NamesAndRefusals) {
 
 TEST(MakeBackendTest, ParsesWeightTypes) {
   EXPECT_EQ(*ParseWeightType("auto"), std::nullopt);
-  EXPECT_EQ(*ParseWeightType("fp16"), WeightType::kFloat16);
-  EXPECT_EQ(*ParseWeightType("bf16"), WeightType::kBFloat16);
-  EXPECT_EQ(*ParseWeightType("fp32"), WeightType::kFloat32);
+  EXPECT_EQ(*ParseWeightType("fp16"), ElementType::kF16);
+  EXPECT_EQ(*ParseWeightType("bf16"), ElementType::kBF16);
+  EXPECT_EQ(*ParseWeightType("fp32"), ElementType::kF32);
   EXPECT_EQ(ParseWeightType("int8").status().code(),
             absl::StatusCode::kInvalidArgument);
 }

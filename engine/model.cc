@@ -17,9 +17,9 @@ namespace {
 absl::StatusOr<std::vector<float>> ReadWeight(const loader::ModelFile& file,
                                               const std::string& name) {
   H3_ASSIGN_OR_RETURN(loader::WeightView view, file.Weight(name));
-  std::vector<float> values(view.bytes.size() / loader::DTypeSize(view.dtype));
+  std::vector<float> values(view.bytes.size() / ElementSize(view.dtype));
   H3_RETURN_IF_ERROR(loader::ConvertFloats(
-      view.dtype, view.bytes, loader::DType::kF32,
+      view.dtype, view.bytes, ElementType::kF32,
       absl::Span<uint8_t>(reinterpret_cast<uint8_t*>(values.data()),
                           values.size() * sizeof(float))));
   return values;

@@ -25,7 +25,7 @@ TEST_P(ReferenceTest, LogitsAndGreedyTokensMatchPyTorch) {
   loader::ConvertOptions options;
   options.input = kTestdata + "/" + GetParam() + ".safetensors";
   options.output = ::testing::TempDir() + "/" + GetParam() + ".h3";
-  options.dtype = loader::DType::kF32;
+  options.dtype = ElementType::kF32;
   options.hints.n_heads = golden["config"]["n_heads"].get<int64_t>();
   options.hints.vocab_size = golden["vocab_size"].get<int64_t>();
   auto converted = loader::ConvertCheckpoint(options, {});

@@ -36,7 +36,7 @@ class Checkpoint {
   enum class Format { kTorchZip, kSafetensors };
 
   struct Tensor {
-    DType dtype = DType::kF32;
+    ElementType dtype = ElementType::kF32;
     std::vector<int64_t> shape;
     std::string source_name;  // the name in the file
   };

@@ -175,7 +175,7 @@ absl::StatusOr<ModelConfig> ConfigFromJson(absl::string_view text) {
   c.layer_norm_epsilon = eps->get<double>();
   auto dtype = j.find("dtype");
   if (dtype == j.end() || !dtype->is_string()) return bad("'dtype' missing");
-  absl::StatusOr<DType> dt = DTypeFromFlag(dtype->get<std::string>());
+  absl::StatusOr<ElementType> dt = DTypeFromFlag(dtype->get<std::string>());
   if (!dt.ok()) return bad(dt.status().message());
   c.dtype = *dt;
   absl::Status valid = ValidateConfig(c);

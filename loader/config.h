@@ -34,7 +34,7 @@ struct ModelConfig {
   int64_t padded_vocab_size = 0;  // rows of the embedding
   int64_t rotary_dim = 0;         // 0: no rotary embedding
   double layer_norm_epsilon = 1e-5;
-  DType dtype = DType::kF32;  // of linear/embedding/norm weights
+  ElementType dtype = ElementType::kF32;  // of linear/embedding/norm weights
 
   bool IsAttention(int64_t layer) const;
   // H3 heads H = d_model / head_dim.

@@ -98,7 +98,7 @@ TEST(ConfigTest, CheckShapesNamesTensorAndShapes) {
 
 TEST(ConfigTest, JsonRoundTripAndValidation) {
   ModelConfig c = Released(*FindPreset("h3-2.7b").value());
-  c.dtype = DType::kBF16;
+  c.dtype = ElementType::kBF16;
   absl::StatusOr<ModelConfig> back = ConfigFromJson(ConfigToJson(c));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, c);

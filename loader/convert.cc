@@ -73,7 +73,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(
                        DTypeName(it->second.dtype), ", expected floats")));
     }
     H3_ASSIGN_OR_RETURN(uint64_t n, NumElements(t.shape));
-    total += n * DTypeSize(it->second.dtype);
+    total += n * ElementSize(it->second.dtype);
   }
 
   std::vector<uint8_t> buffer, converted;
@@ -95,7 +95,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(
   std::vector<SafetensorsWriter::Tensor> layout;
   for (const ExpectedTensor& t : expected) {
     layout.push_back(
-        {t.name, t.keep_fp32 ? DType::kF32 : options.dtype, t.shape});
+        {t.name, t.keep_fp32 ? ElementType::kF32 : options.dtype, t.shape});
   }
   std::string tokenizer_json;
   std::vector<std::string> tokenizer_data;
@@ -107,7 +107,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(
     for (size_t i = 0; i < tok.names.size(); ++i) {
       H3_ASSIGN_OR_RETURN(std::string data, ReadFileToString(tok.paths[i]));
       layout.push_back({absl::StrCat(kTokenizerTensorPrefix, tok.names[i]),
-                        DType::kU8,
+                        ElementType::kU8,
                         {static_cast<int64_t>(data.size())}});
       tokenizer_data.push_back(std::move(data));
     }
@@ -121,9 +121,10 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(
 
   uint64_t done = 0;
   for (const ExpectedTensor& t : expected) {
-    const DType out_dtype = t.keep_fp32 ? DType::kF32 : options.dtype;
+    const ElementType out_dtype =
+        t.keep_fp32 ? ElementType::kF32 : options.dtype;
     auto it = ckpt->tensors().find(t.name);
-    DType in_dtype = DType::kF32;
+    ElementType in_dtype = ElementType::kF32;
     absl::Span<const uint8_t> bytes;
     if (it == ckpt->tensors().end()) {
       buffer = RotaryInvFreq(config.rotary_dim);  // computable, not stored
@@ -136,8 +137,8 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(
     if (in_dtype == out_dtype) {
       H3_RETURN_IF_ERROR(writer->Append(bytes));
     } else {
-      converted.resize(bytes.size() / DTypeSize(in_dtype) *
-                       DTypeSize(out_dtype));
+      converted.resize(bytes.size() / ElementSize(in_dtype) *
+                       ElementSize(out_dtype));
       H3_RETURN_IF_ERROR(
           ConvertFloats(in_dtype, bytes, out_dtype, absl::MakeSpan(converted)));
       H3_RETURN_IF_ERROR(writer->Append(converted));

@@ -12,11 +12,11 @@
 namespace h3::loader {
 
 struct ConvertOptions {
-  std::string input;          // a torch.save checkpoint or a safetensors file
-  std::string output;         // the model file to write (replaced atomically)
-  ConfigHints hints;          // what shapes cannot tell
-  DType dtype = DType::kF16;  // linear/embedding/norm weights
-  std::string tokenizer;      // optional: see ResolveTokenizer
+  std::string input;   // a torch.save checkpoint or a safetensors file
+  std::string output;  // the model file to write (replaced atomically)
+  ConfigHints hints;   // what shapes cannot tell
+  ElementType dtype = ElementType::kF16;  // linear/embedding/norm weights
+  std::string tokenizer;                  // optional: see ResolveTokenizer
 };
 
 struct ConvertResult {

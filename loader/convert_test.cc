@@ -2,7 +2,6 @@
 // safetensors, fp16, rotary, head_dim 4) and compares every tensor exactly
 // with the values PyTorch recorded.
 #include "loader/convert.h"
-#include "loader/mapped_file.h"
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loader/checkpoint.h"
+#include "loader/mapped_file.h"
 #include "loader/model_file.h"
 #include "nlohmann/json.hpp"
 
@@ -41,7 +41,7 @@ const nlohmann::json& Expected() {
   return *j;
 }
 
-ConvertOptions OptionsFor(const std::string& fixture, DType dtype) {
+ConvertOptions OptionsFor(const std::string& fixture, ElementType dtype) {
   ConvertOptions o;
   o.input = kTestdata + "/" + fixture;
   o.output = absl::StrCat(::testing::TempDir(), "/", fixture, ".",
@@ -61,7 +61,8 @@ class FixtureTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(FixtureTest, ConvertsExactly) {
   const std::string fixture = GetParam();
   const nlohmann::json& want = Expected()[fixture];
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+  for (ElementType dtype :
+       {ElementType::kF32, ElementType::kF16, ElementType::kBF16}) {
     ConvertOptions options = OptionsFor(fixture, dtype);
     absl::StatusOr<ConvertResult> r = ConvertCheckpoint(options, nullptr);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -94,12 +95,12 @@ TEST_P(FixtureTest, ConvertsExactly) {
       EXPECT_EQ(w->shape, t["shape"].get<std::vector<int64_t>>()) << name;
       EXPECT_EQ(reinterpret_cast<uintptr_t>(w->bytes.data()) % 64, 0u) << name;
       // SSM parameters stay F32; the rest is rounded as torch rounds.
-      const char* key = w->dtype == DType::kF32   ? "fnv_f32"
-                        : w->dtype == DType::kF16 ? "fnv_f16"
-                                                  : "fnv_bf16";
+      const char* key = w->dtype == ElementType::kF32   ? "fnv_f32"
+                        : w->dtype == ElementType::kF16 ? "fnv_f16"
+                                                        : "fnv_bf16";
       EXPECT_EQ(Fnv1a64(w->bytes), t[key].get<std::string>())
           << fixture << " " << name << " as " << DTypeName(w->dtype);
-      params += w->bytes.size() / DTypeSize(w->dtype);
+      params += w->bytes.size() / ElementSize(w->dtype);
     }
     EXPECT_EQ((*m)->parameter_count(), params);
     EXPECT_FALSE((*m)->Weight("lm_head.weight").ok());  // tied: stored once
@@ -140,7 +141,7 @@ TEST(ConvertTest, ComputesMissingInvFreq) {
   auto ckpt = Checkpoint::Open(kTestdata + "/model_rotary.pt");
   ASSERT_TRUE(ckpt.ok());
   const std::string name = "backbone.layers.1.mixer.rotary_emb.inv_freq";
-  ConvertOptions o = OptionsFor("model_rotary.pt", DType::kF32);
+  ConvertOptions o = OptionsFor("model_rotary.pt", ElementType::kF32);
   ASSERT_TRUE(ConvertCheckpoint(o, nullptr).ok());
   auto full = ModelFile::Open(o.output).value();
   // Rewrite the converted file without inv_freq, as a safetensors input.
@@ -175,7 +176,7 @@ TEST(ConvertTest, ComputesMissingInvFreq) {
 // A model file's bytes in memory (the embedded default model) open as the
 // file does; cut short they are refused, naming the stand-in name.
 TEST(ConvertTest, ModelFileOpensFromBytes) {
-  ConvertOptions o = OptionsFor("model.safetensors", DType::kF16);
+  ConvertOptions o = OptionsFor("model.safetensors", ElementType::kF16);
   o.output = ::testing::TempDir() + "/from_bytes.h3";
   ASSERT_TRUE(ConvertCheckpoint(o, nullptr).ok());
   auto file = ModelFile::Open(o.output).value();
@@ -203,7 +204,7 @@ TEST(ConvertTest, EmbedsTokenizerFiles) {
   fs::create_directories(dir);
   std::ofstream(dir / "vocab.json") << R"({"a": 0})";
   std::ofstream(dir / "merges.txt") << "#version: 0.2\na b\n";
-  ConvertOptions o = OptionsFor("model.safetensors", DType::kF16);
+  ConvertOptions o = OptionsFor("model.safetensors", ElementType::kF16);
   o.tokenizer = dir.string();
   o.output = ::testing::TempDir() + "/with_tokenizer.h3";
   absl::StatusOr<ConvertResult> r = ConvertCheckpoint(o, nullptr);
@@ -232,7 +233,7 @@ TEST(ConvertTest, EmbedsTokenizerFiles) {
 }
 
 TEST(ConvertTest, ReportsProgress) {
-  ConvertOptions o = OptionsFor("model_plain.pt", DType::kF16);
+  ConvertOptions o = OptionsFor("model_plain.pt", ElementType::kF16);
   uint64_t last = 0, total = 0;
   int calls = 0;
   absl::StatusOr<ConvertResult> r =

@@ -13,19 +13,19 @@ namespace h3::loader {
 namespace {
 
 struct DTypeInfo {
-  DType dtype;
+  ElementType dtype;
   absl::string_view name;
-  size_t size;
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kF64, "F64", 8},   {DType::kF32, "F32", 4}, {DType::kF16, "F16", 2},
-    {DType::kBF16, "BF16", 2}, {DType::kI64, "I64", 8}, {DType::kI32, "I32", 4},
-    {DType::kI16, "I16", 2},   {DType::kI8, "I8", 1},   {DType::kU8, "U8", 1},
-    {DType::kBool, "BOOL", 1},
+    {ElementType::kF64, "F64"}, {ElementType::kF32, "F32"},
+    {ElementType::kF16, "F16"}, {ElementType::kBF16, "BF16"},
+    {ElementType::kI64, "I64"}, {ElementType::kI32, "I32"},
+    {ElementType::kI16, "I16"}, {ElementType::kI8, "I8"},
+    {ElementType::kU8, "U8"},   {ElementType::kBool, "BOOL"},
 };
 
-const DTypeInfo& Info(DType dtype) {
+const DTypeInfo& Info(ElementType dtype) {
   for (const DTypeInfo& info : kDTypes) {
     if (info.dtype == dtype) return info;
   }
@@ -45,19 +45,19 @@ float BitsFloat(uint32_t u) {
 }
 
 // Reads element `i` of a little-endian float array of type `from` as float.
-float LoadAsFloat(DType from, const uint8_t* p, size_t i) {
+float LoadAsFloat(ElementType from, const uint8_t* p, size_t i) {
   switch (from) {
-    case DType::kF64: {
+    case ElementType::kF64: {
       double d;
       std::memcpy(&d, p + 8 * i, 8);
       return static_cast<float>(d);
     }
-    case DType::kF16: {
+    case ElementType::kF16: {
       uint16_t h;
       std::memcpy(&h, p + 2 * i, 2);
       return HalfToFloat(h);
     }
-    case DType::kBF16: {
+    case ElementType::kBF16: {
       uint16_t h;
       std::memcpy(&h, p + 2 * i, 2);
       return BFloat16ToFloat(h);
@@ -115,11 +115,9 @@ void F32ToF16(const uint8_t* s, uint8_t* d, size_t count) {
 
 }  // namespace
 
-size_t DTypeSize(DType dtype) { return Info(dtype).size; }
+absl::string_view DTypeName(ElementType dtype) { return Info(dtype).name; }
 
-absl::string_view DTypeName(DType dtype) { return Info(dtype).name; }
-
-absl::StatusOr<DType> DTypeFromName(absl::string_view name) {
+absl::StatusOr<ElementType> DTypeFromName(absl::string_view name) {
   for (const DTypeInfo& info : kDTypes) {
     if (info.name == name) return info.dtype;
   }
@@ -127,30 +125,30 @@ absl::StatusOr<DType> DTypeFromName(absl::string_view name) {
       absl::StrCat("unsupported tensor dtype '", name, "'"));
 }
 
-absl::StatusOr<DType> DTypeFromFlag(absl::string_view flag) {
-  if (flag == "fp32") return DType::kF32;
-  if (flag == "fp16") return DType::kF16;
-  if (flag == "bf16") return DType::kBF16;
+absl::StatusOr<ElementType> DTypeFromFlag(absl::string_view flag) {
+  if (flag == "fp32") return ElementType::kF32;
+  if (flag == "fp16") return ElementType::kF16;
+  if (flag == "bf16") return ElementType::kBF16;
   return absl::InvalidArgumentError(
       absl::StrCat("dtype must be fp32, fp16 or bf16, not '", flag, "'"));
 }
 
-absl::string_view DTypeFlag(DType dtype) {
+absl::string_view DTypeFlag(ElementType dtype) {
   switch (dtype) {
-    case DType::kF32:
+    case ElementType::kF32:
       return "fp32";
-    case DType::kF16:
+    case ElementType::kF16:
       return "fp16";
-    case DType::kBF16:
+    case ElementType::kBF16:
       return "bf16";
     default:
       return DTypeName(dtype);
   }
 }
 
-bool IsFloatingPoint(DType dtype) {
-  return dtype == DType::kF64 || dtype == DType::kF32 || dtype == DType::kF16 ||
-         dtype == DType::kBF16;
+bool IsFloatingPoint(ElementType dtype) {
+  return dtype == ElementType::kF64 || dtype == ElementType::kF32 ||
+         dtype == ElementType::kF16 || dtype == ElementType::kBF16;
 }
 
 uint16_t FloatToHalf(float value) {
@@ -209,16 +207,17 @@ float BFloat16ToFloat(uint16_t bits) {
   return BitsFloat(static_cast<uint32_t>(bits) << 16);
 }
 
-absl::Status ConvertFloats(DType from, absl::Span<const uint8_t> src, DType to,
-                           absl::Span<uint8_t> dst) {
+absl::Status ConvertFloats(ElementType from, absl::Span<const uint8_t> src,
+                           ElementType to, absl::Span<uint8_t> dst) {
   if (!IsFloatingPoint(from) ||
-      !(to == DType::kF32 || to == DType::kF16 || to == DType::kBF16)) {
+      !(to == ElementType::kF32 || to == ElementType::kF16 ||
+        to == ElementType::kBF16)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot convert ", DTypeName(from), " to ", DTypeName(to)));
   }
-  const size_t count = src.size() / DTypeSize(from);
-  if (src.size() % DTypeSize(from) != 0 ||
-      dst.size() != count * DTypeSize(to)) {
+  const size_t count = src.size() / ElementSize(from);
+  if (src.size() % ElementSize(from) != 0 ||
+      dst.size() != count * ElementSize(to)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ConvertFloats: ", src.size(), " bytes of ", DTypeName(from),
         " do not fill ", dst.size(), " bytes of ", DTypeName(to)));
@@ -232,9 +231,9 @@ absl::Status ConvertFloats(DType from, absl::Span<const uint8_t> src, DType to,
   // The conversions a checkpoint conversion spends its time in get tight
   // loops (F16C instructions where the CPU has them); the rest goes through
   // float one element at a time.
-  if (from == DType::kF32 && to == DType::kF16) {
+  if (from == ElementType::kF32 && to == ElementType::kF16) {
     F32ToF16(s, d, count);
-  } else if (from == DType::kF32 && to == DType::kBF16) {
+  } else if (from == ElementType::kF32 && to == ElementType::kBF16) {
     for (size_t i = 0; i < count; ++i) {
       float f;
       std::memcpy(&f, s + 4 * i, 4);
@@ -244,11 +243,11 @@ absl::Status ConvertFloats(DType from, absl::Span<const uint8_t> src, DType to,
   } else {
     for (size_t i = 0; i < count; ++i) {
       const float f = LoadAsFloat(from, s, i);
-      if (to == DType::kF32) {
+      if (to == ElementType::kF32) {
         std::memcpy(d + 4 * i, &f, 4);
       } else {
         const uint16_t h =
-            to == DType::kF16 ? FloatToHalf(f) : FloatToBFloat16(f);
+            to == ElementType::kF16 ? FloatToHalf(f) : FloatToBFloat16(f);
         std::memcpy(d + 2 * i, &h, 2);
       }
     }

@@ -9,43 +9,29 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "base/element_type.h"
 
 namespace h3::loader {
 
-// Element types that occur in checkpoints and model files. Names follow the
-// safetensors spelling (F32, F16, BF16, ...).
-enum class DType {
-  kF64,
-  kF32,
-  kF16,
-  kBF16,
-  kI64,
-  kI32,
-  kI16,
-  kI8,
-  kU8,
-  kBool,
-};
-
-// Bytes per element.
-size_t DTypeSize(DType dtype);
+// Element types as checkpoints and model files spell them
+// (base/element_type.h is the enum).
 
 // The safetensors name ("F32", "BF16", ...).
-absl::string_view DTypeName(DType dtype);
+absl::string_view DTypeName(ElementType dtype);
 
 // Inverse of DTypeName. InvalidArgument for a name we do not handle.
-absl::StatusOr<DType> DTypeFromName(absl::string_view name);
+absl::StatusOr<ElementType> DTypeFromName(absl::string_view name);
 
 // The converter's --dtype spelling: "fp32", "fp16" or "bf16". InvalidArgument
 // otherwise.
-absl::StatusOr<DType> DTypeFromFlag(absl::string_view flag);
+absl::StatusOr<ElementType> DTypeFromFlag(absl::string_view flag);
 
 // The inverse of DTypeFromFlag for kF32/kF16/kBF16 ("fp32", ...); the
 // safetensors name for the other types.
-absl::string_view DTypeFlag(DType dtype);
+absl::string_view DTypeFlag(ElementType dtype);
 
 // True for kF64, kF32, kF16 and kBF16.
-bool IsFloatingPoint(DType dtype);
+bool IsFloatingPoint(ElementType dtype);
 
 // IEEE half and bfloat16 conversions. Narrowing rounds to nearest, ties to
 // even; overflow gives infinity; NaN stays NaN (quiet).
@@ -56,11 +42,11 @@ float BFloat16ToFloat(uint16_t bits);
 
 // Converts `count` elements stored little-endian in `src` (type `from`) into
 // `dst` (type `to`). Both must be floating-point types; `to` must be kF32,
-// kF16 or kBF16. REQUIRES: src.size() == count * DTypeSize(from) and
-// dst.size() == count * DTypeSize(to); otherwise InvalidArgument. F64 is
+// kF16 or kBF16. REQUIRES: src.size() == count * ElementSize(from) and
+// dst.size() == count * ElementSize(to); otherwise InvalidArgument. F64 is
 // first rounded to F32. Same-type conversion copies.
-absl::Status ConvertFloats(DType from, absl::Span<const uint8_t> src, DType to,
-                           absl::Span<uint8_t> dst);
+absl::Status ConvertFloats(ElementType from, absl::Span<const uint8_t> src,
+                           ElementType to, absl::Span<uint8_t> dst);
 
 }  // namespace h3::loader
 

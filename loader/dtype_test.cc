@@ -11,17 +11,18 @@ namespace h3::loader {
 namespace {
 
 TEST(DTypeTest, NamesRoundTrip) {
-  for (DType d :
-       {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kI64,
-        DType::kI32, DType::kI16, DType::kI8, DType::kU8, DType::kBool}) {
-    absl::StatusOr<DType> back = DTypeFromName(DTypeName(d));
+  for (ElementType d : {ElementType::kF64, ElementType::kF32, ElementType::kF16,
+                        ElementType::kBF16, ElementType::kI64,
+                        ElementType::kI32, ElementType::kI16, ElementType::kI8,
+                        ElementType::kU8, ElementType::kBool}) {
+    absl::StatusOr<ElementType> back = DTypeFromName(DTypeName(d));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, d);
   }
   EXPECT_FALSE(DTypeFromName("C64").ok());
-  EXPECT_EQ(*DTypeFromFlag("bf16"), DType::kBF16);
+  EXPECT_EQ(*DTypeFromFlag("bf16"), ElementType::kBF16);
   EXPECT_FALSE(DTypeFromFlag("int8").ok());
-  EXPECT_EQ(DTypeSize(DType::kBF16), 2u);
+  EXPECT_EQ(ElementSize(ElementType::kBF16), 2u);
 }
 
 TEST(DTypeTest, HalfKnownValues) {
@@ -73,18 +74,20 @@ TEST(DTypeTest, ConvertFloatsChecksSizes) {
   std::vector<uint8_t> dst(6);
   auto bytes = absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(src.data()),
                                    src.size() * 4);
-  ASSERT_TRUE(
-      ConvertFloats(DType::kF32, bytes, DType::kF16, absl::MakeSpan(dst)).ok());
+  ASSERT_TRUE(ConvertFloats(ElementType::kF32, bytes, ElementType::kF16,
+                            absl::MakeSpan(dst))
+                  .ok());
   uint16_t h[3];
   std::memcpy(h, dst.data(), 6);
   EXPECT_EQ(h[0], 0x3c00);
   EXPECT_EQ(h[1], 0xb800);
   std::vector<uint8_t> wrong(5);
-  EXPECT_FALSE(
-      ConvertFloats(DType::kF32, bytes, DType::kF16, absl::MakeSpan(wrong))
-          .ok());
-  EXPECT_FALSE(
-      ConvertFloats(DType::kI32, bytes, DType::kF32, absl::MakeSpan(dst)).ok());
+  EXPECT_FALSE(ConvertFloats(ElementType::kF32, bytes, ElementType::kF16,
+                             absl::MakeSpan(wrong))
+                   .ok());
+  EXPECT_FALSE(ConvertFloats(ElementType::kI32, bytes, ElementType::kF32,
+                             absl::MakeSpan(dst))
+                   .ok());
 }
 
 TEST(DTypeTest, BulkConversionMatchesScalar) {
@@ -99,9 +102,9 @@ TEST(DTypeTest, BulkConversionMatchesScalar) {
   }
   src.push_back(65519.0f);
   src.push_back(std::ldexp(3.0f, -25));
-  for (DType to : {DType::kF16, DType::kBF16}) {
+  for (ElementType to : {ElementType::kF16, ElementType::kBF16}) {
     std::vector<uint8_t> dst(src.size() * 2);
-    ASSERT_TRUE(ConvertFloats(DType::kF32,
+    ASSERT_TRUE(ConvertFloats(ElementType::kF32,
                               absl::MakeConstSpan(
                                   reinterpret_cast<const uint8_t*>(src.data()),
                                   src.size() * 4),
@@ -110,8 +113,8 @@ TEST(DTypeTest, BulkConversionMatchesScalar) {
     for (size_t i = 0; i < src.size(); ++i) {
       uint16_t got;
       std::memcpy(&got, dst.data() + 2 * i, 2);
-      const uint16_t want =
-          to == DType::kF16 ? FloatToHalf(src[i]) : FloatToBFloat16(src[i]);
+      const uint16_t want = to == ElementType::kF16 ? FloatToHalf(src[i])
+                                                    : FloatToBFloat16(src[i]);
       ASSERT_EQ(got, want) << src[i];
     }
   }

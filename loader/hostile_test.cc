@@ -98,7 +98,7 @@ TEST(HostileTest, ShortStorage) {
 
 TEST(HostileTest, ViewPastItsStorage) {
   TensorRef t;
-  t.dtype = DType::kF32;
+  t.dtype = ElementType::kF32;
   t.shape = {4, 4};
   t.strides = {4, 1};
   t.offset = 1;  // 16 elements from offset 1 need 17

@@ -84,7 +84,7 @@ absl::Status ModelFile::Load() {
     if (e == nullptr) {
       return absl::DataLossError(absl::StrCat("missing tensor ", t.name));
     }
-    const DType want = t.keep_fp32 ? DType::kF32 : config_.dtype;
+    const ElementType want = t.keep_fp32 ? ElementType::kF32 : config_.dtype;
     if (e->dtype != want) {
       return absl::DataLossError(absl::StrCat("tensor ", t.name, " is ",
                                               DTypeName(e->dtype),
@@ -112,7 +112,7 @@ absl::Status ModelFile::Load() {
     const std::string name = f.get<std::string>();
     const SafetensorsEntry* e =
         file_->Find(absl::StrCat(kTokenizerTensorPrefix, name));
-    if (e == nullptr || e->dtype != DType::kU8 || e->shape.size() != 1) {
+    if (e == nullptr || e->dtype != ElementType::kU8 || e->shape.size() != 1) {
       return absl::DataLossError(absl::StrCat("tokenizer file ", name,
                                               " has no 1-D U8 tensor ",
                                               kTokenizerTensorPrefix, name));

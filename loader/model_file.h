@@ -30,7 +30,7 @@ inline constexpr absl::string_view kTokenizerTensorPrefix = "tokenizer/";
 
 // A weight of a model file: a view into the mapping.
 struct WeightView {
-  DType dtype = DType::kF32;
+  ElementType dtype = ElementType::kF32;
   std::vector<int64_t> shape;
   absl::Span<const uint8_t> bytes;
 };

@@ -32,7 +32,7 @@ using ValueId = uint32_t;
 // A tensor as torch.save describes it: a view into a storage.
 struct TensorRef {
   std::string storage_key;  // the entry data/<key> of the archive
-  DType dtype = DType::kF32;
+  ElementType dtype = ElementType::kF32;
   uint64_t storage_numel = 0;  // elements of `dtype` the storage holds
   int64_t offset = 0;          // in elements
   std::vector<int64_t> shape;

@@ -64,7 +64,7 @@ TEST(PickleTest, ReadsTorchStateDict) {
       g->DictGet(root, "backbone.embeddings.word_embeddings.weight");
   ASSERT_NE(emb, nullptr);
   ASSERT_EQ(emb->kind, Kind::kTensor);
-  EXPECT_EQ(emb->tensor.dtype, DType::kF32);
+  EXPECT_EQ(emb->tensor.dtype, ElementType::kF32);
   EXPECT_EQ(emb->tensor.shape, (std::vector<int64_t>{16, 8}));
   EXPECT_EQ(emb->tensor.strides, (std::vector<int64_t>{8, 1}));
   const PickleValue* head = g->DictGet(root, "lm_head.weight");

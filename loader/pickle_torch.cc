@@ -10,20 +10,20 @@ namespace {
 
 struct StorageTypeName {
   absl::string_view name;
-  DType dtype;
+  ElementType dtype;
 };
 constexpr StorageTypeName kStorageTypes[] = {
-    {"torch.DoubleStorage", DType::kF64},
-    {"torch.FloatStorage", DType::kF32},
-    {"torch.HalfStorage", DType::kF16},
-    {"torch.BFloat16Storage", DType::kBF16},
-    {"torch.LongStorage", DType::kI64},
-    {"torch.IntStorage", DType::kI32},
-    {"torch.ShortStorage", DType::kI16},
-    {"torch.CharStorage", DType::kI8},
-    {"torch.ByteStorage", DType::kU8},
-    {"torch.BoolStorage", DType::kBool},
-    {"torch.UntypedStorage", DType::kU8},
+    {"torch.DoubleStorage", ElementType::kF64},
+    {"torch.FloatStorage", ElementType::kF32},
+    {"torch.HalfStorage", ElementType::kF16},
+    {"torch.BFloat16Storage", ElementType::kBF16},
+    {"torch.LongStorage", ElementType::kI64},
+    {"torch.IntStorage", ElementType::kI32},
+    {"torch.ShortStorage", ElementType::kI16},
+    {"torch.CharStorage", ElementType::kI8},
+    {"torch.ByteStorage", ElementType::kU8},
+    {"torch.BoolStorage", ElementType::kBool},
+    {"torch.UntypedStorage", ElementType::kU8},
 };
 
 }  // namespace

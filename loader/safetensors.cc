@@ -58,7 +58,7 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& name,
   e.name = name;
   auto dtype = v.find("dtype");
   if (dtype == v.end() || !dtype->is_string()) return bad("no dtype");
-  absl::StatusOr<DType> dt =
+  absl::StatusOr<ElementType> dt =
       DTypeFromName(dtype->get_ref<const std::string&>());
   if (!dt.ok()) return bad(dt.status().message());
   e.dtype = *dt;
@@ -85,9 +85,9 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& name,
   }
   absl::StatusOr<uint64_t> numel = NumElements(e.shape);
   if (!numel.ok()) return bad(numel.status().message());
-  if (*numel * DTypeSize(e.dtype) != e.end - e.begin) {
+  if (*numel * ElementSize(e.dtype) != e.end - e.begin) {
     return bad(absl::StrCat("shape and dtype need ",
-                            *numel * DTypeSize(e.dtype),
+                            *numel * ElementSize(e.dtype),
                             " bytes but offsets give ", e.end - e.begin));
   }
   return e;
@@ -216,7 +216,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
           {"data_offsets", nlohmann::ordered_json::array({offset, aligned})}};
       offset = aligned;
     }
-    const uint64_t size = numel * DTypeSize(t.dtype);
+    const uint64_t size = numel * ElementSize(t.dtype);
     header[t.name] = {{"dtype", DTypeName(t.dtype)},
                       {"shape", t.shape},
                       {"data_offsets",
@@ -274,10 +274,10 @@ absl::Status SafetensorsWriter::Append(absl::Span<const uint8_t> bytes) {
   }
   const Tensor& t = tensors_[next_];
   H3_ASSIGN_OR_RETURN(uint64_t numel, NumElements(t.shape));
-  if (bytes.size() != numel * DTypeSize(t.dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("safetensors: tensor '", t.name, "' needs ",
-                     numel * DTypeSize(t.dtype), " bytes, got ", bytes.size()));
+  if (bytes.size() != numel * ElementSize(t.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "safetensors: tensor '", t.name, "' needs ",
+        numel * ElementSize(t.dtype), " bytes, got ", bytes.size()));
   }
   H3_RETURN_IF_ERROR(PadTo(offsets_[next_]));
   H3_RETURN_IF_ERROR(WriteRaw(bytes.data(), bytes.size()));

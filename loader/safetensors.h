@@ -26,7 +26,7 @@ inline constexpr uint64_t kMaxSafetensorsHeader = 100 << 20;
 
 struct SafetensorsEntry {
   std::string name;
-  DType dtype = DType::kF32;
+  ElementType dtype = ElementType::kF32;
   std::vector<int64_t> shape;
   uint64_t begin = 0;  // byte offsets within the data section
   uint64_t end = 0;
@@ -97,7 +97,7 @@ class SafetensorsWriter {
 
   struct Tensor {
     std::string name;
-    DType dtype = DType::kF32;
+    ElementType dtype = ElementType::kF32;
     std::vector<int64_t> shape;
   };
 

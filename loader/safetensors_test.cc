@@ -40,7 +40,7 @@ TEST(SafetensorsTest, ParsesValidHeader) {
   ASSERT_EQ(h->tensors.size(), 2u);
   EXPECT_EQ(h->metadata.at("k"), "v");
   EXPECT_EQ(h->tensors[0].shape, (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(h->tensors[1].dtype, DType::kBF16);
+  EXPECT_EQ(h->tensors[1].dtype, ElementType::kBF16);
 }
 
 TEST(SafetensorsTest, RefusesLyingHeaders) {
@@ -84,10 +84,10 @@ TEST(SafetensorsTest, RefusesLyingHeaders) {
 TEST(SafetensorsTest, WriterAlignsEveryTensorAndReadsBack) {
   const std::string path = ::testing::TempDir() + "/aligned.safetensors";
   std::vector<SafetensorsWriter::Tensor> tensors = {
-      {"small", DType::kF16, {3}},  // 6 bytes: the next one needs padding
-      {"matrix", DType::kF32, {4, 5}},
-      {"empty", DType::kF32, {0}},
-      {"last", DType::kU8, {7}},
+      {"small", ElementType::kF16, {3}},  // 6 bytes: the next one needs padding
+      {"matrix", ElementType::kF32, {4, 5}},
+      {"empty", ElementType::kF32, {0}},
+      {"last", ElementType::kU8, {7}},
   };
   absl::StatusOr<std::unique_ptr<SafetensorsWriter>> w =
       SafetensorsWriter::Create(path, tensors, {{"h3.test", "yes"}});
@@ -125,14 +125,17 @@ TEST(SafetensorsTest, WriterAlignsEveryTensorAndReadsBack) {
 
 TEST(SafetensorsTest, WriterRefusesBadNamesAndRemovesPartialFile) {
   const std::string path = ::testing::TempDir() + "/bad.safetensors";
-  EXPECT_FALSE(SafetensorsWriter::Create(
-                   path, {{"a", DType::kF32, {1}}, {"a", DType::kF32, {1}}}, {})
-                   .ok());
   EXPECT_FALSE(
-      SafetensorsWriter::Create(path, {{"__padding__.0", DType::kU8, {1}}}, {})
+      SafetensorsWriter::Create(
+          path, {{"a", ElementType::kF32, {1}}, {"a", ElementType::kF32, {1}}},
+          {})
           .ok());
+  EXPECT_FALSE(SafetensorsWriter::Create(
+                   path, {{"__padding__.0", ElementType::kU8, {1}}}, {})
+                   .ok());
   {
-    auto w = SafetensorsWriter::Create(path, {{"a", DType::kF32, {1}}}, {});
+    auto w =
+        SafetensorsWriter::Create(path, {{"a", ElementType::kF32, {1}}}, {});
     ASSERT_TRUE(w.ok());
   }  // abandoned before Finish
   std::ifstream partial(path + ".partial");

@@ -34,7 +34,7 @@ absl::StatusOr<uint64_t> NumElements(absl::Span<const int64_t> shape) {
 absl::Status GatherStrided(const TensorRef& t,
                            absl::Span<const uint8_t> storage,
                            std::vector<uint8_t>* out) {
-  const size_t esize = DTypeSize(t.dtype);
+  const size_t esize = ElementSize(t.dtype);
   H3_ASSIGN_OR_RETURN(uint64_t numel, NumElements(t.shape));
   if (t.shape.size() != t.strides.size()) {
     return absl::DataLossError("tensor size and stride differ in length");
@@ -219,7 +219,7 @@ absl::StatusOr<std::vector<uint8_t>> TorchArchive::ReadEntry(
 absl::Status TorchArchive::ReadTensor(const TensorRef& tensor,
                                       std::vector<uint8_t>* out) {
   const std::string name = absl::StrCat(prefix_, "data/", tensor.storage_key);
-  const size_t esize = DTypeSize(tensor.dtype);
+  const size_t esize = ElementSize(tensor.dtype);
   if (tensor.storage_numel > kMaxElements) {
     return absl::DataLossError(absl::StrCat(
         file_->path(), ": storage ", tensor.storage_key, " is too large"));

@@ -55,7 +55,7 @@ int RunConvert(const ConvertFlags& flags) {
   options.hints.n_heads = flags.n_heads;
   options.hints.rotary_dim = flags.rotary_dim;
   options.hints.vocab_size = flags.vocab_size;
-  absl::StatusOr<loader::DType> dtype = loader::DTypeFromFlag(flags.dtype);
+  absl::StatusOr<ElementType> dtype = loader::DTypeFromFlag(flags.dtype);
   if (!dtype.ok()) {
     std::fprintf(stderr, "h3 convert: %s\n",
                  std::string(dtype.status().message()).c_str());

@@ -36,7 +36,7 @@ class CpuBackend final : public Backend {
   CpuBackend() { openblas_set_num_threads(NumThreads()); }
 
   std::string name() const override { return "cpu"; }
-  WeightType weight_type() const override { return WeightType::kFloat32; }
+  ElementType weight_type() const override { return ElementType::kF32; }
 
   absl::StatusOr<Buffer> Allocate(int64_t floats) override {
     if (floats < 0) return absl::InvalidArgumentError("negative allocation");
@@ -52,7 +52,7 @@ class CpuBackend final : public Backend {
     void* p = AllocateHost(rows * cols * sizeof(float));
     if (p == nullptr) return OutOfMemory(rows * cols * sizeof(float));
     std::memcpy(p, host, rows * cols * sizeof(float));
-    return Matrix(p, rows, cols, WeightType::kFloat32, &FreeHostBytes);
+    return Matrix(p, rows, cols, ElementType::kF32, &FreeHostBytes);
   }
 
   absl::StatusOr<Staging> AllocateStaging(int64_t bytes) override {

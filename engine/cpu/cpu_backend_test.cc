@@ -50,7 +50,7 @@ TEST(CpuBackendMemoryTest, AllocateFillCopyAndEmbed) {
   std::vector<float> host = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};
   auto table = backend->UploadMatrix(host.data(), 4, 3);
   ASSERT_TRUE(table.ok());
-  EXPECT_EQ(table->type(), WeightType::kFloat32);
+  EXPECT_EQ(table->type(), ElementType::kF32);
   auto out = backend->Allocate(6);
   ASSERT_TRUE(out.ok());
   ASSERT_TRUE(backend->Fill(out->data(), 6, -1).ok());

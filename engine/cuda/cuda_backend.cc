@@ -23,30 +23,6 @@ void FreeDeviceFloats(float* p) { cudaFree(p); }
 void FreeDevice(void* p) { cudaFree(p); }
 void FreePinned(void* p) { cudaFreeHost(p); }
 
-kernels::ElementType ElementTypeOf(WeightType type) {
-  switch (type) {
-    case WeightType::kFloat16:
-      return kernels::ElementType::kFloat16;
-    case WeightType::kBFloat16:
-      return kernels::ElementType::kBFloat16;
-    case WeightType::kFloat32:
-      break;
-  }
-  return kernels::ElementType::kFloat32;
-}
-
-loader::DType DTypeOf(WeightType type) {
-  switch (type) {
-    case WeightType::kFloat16:
-      return loader::DType::kF16;
-    case WeightType::kBFloat16:
-      return loader::DType::kBF16;
-    case WeightType::kFloat32:
-      break;
-  }
-  return loader::DType::kF32;
-}
-
 absl::Status LinearError(const std::string& message) {
   if (message.empty()) return absl::OkStatus();
   return absl::InternalError(absl::StrCat("linear: ", message));
@@ -54,7 +30,7 @@ absl::Status LinearError(const std::string& message) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, WeightType type) : device_(device), type_(type) {}
+  CudaBackend(int device, ElementType type) : device_(device), type_(type) {}
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
@@ -73,7 +49,7 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return absl::StrCat("cuda:", device_); }
-  WeightType weight_type() const override { return type_; }
+  ElementType weight_type() const override { return type_; }
 
   absl::StatusOr<Buffer> Allocate(int64_t floats) override {
     if (floats < 0) return absl::InvalidArgumentError("negative allocation");
@@ -112,10 +88,10 @@ class CudaBackend final : public Backend {
     if (rows < 0 || cols < 0)
       return absl::InvalidArgumentError("negative size");
     const int64_t n = rows * cols;
-    const loader::DType to = DTypeOf(type_);
-    std::vector<uint8_t> converted(n * loader::DTypeSize(to));
+    const ElementType to = type_;
+    std::vector<uint8_t> converted(n * ElementSize(to));
     H3_RETURN_IF_ERROR(loader::ConvertFloats(
-        loader::DType::kF32,
+        ElementType::kF32,
         absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(host),
                                   n * sizeof(float)),
         to, absl::MakeSpan(converted)));
@@ -154,18 +130,17 @@ class CudaBackend final : public Backend {
 
   absl::Status Embedding(const int32_t* ids, int64_t n, const Matrix& table,
                          float* out) override {
-    H3_CUDA_RETURN_IF_ERROR(kernels::EmbeddingCuda(ids, n, table.data(),
-                                                   ElementTypeOf(table.type()),
-                                                   table.cols(), out, stream_));
+    H3_CUDA_RETURN_IF_ERROR(kernels::EmbeddingCuda(
+        ids, n, table.data(), table.type(), table.cols(), out, stream_));
     return absl::OkStatus();
   }
 
   absl::Status Linear(const LinearParams& p) override {
     const kernels::LinearCudaParams params{
-        p.x,         p.w->data(), ElementTypeOf(p.w->type()),
+        p.x,         p.w->data(), p.w->type(),
         p.bias,      p.y,         p.rows,
         p.w->rows(), p.w->cols(), p.epilogue == Epilogue::kGeluTanh};
-    if (params.w_type != kernels::ElementType::kFloat32 &&
+    if (params.w_type != ElementType::kF32 &&
         p.rows * p.w->cols() > linear_capacity_) {
       H3_RETURN_IF_ERROR(GrowLinear(p.rows * p.w->cols()));
     }
@@ -288,7 +263,7 @@ class CudaBackend final : public Backend {
   }
 
   int device_;
-  WeightType type_;
+  ElementType type_;
   cudaStream_t stream_ = nullptr;
   std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current
   int64_t linear_capacity_ = 0;
@@ -300,7 +275,7 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device,
-                                                         WeightType type) {
+                                                         ElementType type) {
   auto backend = std::make_unique<CudaBackend>(device, type);
   H3_RETURN_IF_ERROR(backend->Init());
   return backend;

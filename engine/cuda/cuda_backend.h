@@ -14,13 +14,13 @@
 namespace h3::engine::cuda {
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device,
-                                                         WeightType type);
+                                                         ElementType type);
 
 // The backend's H3 layer (cuda_h3_layer.cc). `stream` is the backend's.
 // fp32 weights take the cuFFT prefill (exact fp32 arithmetic); 16-bit ones
 // the fused FlashConv kernel where the layer's shape allows it.
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
-    const kernels::H3Weights& weights, WeightType type, cudaStream_t stream);
+    const kernels::H3Weights& weights, ElementType type, cudaStream_t stream);
 
 }  // namespace h3::engine::cuda
 

@@ -66,7 +66,7 @@ class CudaEngineTest : public h3::testing::GpuTest {
   }
 
   std::unique_ptr<Model> Load(const std::string& device,
-                              std::optional<WeightType> type,
+                              std::optional<ElementType> type,
                               bool graphs = true, int64_t chunk = 48) {
     auto backend = MakeBackend({device, type});
     EXPECT_TRUE(backend.ok()) << backend.status();
@@ -84,8 +84,8 @@ class CudaEngineTest : public h3::testing::GpuTest {
   void LoadGraphsOnAndOff(std::unique_ptr<Model>* with,
                           std::unique_ptr<Model>* without) {
     Open(1);
-    *with = Load("cuda", WeightType::kFloat16, /*graphs=*/true);
-    *without = Load("cuda", WeightType::kFloat16, /*graphs=*/false);
+    *with = Load("cuda", ElementType::kF16, /*graphs=*/true);
+    *without = Load("cuda", ElementType::kF16, /*graphs=*/false);
     ASSERT_NE(*with, nullptr);
     ASSERT_NE(*without, nullptr);
   }
@@ -123,7 +123,7 @@ TEST_F(CudaEngineTest, Fp32GreedyTokensAndLogitsMatchTheCpuOver64Steps) {
   for (int64_t head_dim : {1, 2}) {
     Open(head_dim);
     auto cpu = Load("cpu", std::nullopt);
-    auto gpu = Load("cuda", WeightType::kFloat32);
+    auto gpu = Load("cuda", ElementType::kF32);
     ASSERT_NE(cpu, nullptr);
     ASSERT_NE(gpu, nullptr);
     const std::vector<int32_t> prompt = Tokens(100, 1, config_.vocab_size);
@@ -147,13 +147,13 @@ TEST_F(CudaEngineTest, SixteenBitWeightsStayCloseToTheCpu) {
   const std::vector<int32_t> prompt = Tokens(150, 2, config_.vocab_size);
   std::vector<int32_t> ignored;
   const std::vector<float> want = Greedy(*cpu, prompt, 8, &ignored);
-  for (auto [type, bound] : {std::pair{WeightType::kFloat16, 1e-2},
-                             std::pair{WeightType::kBFloat16, 5e-2}}) {
+  for (auto [type, bound] : {std::pair{ElementType::kF16, 1e-2},
+                             std::pair{ElementType::kBF16, 5e-2}}) {
     auto gpu = Load("cuda", type);
     ASSERT_NE(gpu, nullptr);
     std::vector<int32_t> tokens;
     const std::vector<float> got = Greedy(*gpu, prompt, 8, &tokens);
-    EXPECT_LT(NormalisedError(got, want), bound) << WeightTypeName(type);
+    EXPECT_LT(NormalisedError(got, want), bound) << ElementTypeName(type);
   }
 }
 
@@ -163,7 +163,7 @@ TEST_F(CudaEngineTest, SixteenBitWeightsStayCloseToTheCpu) {
 // rather than equality.
 TEST_F(CudaEngineTest, ABatchEqualsEachSequenceAlone) {
   Open(1);
-  for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
+  for (ElementType type : {ElementType::kF32, ElementType::kF16}) {
     auto gpu = Load("cuda", type);
     ASSERT_NE(gpu, nullptr);
     const int64_t row = config_.padded_vocab_size;
@@ -191,8 +191,8 @@ TEST_F(CudaEngineTest, ABatchEqualsEachSequenceAlone) {
         const std::vector<float> mine(batched.begin() + b * row,
                                       batched.begin() + (b + 1) * row);
         EXPECT_LT(NormalisedError(mine, single),
-                  type == WeightType::kFloat32 ? 1e-5 : 1e-3)
-            << WeightTypeName(type) << " step " << step << " row " << b;
+                  type == ElementType::kF32 ? 1e-5 : 1e-3)
+            << ElementTypeName(type) << " step " << step << " row " << b;
       }
     }
   }
@@ -233,7 +233,7 @@ TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
 // calls) and fed token by token leave the same state.
 TEST_F(CudaEngineTest, PrefillEqualsTokenByTokenDecoding) {
   Open(1);
-  auto gpu = Load("cuda", WeightType::kFloat32);
+  auto gpu = Load("cuda", ElementType::kF32);
   ASSERT_NE(gpu, nullptr);
   const auto tokens = Tokens(130, 5, config_.vocab_size);
   const int64_t row = config_.padded_vocab_size;

@@ -29,7 +29,7 @@ class CudaH3Layer final : public H3Layer {
     p.batch = 1;
     p.start = start;
     p.length = length;
-    p.type = kernels::ElementType::kFloat32;
+    p.type = ElementType::kF32;
     p.shift_state = state.shift;
     p.diag_state = state.diag;
     if (prefill_->path() == kernels::H3PrefillPath::kCufft) {
@@ -104,13 +104,12 @@ class CudaH3Layer final : public H3Layer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
-    const kernels::H3Weights& weights, WeightType type, cudaStream_t stream) {
+    const kernels::H3Weights& weights, ElementType type, cudaStream_t stream) {
   kernels::H3PrefillCuda::Options options;
   // The fused kernel rounds its operands to fp16 (docs/flashconv.md): exact
   // fp32 serving takes the cuFFT path.
-  options.prefer = type == WeightType::kFloat32
-                       ? kernels::H3PrefillPath::kCufft
-                       : kernels::H3PrefillPath::kFused;
+  options.prefer = type == ElementType::kF32 ? kernels::H3PrefillPath::kCufft
+                                             : kernels::H3PrefillPath::kFused;
   std::unique_ptr<kernels::H3PrefillCuda> prefill;
   H3_CUDA_RETURN_IF_ERROR(
       kernels::H3PrefillCuda::Create(weights, options, &prefill));

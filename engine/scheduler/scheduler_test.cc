@@ -29,7 +29,7 @@ std::unique_ptr<loader::ModelFile> TinyModelFile() {
   loader::ConvertOptions options;
   options.input = kTestdata + "/tiny_p1.safetensors";
   options.output = ::testing::TempDir() + "/scheduler_tiny_p1.h3";
-  options.dtype = loader::DType::kF32;
+  options.dtype = ElementType::kF32;
   options.hints.n_heads = 2;
   options.hints.vocab_size = 61;
   EXPECT_TRUE(loader::ConvertCheckpoint(options, {}).ok());

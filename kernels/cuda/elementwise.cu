@@ -203,13 +203,13 @@ cudaError_t EmbeddingCuda(const int32_t* ids, int64_t n, const void* table,
   if (n == 0 || cols == 0) return cudaSuccess;
   if (n < 0 || cols < 0) return cudaErrorInvalidValue;
   switch (type) {
-    case ElementType::kFloat32:
+    case ElementType::kF32:
       return LaunchGridStride(EmbeddingKernel<float>, n * cols, stream, ids, n,
                               static_cast<const float*>(table), cols, out);
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       return LaunchGridStride(EmbeddingKernel<__half>, n * cols, stream, ids, n,
                               static_cast<const __half*>(table), cols, out);
-    case ElementType::kBFloat16:
+    case ElementType::kBF16:
       return LaunchGridStride(EmbeddingKernel<__nv_bfloat16>, n * cols, stream,
                               ids, n, static_cast<const __nv_bfloat16*>(table),
                               cols, out);
@@ -235,14 +235,14 @@ cudaError_t ConvertFromFloat(const float* in, int64_t n, ElementType type,
   if (n == 0) return cudaSuccess;
   if (n < 0) return cudaErrorInvalidValue;
   switch (type) {
-    case ElementType::kFloat32:
+    case ElementType::kF32:
       if (in == out) return cudaSuccess;
       return cudaMemcpyAsync(out, in, n * sizeof(float),
                              cudaMemcpyDeviceToDevice, stream);
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       return LaunchGridStride(ConvertKernel<__half>, n, stream, in, n,
                               static_cast<__half*>(out));
-    case ElementType::kBFloat16:
+    case ElementType::kBF16:
       return LaunchGridStride(ConvertKernel<__nv_bfloat16>, n, stream, in, n,
                               static_cast<__nv_bfloat16*>(out));
   }

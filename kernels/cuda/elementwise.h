@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/element_type.h"
+#include "base/element_type.h"
 #include "kernels/layer_norm.h"
 
 namespace h3::kernels {

@@ -120,15 +120,15 @@ TEST_P(EmbeddingGpuTest, GathersRowsAsFloat) {
   for (size_t i = 0; i < values.size(); ++i) {
     uint16_t bits = 0;
     switch (type) {
-      case ElementType::kFloat32:
+      case ElementType::kF32:
         std::memcpy(&table[4 * i], &values[i], 4);
         meaning[i] = values[i];
         continue;
-      case ElementType::kFloat16:
+      case ElementType::kF16:
         bits = loader::FloatToHalf(values[i]);
         meaning[i] = loader::HalfToFloat(bits);
         break;
-      case ElementType::kBFloat16:
+      case ElementType::kBF16:
         bits = loader::FloatToBFloat16(values[i]);
         meaning[i] = loader::BFloat16ToFloat(bits);
         break;
@@ -158,9 +158,8 @@ TEST_P(EmbeddingGpuTest, GathersRowsAsFloat) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, EmbeddingGpuTest,
-                         ::testing::Values(ElementType::kFloat32,
-                                           ElementType::kFloat16,
-                                           ElementType::kBFloat16),
+                         ::testing::Values(ElementType::kF32, ElementType::kF16,
+                                           ElementType::kBF16),
                          TypeName);
 
 // ---- Transposes ------------------------------------------------------------
@@ -275,14 +274,14 @@ TEST_P(ConvertGpuTest, RoundsLikeTheLoader) {
   ASSERT_CUDA_OK(d_out.Reserve(n * ElementSize(type)));
   ASSERT_CUDA_OK(
       ConvertFromFloat(d_in.as<float>(), n, type, d_out.get(), nullptr));
-  if (type == ElementType::kFloat32) {
+  if (type == ElementType::kF32) {
     const std::vector<float> got = Download<float>(d_out, n);
     EXPECT_EQ(std::memcmp(got.data(), in.data(), n * sizeof(float)), 0);
     return;
   }
   const std::vector<uint16_t> got = Download<uint16_t>(d_out, n);
   for (int64_t i = 0; i < n; ++i) {
-    const bool half = type == ElementType::kFloat16;
+    const bool half = type == ElementType::kF16;
     const uint16_t want =
         half ? loader::FloatToHalf(in[i]) : loader::FloatToBFloat16(in[i]);
     if (std::isnan(in[i])) {
@@ -297,9 +296,8 @@ TEST_P(ConvertGpuTest, RoundsLikeTheLoader) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ConvertGpuTest,
-                         ::testing::Values(ElementType::kFloat32,
-                                           ElementType::kFloat16,
-                                           ElementType::kBFloat16),
+                         ::testing::Values(ElementType::kF32, ElementType::kF16,
+                                           ElementType::kBF16),
                          TypeName);
 
 }  // namespace

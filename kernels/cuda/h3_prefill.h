@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/cuda/element_type.h"
+#include "base/element_type.h"
 #include "kernels/h3.h"
 
 namespace h3::kernels {
@@ -57,7 +57,7 @@ struct H3PrefillCudaParams {
   int batch = 0;
   int64_t start = 0;  // >= 0
   int64_t length = 0;
-  ElementType type = ElementType::kFloat32;
+  ElementType type = ElementType::kF32;
   SequenceLayout layout;
   const void* q = nullptr;
   const void* k = nullptr;

@@ -79,7 +79,7 @@ TEST_F(H3PrefillCudaTest, RejectsBadArgumentsAndIgnoresEmptyCalls) {
   ASSERT_CUDA_OK(H3PrefillCufft::Create(op->device_weights(), &cufft));
 
   const int64_t length = 5;
-  const Inputs in(shape, 1, length, ElementType::kFloat32, 30);
+  const Inputs in(shape, 1, length, ElementType::kF32, 30);
   DeviceBuffer q, k, v, out, shift, diag;
   ASSERT_CUDA_OK(testing::CopyToDevice(in.q, &q));
   ASSERT_CUDA_OK(testing::CopyToDevice(in.k, &k));
@@ -183,12 +183,12 @@ TEST_P(H3PrefillRingGpuTest, WritesTheLastInputsIntoTheirSlots) {
                           Call{1000, 2049}}) {
     SCOPED_TRACE("start " + std::to_string(call.start) + " length " +
                  std::to_string(call.length));
-    const Inputs in(shape, batch, call.length, ElementType::kFloat32, 50);
+    const Inputs in(shape, batch, call.length, ElementType::kF32, 50);
     const SequenceLayout layout =
         channel_major ? SequenceLayout::ChannelMajor(d, call.length)
                       : SequenceLayout::TokenMajor(d, call.length);
     auto tensor = [&] {
-      return DeviceTensor{batch, call.length, d, ElementType::kFloat32, layout};
+      return DeviceTensor{batch, call.length, d, ElementType::kF32, layout};
     };
     DeviceTensor q = tensor(), k = tensor(), v = tensor(), o = tensor();
     ASSERT_CUDA_OK(testing::Upload(in.q, &q));

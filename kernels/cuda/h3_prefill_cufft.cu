@@ -157,8 +157,8 @@ cudaError_t H3PrefillCufft::Run(const H3PrefillCudaParams& p,
       p.out == p.k || p.out == p.v) {
     return cudaErrorInvalidValue;
   }
-  if (p.type != ElementType::kFloat32 && p.type != ElementType::kFloat16 &&
-      p.type != ElementType::kBFloat16) {
+  if (p.type != ElementType::kF32 && p.type != ElementType::kF16 &&
+      p.type != ElementType::kBF16) {
     return cudaErrorInvalidValue;
   }
   Impl& m = *impl_;

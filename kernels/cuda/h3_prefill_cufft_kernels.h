@@ -54,7 +54,7 @@ struct CufftPieceParams {
   ChannelTile tile;
   // The call's tensors as given to Run; element (b, t, c) of the piece is
   // element (first_sequence + b, first_token + t, c) of the call.
-  ElementType type = ElementType::kFloat32;
+  ElementType type = ElementType::kF32;
   SequenceLayout layout;
   const void* q = nullptr;
   const void* k = nullptr;

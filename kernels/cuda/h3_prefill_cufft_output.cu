@@ -80,13 +80,13 @@ cudaError_t LaunchOutput(const CufftPieceParams& p, cudaStream_t stream) {
                   (heads + p.tile.heads - 1) / p.tile.heads, p.batch);
   const size_t smem = OutputSharedBytes(p.tile);
   switch (p.type) {
-    case ElementType::kFloat32:
+    case ElementType::kF32:
       OutputKernel<float><<<grid, kCufftThreads, smem, stream>>>(p);
       break;
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       OutputKernel<__half><<<grid, kCufftThreads, smem, stream>>>(p);
       break;
-    case ElementType::kBFloat16:
+    case ElementType::kBF16:
       OutputKernel<__nv_bfloat16><<<grid, kCufftThreads, smem, stream>>>(p);
       break;
     default:

@@ -182,13 +182,13 @@ cudaError_t LaunchShiftKv(const CufftPieceParams& p, cudaStream_t stream) {
                   (heads + p.tile.heads - 1) / p.tile.heads, p.batch);
   const size_t smem = ShiftKvSharedBytes(p.tile);
   switch (p.type) {
-    case ElementType::kFloat32:
+    case ElementType::kF32:
       ShiftKvKernel<float><<<grid, kCufftThreads, smem, stream>>>(p);
       break;
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       ShiftKvKernel<__half><<<grid, kCufftThreads, smem, stream>>>(p);
       break;
-    case ElementType::kBFloat16:
+    case ElementType::kBF16:
       ShiftKvKernel<__nv_bfloat16><<<grid, kCufftThreads, smem, stream>>>(p);
       break;
     default:
@@ -203,13 +203,13 @@ cudaError_t LaunchShiftState(const CufftPieceParams& p, cudaStream_t stream) {
   const int blocks = static_cast<int>(std::min(
       (count + kCufftThreads - 1) / kCufftThreads, kMaxGridStrideBlocks));
   switch (p.type) {
-    case ElementType::kFloat32:
+    case ElementType::kF32:
       ShiftStateKernel<float><<<blocks, kCufftThreads, 0, stream>>>(p);
       break;
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       ShiftStateKernel<__half><<<blocks, kCufftThreads, 0, stream>>>(p);
       break;
-    case ElementType::kBFloat16:
+    case ElementType::kBF16:
       ShiftStateKernel<__nv_bfloat16><<<blocks, kCufftThreads, 0, stream>>>(p);
       break;
     default:

@@ -502,9 +502,9 @@ void* KernelFor(int size_index) {
 
 void* KernelFor(ElementType type, int size_index) {
   switch (type) {
-    case ElementType::kFloat32:
+    case ElementType::kF32:
       return KernelFor<float>(size_index);
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       return KernelFor<__half>(size_index);
     default:
       return KernelFor<__nv_bfloat16>(size_index);
@@ -593,8 +593,8 @@ cudaError_t H3PrefillFused::Create(const H3Weights& w,
     const __half* f1_data = f1.as<const __half>();
     impl->tables[i] = {f1_data, f1_data + 2 * size.n1 * (size.n1 / 2),
                        spectrum.as<const float2>(), scale.as<const float>()};
-    for (ElementType type : {ElementType::kFloat32, ElementType::kFloat16,
-                             ElementType::kBFloat16}) {
+    for (ElementType type :
+         {ElementType::kF32, ElementType::kF16, ElementType::kBF16}) {
       err = cudaFuncSetAttribute(KernelFor(type, i),
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  fc::SharedMap(size.n).total);

@@ -59,9 +59,9 @@ constexpr double kFusedStateBound = 1e-3;
   ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(cudaGetLastError())
 
 const char* TypeName(ElementType t) {
-  return t == ElementType::kFloat32   ? "fp32"
-         : t == ElementType::kFloat16 ? "fp16"
-                                      : "bf16";
+  return t == ElementType::kF32   ? "fp32"
+         : t == ElementType::kF16 ? "fp16"
+                                  : "bf16";
 }
 
 // Runs `op` over the inputs as consecutive calls of the lengths in `calls`
@@ -180,8 +180,8 @@ constexpr int64_t kStarts[] = {0, 13, 63, 100, 70001};
 constexpr int kNumStarts = 5;
 
 std::vector<Case> Cases() {
-  const ElementType types[] = {ElementType::kFloat32, ElementType::kFloat16,
-                               ElementType::kBFloat16};
+  const ElementType types[] = {ElementType::kF32, ElementType::kF16,
+                               ElementType::kBF16};
   const int64_t lengths[] = {1, 2, 63, 64, 97, 256, 1025, 2048, 8192, 32768};
   // d_model 1, 16 and 96 rotate over lengths and types so that each meets
   // each; the start positions rotate over all three and the layout. Batch 8,
@@ -212,7 +212,7 @@ std::vector<Case> Cases() {
   int si = 0;
   for (int64_t len : {1, 97, 1025, 8192, 10000}) {
     for (bool channel_major : {true, false}) {
-      for (ElementType type : {ElementType::kFloat32, ElementType::kBFloat16}) {
+      for (ElementType type : {ElementType::kF32, ElementType::kBF16}) {
         cases.push_back({H3PrefillPath::kCufft,
                          {32, 8, 16},
                          2,
@@ -230,14 +230,14 @@ std::vector<Case> Cases() {
                        3,
                        len,
                        channel_major,
-                       ElementType::kFloat32,
+                       ElementType::kF32,
                        kStarts[si++ % kNumStarts]});
       cases.push_back({H3PrefillPath::kCufft,
                        {16, 1, 128},
                        3,
                        len,
                        channel_major,
-                       ElementType::kFloat16,
+                       ElementType::kF16,
                        kStarts[si++ % kNumStarts]});
     }
   }
@@ -293,24 +293,23 @@ TEST_P(H3PrefillChunkedGpuTest, ChunkedCallsEqualOneCall) {
   int64_t length = 0;
   for (int64_t c : calls) length += c;
   const int batch = 4;  // the fourth starts from a zero state
-  const Inputs in(shape, batch, length, ElementType::kFloat32, 20);
+  const Inputs in(shape, batch, length, ElementType::kF32, 20);
   for (int64_t start : {int64_t{0}, int64_t{77}}) {
     SCOPED_TRACE("start " + std::to_string(start));
     std::vector<float> want, chunked, whole;
     BatchState want_state = in.state, chunked_state, whole_state;
     testing::PrefillCpu(layer, batch, start, length, in.q, in.k, in.v, &want,
                         &want_state);
-    ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kFloat32,
+    ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kF32,
                                    channel_major, batch, start, calls, in,
                                    &chunked, &chunked_state));
-    ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kFloat32,
+    ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kF32,
                                    channel_major, batch, start, {length}, in,
                                    &whole, &whole_state));
     const bool fused = RunsFused(*op, channel_major);
     ExpectClose(chunked, chunked_state, want, want_state, fused,
-                ElementType::kFloat32);
-    ExpectClose(whole, whole_state, want, want_state, fused,
-                ElementType::kFloat32);
+                ElementType::kF32);
+    ExpectClose(whole, whole_state, want, want_state, fused, ElementType::kF32);
   }
 }
 
@@ -342,7 +341,7 @@ TEST_F(H3PrefillCufftGpuTest, GroupsOfSequencesEqualTheWholeBatch) {
                                        &weights));
   const int batch = 5;
   const int64_t start = 70, length = 8192 + 100;
-  const Inputs in(shape, batch, length, ElementType::kFloat32, 40);
+  const Inputs in(shape, batch, length, ElementType::kF32, 40);
   std::vector<float> want;
   BatchState want_state = in.state;
   testing::PrefillCpu(layer, batch, start, length, in.q, in.k, in.v, &want,
@@ -357,11 +356,11 @@ TEST_F(H3PrefillCufftGpuTest, GroupsOfSequencesEqualTheWholeBatch) {
         H3PrefillCufft::Create(weights->device_weights(), {budget}, &op));
     std::vector<float> got;
     BatchState got_state;
-    ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kFloat32,
+    ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kF32,
                                    /*channel_major=*/false, batch, start,
                                    {length}, in, &got, &got_state));
     ExpectClose(got, got_state, want, want_state, /*fused=*/false,
-                ElementType::kFloat32);
+                ElementType::kF32);
   }
 }
 

@@ -27,9 +27,9 @@ namespace h3::kernels::testing {
 // x rounded to `type` (to nearest) and back.
 inline float RoundTo(ElementType type, float x) {
   switch (type) {
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       return __half2float(__float2half_rn(x));
-    case ElementType::kBFloat16:
+    case ElementType::kBF16:
       return __bfloat162float(__float2bfloat16_rn(x));
     default:
       return x;
@@ -44,9 +44,9 @@ inline std::vector<float> RoundAll(ElementType type, std::vector<float> v) {
 // The unit roundoff of storing a value as `type`: |stored - x| <= u |x|.
 inline double UnitRoundoff(ElementType type) {
   switch (type) {
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       return std::ldexp(1.0, -11);
-    case ElementType::kBFloat16:
+    case ElementType::kBF16:
       return std::ldexp(1.0, -8);
     default:
       return 0.0;
@@ -59,7 +59,7 @@ struct DeviceTensor {
   int batch = 0;
   int64_t length = 0;
   int d = 0;
-  ElementType type = ElementType::kFloat32;
+  ElementType type = ElementType::kF32;
   SequenceLayout layout;
   DeviceBuffer memory;
 
@@ -87,10 +87,10 @@ inline cudaError_t Upload(const std::vector<float>& values, DeviceTensor* t) {
       for (int c = 0; c < t->d; ++c) {
         const float x = values[(b * t->length + i) * t->d + c];
         char* dst = host.data() + size * t->Offset(b, i, c);
-        if (t->type == ElementType::kFloat16) {
+        if (t->type == ElementType::kF16) {
           const __half h = __float2half_rn(x);
           std::memcpy(dst, &h, size);
-        } else if (t->type == ElementType::kBFloat16) {
+        } else if (t->type == ElementType::kBF16) {
           const __nv_bfloat16 h = __float2bfloat16_rn(x);
           std::memcpy(dst, &h, size);
         } else {
@@ -118,11 +118,11 @@ inline cudaError_t Download(const DeviceTensor& t, std::vector<float>* out) {
       for (int c = 0; c < t.d; ++c) {
         const char* src = host.data() + size * t.Offset(b, i, c);
         float& x = (*out)[(b * t.length + i) * t.d + c];
-        if (t.type == ElementType::kFloat16) {
+        if (t.type == ElementType::kF16) {
           __half h;
           std::memcpy(&h, src, size);
           x = __half2float(h);
-        } else if (t.type == ElementType::kBFloat16) {
+        } else if (t.type == ElementType::kBF16) {
           __nv_bfloat16 h;
           std::memcpy(&h, src, size);
           x = __bfloat162float(h);

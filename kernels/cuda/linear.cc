@@ -81,11 +81,11 @@ uint32_t AlignmentOf(const void* p) {
 
 cudaDataType_t CudaType(ElementType type) {
   switch (type) {
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       return CUDA_R_16F;
-    case ElementType::kBFloat16:
+    case ElementType::kBF16:
       return CUDA_R_16BF;
-    case ElementType::kFloat32:
+    case ElementType::kF32:
       break;
   }
   return CUDA_R_32F;
@@ -153,7 +153,7 @@ struct LinearCuda::State {
 
 std::string LinearCuda::State::BuildPlan(const PlanKey& key, const float* bias,
                                          Plan* plan) {
-  const bool fp32 = key.type == ElementType::kFloat32;
+  const bool fp32 = key.type == ElementType::kF32;
   const cublasComputeType_t compute = fp32 && options.allow_tf32
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                           : CUBLAS_COMPUTE_32F;
@@ -271,7 +271,7 @@ std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
 
   // For 16-bit weights the product reads x rounded to W's type.
   const void* x_in = p.x;
-  if (p.w_type != ElementType::kFloat32) {
+  if (p.w_type != ElementType::kF32) {
     if (p.rows * p.k > s.options.max_rows_times_k) {
       return "LinearCuda: rows * k = " + std::to_string(p.rows * p.k) +
              " exceeds Options::max_rows_times_k = " +

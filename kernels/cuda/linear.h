@@ -17,14 +17,14 @@
 #include <memory>
 #include <string>
 
-#include "kernels/cuda/element_type.h"
+#include "base/element_type.h"
 
 namespace h3::kernels {
 
 struct LinearCudaParams {
   const float* x = nullptr;  // [rows, k]
   const void* w = nullptr;   // [n, k] of w_type
-  ElementType w_type = ElementType::kFloat32;
+  ElementType w_type = ElementType::kF32;
   const float* bias = nullptr;  // [n], or null
   float* y = nullptr;           // [rows, n]; must not alias x
   int64_t rows = 0;

@@ -63,11 +63,11 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 // v rounded to `type` by the loader's conversions, and back.
 float Round(ElementType type, float v) {
   switch (type) {
-    case ElementType::kFloat16:
+    case ElementType::kF16:
       return loader::HalfToFloat(loader::FloatToHalf(v));
-    case ElementType::kBFloat16:
+    case ElementType::kBF16:
       return loader::BFloat16ToFloat(loader::FloatToBFloat16(v));
-    case ElementType::kFloat32:
+    case ElementType::kF32:
       break;
   }
   return v;
@@ -78,11 +78,11 @@ std::vector<uint8_t> Encode(ElementType type,
                             const std::vector<float>& values) {
   std::vector<uint8_t> bytes(values.size() * ElementSize(type));
   for (size_t i = 0; i < values.size(); ++i) {
-    if (type == ElementType::kFloat32) {
+    if (type == ElementType::kF32) {
       std::memcpy(&bytes[4 * i], &values[i], 4);
       continue;
     }
-    const uint16_t bits = type == ElementType::kFloat16
+    const uint16_t bits = type == ElementType::kF16
                               ? loader::FloatToHalf(values[i])
                               : loader::FloatToBFloat16(values[i]);
     std::memcpy(&bytes[2 * i], &bits, 2);
@@ -169,8 +169,7 @@ std::vector<float> RunCase(const Case& c, const Problem& p,
 }
 
 double Tolerance(const Case& c) {
-  return (c.type == ElementType::kFloat32 ? kFloat32Tolerance
-                                          : kHalfTolerance) +
+  return (c.type == ElementType::kF32 ? kFloat32Tolerance : kHalfTolerance) +
          (c.gelu ? kGeluExtra : 0.0);
 }
 
@@ -187,8 +186,8 @@ TEST_P(LinearGpuTest, MatchesDoubleReference) {
 
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
-  const ElementType types[] = {ElementType::kFloat32, ElementType::kFloat16,
-                               ElementType::kBFloat16};
+  const ElementType types[] = {ElementType::kF32, ElementType::kF16,
+                               ElementType::kBF16};
   // (n, k): multiples of 8 (tensor-core friendly), odd ones (each row of W
   // starts at a 4- or 2-byte boundary), and a long k.
   const int64_t shapes[][2] = {{64, 128}, {97, 65}, {33, 31}, {250, 1031}};
@@ -214,7 +213,7 @@ class LinearCudaTest : public h3::testing::GpuTest {};
 // the model needs the tanh approximation. The fused result must sit much
 // closer to it than to the erf GELU.
 TEST_F(LinearCudaTest, FusedGeluIsTheTanhApproximation) {
-  const Case c{ElementType::kFloat32, 64, 256, 256, true, false, true};
+  const Case c{ElementType::kF32, 64, 256, 256, true, false, true};
   const Problem p = MakeProblem(c, 5);  // p.want: the product + bias
   Case with_gelu = c;
   with_gelu.gelu = true;
@@ -234,7 +233,7 @@ TEST_F(LinearCudaTest, FusedGeluIsTheTanhApproximation) {
 }
 
 TEST_F(LinearCudaTest, Tf32WhenAllowed) {
-  const Case c{ElementType::kFloat32, 128, 192, 320, true, false, true};
+  const Case c{ElementType::kF32, 128, 192, 320, true, false, true};
   const Problem p = MakeProblem(c, 9);
   EXPECT_LE(NormalisedError(RunCase(c, p, {0, true, true}), p.want),
             kTf32Tolerance);
@@ -244,7 +243,7 @@ TEST_F(LinearCudaTest, Tf32WhenAllowed) {
 // the product reads our aligned scratch instead of x): the heuristic must not
 // pick an algorithm that assumes 16-byte alignment.
 TEST_F(LinearCudaTest, MisalignedPointers) {
-  for (ElementType type : {ElementType::kFloat32, ElementType::kFloat16}) {
+  for (ElementType type : {ElementType::kF32, ElementType::kF16}) {
     for (bool gelu : {false, true}) {
       const Case c{type, 19, 72, 40, true, gelu, true};
       const Problem p = MakeProblem(c, 3);
@@ -268,7 +267,7 @@ TEST_F(LinearCudaTest, RoundedXBeyondScratchFails) {
   LinearCudaParams params;
   params.x = x.as<float>();
   params.w = w.get();
-  params.w_type = ElementType::kFloat16;
+  params.w_type = ElementType::kF16;
   params.y = y.as<float>();
   params.n = 8;
   params.k = 10;
@@ -278,7 +277,7 @@ TEST_F(LinearCudaTest, RoundedXBeyondScratchFails) {
   const std::string error = linear->Run(params, nullptr);
   EXPECT_NE(error.find("max_rows_times_k"), std::string::npos) << error;
   // fp32 weights read x directly: no limit.
-  params.w_type = ElementType::kFloat32;
+  params.w_type = ElementType::kF32;
   EXPECT_EQ(linear->Run(params, nullptr), "");
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
@@ -286,7 +285,7 @@ TEST_F(LinearCudaTest, RoundedXBeyondScratchFails) {
 // After a first call has chosen the algorithm, a captured call replays with
 // whatever x holds at replay time.
 TEST_F(LinearCudaTest, ReplaysFromACudaGraph) {
-  const Case c{ElementType::kFloat16, 33, 96, 160, true, true, true};
+  const Case c{ElementType::kF16, 33, 96, 160, true, true, true};
   const Problem p = MakeProblem(c, 21);
   DeviceBuffer x, w, bias, y;
   Upload(p.x, &x);

@@ -33,7 +33,7 @@ const std::string& SpmModelPath() {
     loader::ConvertOptions options;
     options.input = random;
     options.output = *model;
-    options.dtype = loader::DType::kF32;
+    options.dtype = ElementType::kF32;
     options.hints.n_heads = 2;
     options.tokenizer = H3_TOKENIZER_TESTDATA "/spm/h3_test.model";
     auto converted = loader::ConvertCheckpoint(options, {});

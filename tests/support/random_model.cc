@@ -111,7 +111,7 @@ absl::Status WriteRandomModel(const loader::ModelConfig& config,
   std::vector<loader::SafetensorsWriter::Tensor> tensors;
   const auto expected = loader::ExpectedTensors(config);
   for (const auto& t : expected) {
-    tensors.push_back({t.name, loader::DType::kF32, t.shape});
+    tensors.push_back({t.name, ElementType::kF32, t.shape});
   }
   H3_ASSIGN_OR_RETURN(
       std::unique_ptr<loader::SafetensorsWriter> writer,
