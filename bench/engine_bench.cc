@@ -7,12 +7,13 @@
 //       [--what both|prefill|decode|table4|latency|write-random]
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
 //       [--graphs on|off] [--reps 5]
-//       [--prompt-len 512] [--prefill-chunk 1024]
+//       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
 //       [--batch 1] [--decode-context 128] [--decode-steps 32]
 //       [--random-shape h3-1.3b|h3-125m|...|small]
 //
-// prefill: one sequence, --prompt-len tokens from position 0, logits of the
-// last token; a fresh sequence each repetition. decode: --batch sequences,
+// Everything runs through engine::Runner steps. prefill: one sequence,
+// --prompt-len tokens from position 0 in one step, logits of the last token;
+// a fresh sequence each repetition. decode: --batch sequences,
 // each first prefilled with --decode-context tokens (untimed), then
 // --decode-steps batched steps (timed; logits of every sequence each step).
 // One untimed warm-up of each precedes the repetitions (it computes the
@@ -31,12 +32,14 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "base/parallel.h"
 #include "base/status_macros.h"
 #include "bench/engine_table4.h"
 #include "engine/backend.h"
 #include "engine/model.h"
+#include "engine/runner.h"
 #include "loader/model_file.h"
 #include "nlohmann/json.hpp"
 
@@ -45,62 +48,79 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Seconds of one prefill of `tokens` into a fresh sequence.
-absl::StatusOr<double> TimePrefill(engine::Model& model,
-                                   const std::vector<int32_t>& tokens,
-                                   std::vector<float>& logits) {
-  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::SequenceState> seq,
-                      model.NewSequence());
+// Seconds of one prefill of `tokens` into a fresh sequence, in one step,
+// with the last token's logits to the host.
+absl::StatusOr<double> TimePrefill(engine::Runner& runner,
+                                   const std::vector<int32_t>& tokens) {
+  engine::SequenceMemory& memory = runner.memory();
+  H3_ASSIGN_OR_RETURN(const engine::SlotId slot, memory.Acquire());
+  engine::StepPlan plan;
+  plan.sequences.push_back({.slot = slot, .tokens = tokens, .logits = true});
+  engine::StepResult result;
   const Clock::time_point start = Clock::now();
-  H3_RETURN_IF_ERROR(model.Prefill(*seq, tokens, logits.data()));
-  return std::chrono::duration<double>(Clock::now() - start).count();
+  const absl::Status status = runner.Execute(plan, &result);
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  memory.Release(slot);
+  H3_RETURN_IF_ERROR(status);
+  return seconds;
 }
 
-// Seconds of `steps` batched decode steps after an untimed prefill of each
-// sequence.
-absl::StatusOr<double> TimeDecode(engine::Model& model,
-                                  const EngineBenchFlags& flags,
-                                  std::vector<float>& logits) {
-  std::vector<std::unique_ptr<engine::SequenceState>> seqs;
-  std::vector<engine::SequenceState*> batch;
-  const int32_t vocab = static_cast<int32_t>(model.config().vocab_size);
+// Seconds of `steps` batched single-token steps (logits of every sequence
+// to the host, greedy next tokens picked there) after an untimed prefill of
+// each sequence.
+absl::StatusOr<double> TimeDecode(engine::Runner& runner,
+                                  const EngineBenchFlags& flags) {
+  engine::SequenceMemory& memory = runner.memory();
+  const loader::ModelConfig& config = runner.model().config();
+  const int32_t vocab = static_cast<int32_t>(config.vocab_size);
+  std::vector<engine::SlotId> slots;
+  absl::Cleanup release = [&] {
+    for (engine::SlotId slot : slots) memory.Release(slot);
+  };
+  engine::StepPlan plan;
+  engine::StepResult result;
   for (int64_t b = 0; b < flags.batch; ++b) {
-    H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::SequenceState> seq,
-                        model.NewSequence());
-    batch.push_back(seq.get());
-    seqs.push_back(std::move(seq));
-    H3_RETURN_IF_ERROR(model.Prefill(
-        *batch.back(), RandomTokens(flags.decode_context, vocab, 100 + b),
-        logits.data()));
+    H3_ASSIGN_OR_RETURN(const engine::SlotId slot, memory.Acquire());
+    slots.push_back(slot);
+    const std::vector<int32_t> context =
+        RandomTokens(flags.decode_context, vocab, 100 + b);
+    plan.sequences = {{.slot = slot, .tokens = context}};
+    H3_RETURN_IF_ERROR(runner.Execute(plan, &result));
   }
   std::vector<int32_t> next = RandomTokens(flags.batch, vocab, 7);
   const Clock::time_point start = Clock::now();
   for (int64_t step = 0; step < flags.decode_steps; ++step) {
-    H3_RETURN_IF_ERROR(model.Decode(batch, next, logits.data()));
+    plan.sequences.clear();
+    for (int64_t b = 0; b < flags.batch; ++b) {
+      plan.sequences.push_back({.slot = slots[b],
+                                .tokens = absl::MakeConstSpan(&next[b], 1),
+                                .logits = true});
+    }
+    H3_RETURN_IF_ERROR(runner.Execute(plan, &result));
     // Greedy next tokens keep the work data-dependent, as in serving.
-    GreedyNext(model.config(), logits, next);
+    GreedyNext(config, result.logits, next);
   }
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 // The original modes: both, prefill, decode.
-absl::StatusOr<Json> RunPrefillDecode(engine::Model& model,
+absl::StatusOr<Json> RunPrefillDecode(engine::Runner& runner,
                                       const EngineBenchFlags& flags) {
-  const loader::ModelConfig& config = model.config();
+  const loader::ModelConfig& config = runner.model().config();
   const int32_t vocab = static_cast<int32_t>(config.vocab_size);
-  std::vector<float> logits(flags.batch * config.padded_vocab_size);
   const std::vector<int32_t> prompt = RandomTokens(flags.prompt_len, vocab, 1);
   Json prefill_s = Json::array(), decode_s = Json::array();
   if (flags.what != "decode") {
     // The first, untimed, is the warm-up.
     for (int r = 0; r <= flags.reps; ++r) {
-      H3_ASSIGN_OR_RETURN(double s, TimePrefill(model, prompt, logits));
+      H3_ASSIGN_OR_RETURN(double s, TimePrefill(runner, prompt));
       if (r > 0) prefill_s.push_back(s);
     }
   }
   if (flags.what != "prefill") {
     for (int r = 0; r <= flags.reps; ++r) {
-      H3_ASSIGN_OR_RETURN(double s, TimeDecode(model, flags, logits));
+      H3_ASSIGN_OR_RETURN(double s, TimeDecode(runner, flags));
       if (r > 0) decode_s.push_back(s);
     }
   }
@@ -126,24 +146,30 @@ absl::Status Run(const EngineBenchFlags& flags) {
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       MakeBenchBackend(flags));
   const std::string backend_name = backend->name();
-  engine::ModelOptions options;
-  options.prefill_chunk = flags.prefill_chunk;
-  options.max_sequence_length =
-      std::max(flags.prompt_len, flags.decode_context) + flags.decode_steps;
-  options.decode_graphs = flags.graphs == "on";
   const Clock::time_point load_start = Clock::now();
-  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
-                      engine::Model::Load(*file, std::move(backend), options));
+  H3_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::Model> loaded,
+      engine::Model::Load(*file, std::move(backend),
+                          {.prefill_chunk = flags.prefill_chunk}));
+  const engine::RunnerOptions options{
+      .slots = static_cast<int>(flags.batch),
+      .max_sequence_length =
+          std::max(flags.prompt_len, flags.decode_context) + flags.decode_steps,
+      .max_step_tokens = StepTokens(flags),
+      .graphs = flags.graphs == "on"};
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Runner> runner,
+                      engine::Runner::Create(std::move(loaded), options));
   const double load_s =
       std::chrono::duration<double>(Clock::now() - load_start).count();
+  engine::Model* model = &runner->model();
 
   Json result;
   if (flags.what == "table4") {
-    H3_ASSIGN_OR_RETURN(result, RunTable4(*model, flags));
+    H3_ASSIGN_OR_RETURN(result, RunTable4(*runner, flags));
   } else if (flags.what == "latency") {
-    H3_ASSIGN_OR_RETURN(result, RunLatency(*model, flags));
+    H3_ASSIGN_OR_RETURN(result, RunLatency(*runner, flags));
   } else {
-    H3_ASSIGN_OR_RETURN(result, RunPrefillDecode(*model, flags));
+    H3_ASSIGN_OR_RETURN(result, RunPrefillDecode(*runner, flags));
   }
   Json out = {
       {"engine", backend_name == "cpu" ? "h3serve-cpu" : "h3serve-cuda"},
@@ -153,7 +179,7 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"graphs",
        {{"requested", flags.graphs},
         {"applied",
-         options.decode_graphs && model->backend().SupportsGraphs()}}},
+         options.graphs && model->backend().SupportsGraphs()}}},
       {"threads", NumThreads()},
       {"model",
        {{"path", flags.model},
@@ -193,6 +219,10 @@ int main(int argc, char** argv) {
   app.add_option("--reps", flags.reps)->check(CLI::PositiveNumber);
   app.add_option("--prefill-chunk", flags.prefill_chunk)
       ->check(CLI::PositiveNumber);
+  app.add_option("--step-tokens", flags.step_tokens,
+                 "tokens one engine step may feed (table4 packs whole "
+                 "prompts into steps of this size); 0: auto")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--random-shape", flags.random_shape,
                  "for --what write-random: a preset name or small");
   CLI11_PARSE(app, argc, argv);

@@ -6,12 +6,14 @@
 #include <string>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "base/build_info.h"
 #include "base/status_macros.h"
 #include "engine/devices.h"
+#include "engine/offline.h"
 #include "tests/support/random_model.h"
 
 namespace h3::bench {
@@ -36,19 +38,11 @@ void GreedyNext(const loader::ModelConfig& config,
   }
 }
 
-// Greedy rows for `n` sequences: sampling on the backend, as the server
-// does, writing the next tokens into `next`.
-struct GreedySampling {
-  explicit GreedySampling(std::vector<int32_t>& next)
-      : rows(next.size(), kernels::SamplingRow{.temperature = 0.0f}),
-        all{rows, next.data(), nullptr} {}
-  // The sampling of sequence b alone (a prefill's first token).
-  engine::StepSampling One(size_t b) const {
-    return {absl::MakeConstSpan(&rows[b], 1), all.ids + b, nullptr};
-  }
-  std::vector<kernels::SamplingRow> rows;
-  engine::StepSampling all;
-};
+int64_t StepTokens(const EngineBenchFlags& flags) {
+  if (flags.step_tokens > 0) return flags.step_tokens;
+  const int64_t longest = std::max(flags.prompt_len, flags.decode_context);
+  return std::max(longest, std::min(flags.batch * longest, kAutoStepTokens));
+}
 
 absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
     const EngineBenchFlags& flags) {
@@ -97,39 +91,6 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-struct Table4Run {
-  double prefill_s = 0;
-  double decode_s = 0;
-};
-
-// One run of RunTable4 over `sequences`, which it resets first (untimed).
-absl::StatusOr<Table4Run> OneTable4Run(
-    engine::Model& model, const EngineBenchFlags& flags,
-    const std::vector<engine::SequenceState*>& sequences,
-    const std::vector<std::vector<int32_t>>& prompts) {
-  for (engine::SequenceState* s : sequences) {
-    H3_RETURN_IF_ERROR(model.ResetSequence(*s));
-  }
-  H3_RETURN_IF_ERROR(model.backend().Synchronize());
-  std::vector<int32_t> next(flags.batch);
-  const GreedySampling greedy(next);
-  Table4Run run;
-  const Clock::time_point start = Clock::now();
-  for (int64_t b = 0; b < flags.batch; ++b) {
-    const engine::StepSampling first = greedy.One(b);
-    H3_RETURN_IF_ERROR(
-        model.Prefill(*sequences[b], prompts[b], nullptr, &first));
-  }
-  run.prefill_s = Since(start);
-  const Clock::time_point decode_start = Clock::now();
-  for (int64_t step = 0; step < flags.decode_steps; ++step) {
-    H3_RETURN_IF_ERROR(model.Decode(sequences, next, nullptr, &greedy.all));
-  }
-  H3_RETURN_IF_ERROR(model.backend().Synchronize());
-  run.decode_s = Since(decode_start);
-  return run;
-}
-
 }  // namespace
 
 Json MachineJson(const std::string& backend_name) {
@@ -164,34 +125,36 @@ Json MachineJson(const std::string& backend_name) {
   return machine;
 }
 
-absl::StatusOr<Json> RunTable4(engine::Model& model,
+absl::StatusOr<Json> RunTable4(engine::Runner& runner,
                                const EngineBenchFlags& flags) {
-  const loader::ModelConfig& config = model.config();
-  const int32_t vocab = static_cast<int32_t>(config.vocab_size);
-  std::vector<std::unique_ptr<engine::SequenceState>> owned;
-  std::vector<engine::SequenceState*> sequences;
-  std::vector<std::vector<int32_t>> prompts;
+  const int32_t vocab =
+      static_cast<int32_t>(runner.model().config().vocab_size);
+  std::vector<engine::OfflineRequest> requests(flags.batch);
   for (int64_t b = 0; b < flags.batch; ++b) {
-    H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::SequenceState> s,
-                        model.NewSequence());
-    sequences.push_back(s.get());
-    owned.push_back(std::move(s));
-    prompts.push_back(RandomTokens(flags.prompt_len, vocab, 1000 + b));
+    requests[b].prompt = RandomTokens(flags.prompt_len, vocab, 1000 + b);
+    requests[b].sampling.temperature = 0;
+    // The first token comes with the prompt; then decode_steps steps.
+    requests[b].max_new_tokens = flags.decode_steps + 1;
   }
+  const int64_t step_tokens = StepTokens(flags);
   Json prefill_s = Json::array(), decode_s = Json::array(),
        total_s = Json::array(), tokens_per_s = Json::array();
   std::vector<double> totals;
+  std::vector<engine::OfflineResult> results;
+  std::vector<int> sequences_per_step;
   // Run 0 is the untimed warm-up.
   for (int r = 0; r <= flags.reps; ++r) {
-    H3_ASSIGN_OR_RETURN(Table4Run run,
-                        OneTable4Run(model, flags, sequences, prompts));
+    H3_ASSIGN_OR_RETURN(
+        const engine::OfflineStats stats,
+        engine::GenerateOffline(runner, requests, step_tokens, &results));
     if (r == 0) continue;
-    const double total = run.prefill_s + run.decode_s;
-    prefill_s.push_back(run.prefill_s);
-    decode_s.push_back(run.decode_s);
+    const double total = stats.prefill_seconds + stats.decode_seconds;
+    prefill_s.push_back(stats.prefill_seconds);
+    decode_s.push_back(stats.decode_seconds);
     total_s.push_back(total);
     totals.push_back(total);
     tokens_per_s.push_back(flags.batch * flags.decode_steps / total);
+    sequences_per_step = stats.sequences_per_prefill_step;
   }
   const double median_total = Median(totals);
   return Json{
@@ -199,13 +162,18 @@ absl::StatusOr<Json> RunTable4(engine::Model& model,
       {"prompt_len", flags.prompt_len},
       {"decode_steps", flags.decode_steps},
       {"prefill_chunk", flags.prefill_chunk},
+      {"step_tokens", step_tokens},
+      {"prefill_steps", sequences_per_step.size()},
+      {"sequences_per_prefill_step", sequences_per_step},
       {"method",
-       "per run: each sequence prefilled by one Model::Prefill call, which "
-       "samples its first token greedily on the backend, then decode_steps "
-       "batched Model::Decode steps, each sampling greedily on the backend "
-       "(only ids come back); wall clock (steady_clock) from "
-       "the first prefill to the synchronisation after the last step; one "
-       "untimed warm-up run first; tokens/s = batch * decode_steps / total"},
+       "per run (engine::GenerateOffline): the batch's prompts packed into "
+       "steps of step_tokens tokens, each Runner step one forward over every "
+       "prompt in it, each prompt sampling its first token greedily on the "
+       "backend; then decode_steps steps of one token per sequence, sampling "
+       "greedily on the backend (only ids come back); wall clock "
+       "(steady_clock) from the first prefill step to the synchronisation "
+       "after the last step; one untimed warm-up run first; tokens/s = "
+       "batch * decode_steps / total"},
       {"prefill_s", prefill_s},
       {"decode_s", decode_s},
       {"total_s", total_s},
@@ -215,28 +183,34 @@ absl::StatusOr<Json> RunTable4(engine::Model& model,
   };
 }
 
-absl::StatusOr<Json> RunLatency(engine::Model& model,
+absl::StatusOr<Json> RunLatency(engine::Runner& runner,
                                 const EngineBenchFlags& flags) {
-  const loader::ModelConfig& config = model.config();
-  const int32_t vocab = static_cast<int32_t>(config.vocab_size);
-  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::SequenceState> seq,
-                      model.NewSequence());
-  engine::SequenceState* batch[] = {seq.get()};
+  const int32_t vocab =
+      static_cast<int32_t>(runner.model().config().vocab_size);
+  engine::SequenceMemory& memory = runner.memory();
   const std::vector<int32_t> prompt = RandomTokens(flags.prompt_len, vocab, 1);
-  std::vector<int32_t> next(1);
-  const GreedySampling greedy(next);
+  const kernels::SamplingRow greedy{.temperature = 0.0f};
+  engine::StepPlan plan;
+  engine::StepResult result;
   Json step_ms = Json::array();
   std::vector<double> all_ms;
   for (int r = 0; r <= flags.reps; ++r) {
-    H3_RETURN_IF_ERROR(model.ResetSequence(*seq));
-    const engine::StepSampling first = greedy.One(0);
-    H3_RETURN_IF_ERROR(model.Prefill(*seq, prompt, nullptr, &first));
-    H3_RETURN_IF_ERROR(model.backend().Synchronize());
+    H3_ASSIGN_OR_RETURN(const engine::SlotId slot, memory.Acquire());
+    absl::Cleanup release = [&] { memory.Release(slot); };
+    plan.sequences = {
+        {.slot = slot, .tokens = prompt, .sample = true, .sampling = greedy}};
+    H3_RETURN_IF_ERROR(runner.Execute(plan, &result));
+    int32_t next = result.ids[0];
     Json run = Json::array();
     for (int64_t step = 0; step < flags.decode_steps; ++step) {
+      plan.sequences = {{.slot = slot,
+                         .tokens = absl::MakeConstSpan(&next, 1),
+                         .sample = true,
+                         .sampling = greedy}};
       const Clock::time_point start = Clock::now();
-      H3_RETURN_IF_ERROR(model.Decode(batch, next, nullptr, &greedy.all));
+      H3_RETURN_IF_ERROR(runner.Execute(plan, &result));
       const double ms = 1e3 * Since(start);
+      next = result.ids[0];
       run.push_back(ms);
       if (r > 0) all_ms.push_back(ms);
     }
@@ -248,10 +222,9 @@ absl::StatusOr<Json> RunLatency(engine::Model& model,
       {"decode_steps", flags.decode_steps},
       {"method",
        "one sequence prefilled with prompt_len tokens (untimed), then each "
-       "Model::Decode step timed alone (steady_clock, including greedy "
+       "single-token Runner step timed alone (steady_clock, including greedy "
        "sampling on the backend and the copy of the id to the host); one "
-       "untimed warm-up run first; "
-       "median over every step of every timed run"},
+       "untimed warm-up run first; median over every step of every timed run"},
       {"step_ms", step_ms},
       {"median_step_ms", Median(all_ms)},
   };

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
 #include "engine/model.h"
+#include "engine/runner.h"
 #include "loader/config.h"
 #include "nlohmann/json.hpp"
 
@@ -33,8 +34,15 @@ struct EngineBenchFlags {
   int64_t batch = 1;
   int reps = 5;
   int64_t prefill_chunk = 1024;
+  int64_t step_tokens = 0;  // 0: StepTokens picks
   std::string random_shape;
 };
+
+// The runner's step size for `flags`: --step-tokens, or by default room for
+// a whole prompt (or decode context) and for as many of the batch's prompts
+// as fit in kAutoStepTokens.
+inline constexpr int64_t kAutoStepTokens = 16384;
+int64_t StepTokens(const EngineBenchFlags& flags);
 
 // `n` ids uniform in [0, vocab), the same for the same seed.
 std::vector<int32_t> RandomTokens(int64_t n, int32_t vocab, uint32_t seed);
@@ -53,16 +61,16 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
 // memory, the driver and runtime versions; and the build's commit.
 nlohmann::ordered_json MachineJson(const std::string& backend_name);
 
-// --what table4. After one untimed run of the same shape, --reps timed runs
-// of: --batch fresh sequences, each prefilled with its own --prompt-len
-// random tokens by one Model::Prefill call (as the engine prefills a
-// request), which samples its first token greedily on the backend; then
-// --decode-steps batched Model::Decode steps, sampling greedily on the
-// backend as the server does (only ids come back).
-// Sequences are allocated before the clock starts and reset between runs.
-// Reports per run the prefill, decode and total seconds, and tokens/s =
-// batch * decode_steps / total.
-absl::StatusOr<nlohmann::ordered_json> RunTable4(engine::Model& model,
+// --what table4, the offline engine (engine::GenerateOffline). After one
+// untimed run of the same shape, --reps timed runs of: --batch requests of
+// their own --prompt-len random tokens, the prompts packed into steps of
+// StepTokens(flags) tokens (as many whole prompts per forward as fit), each
+// sampling its first token greedily on the backend; then --decode-steps
+// steps of one token for every request, sampling greedily on the backend as
+// the server does (only ids come back). Slots are allocated before the clock
+// starts. Reports per run the prefill, decode and total seconds, tokens/s =
+// batch * decode_steps / total, and how many prompts each prefill step fed.
+absl::StatusOr<nlohmann::ordered_json> RunTable4(engine::Runner& runner,
                                                  const EngineBenchFlags& flags);
 
 // --what latency: one sequence prefilled with --prompt-len tokens (untimed),
@@ -71,7 +79,7 @@ absl::StatusOr<nlohmann::ordered_json> RunTable4(engine::Model& model,
 // after one untimed run of the same shape, --reps runs. Reports every step
 // and the median.
 absl::StatusOr<nlohmann::ordered_json> RunLatency(
-    engine::Model& model, const EngineBenchFlags& flags);
+    engine::Runner& runner, const EngineBenchFlags& flags);
 
 // --what write-random: writes an fp32 model file of --random-shape (a
 // released preset: d_state 64, head_dim 1, d_inner 4 * d_model, the GPT-2

@@ -3,7 +3,7 @@
 Prefill is the independent reference's forward (tests/reference/h3_reference.py:
 FFT convolutions with torch.fft, attention as a masked softmax), with the LM
 head applied to the last position only, as a server needs. Decode is the
-recurrent form of H3_MODEL.md written in batched torch ops: per H3 layer a
+recurrent form of docs/model.md written in batched torch ops: per H3 layer a
 shift state [B, d, N] and a diagonal state [B, d, N/2] (complex64), per
 attention layer a K/V cache; one step feeds one token of each of B sequences.
 head_dim 1 and no rotary (the released hybrid models' shape) only.

@@ -43,14 +43,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(
     return absl::UnimplementedError(absl::StrCat(
         "d_state ", config.d_state, " is odd; the diagonal SSM needs pairs"));
   }
-  if (options.prefill_chunk < 1 || options.max_sequence_length < 1) {
-    return absl::InvalidArgumentError(
-        "prefill_chunk and max_sequence_length must be positive");
+  if (options.prefill_chunk < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prefill_chunk is ", options.prefill_chunk, "; it must be >= 1"));
   }
   std::unique_ptr<Model> model(new Model(config, std::move(backend), options));
   H3_RETURN_IF_ERROR(model->LoadWeights(file));
-  model->use_graphs_ =
-      options.decode_graphs && model->backend_->SupportsGraphs();
   return model;
 }
 
@@ -101,7 +99,7 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
       return loader::LayerTensorName(i, rest);
     };
     layer.attention = config_.IsAttention(i);
-    slot_of_layer_.push_back(layer.attention ? attention_layers_++
+    index_of_layer_.push_back(layer.attention ? attention_layers_++
                                              : h3_layers_++);
     for (auto [rest, buffer] : {std::pair{"norm1.weight", &layer.norm1_w},
                                 std::pair{"norm1.bias", &layer.norm1_b},
@@ -174,70 +172,10 @@ kernels::H3Shape Model::H3ShapeOf() const {
           static_cast<int>(config_.d_state)};
 }
 
-absl::StatusOr<std::unique_ptr<SequenceState>> Model::NewSequence() {
-  std::unique_ptr<SequenceState> seq(new SequenceState());
+int64_t Model::H3StateFloats() const {
   const kernels::H3Shape shape = H3ShapeOf();
-  for (const Layer& layer : layers_) {
-    const int64_t size =
-        layer.attention ? 2 * options_.max_sequence_length * config_.d_model
-                        : int64_t{shape.d_model} * shape.d_state +
-                              2 * int64_t{shape.kv_channels()} * shape.modes();
-    H3_ASSIGN_OR_RETURN(Buffer buffer, backend_->Allocate(size));
-    H3_RETURN_IF_ERROR(backend_->Fill(buffer.data(), size, 0.0f));
-    seq->layers_.push_back(std::move(buffer));
-  }
-  H3_ASSIGN_OR_RETURN(seq->history_, backend_->Allocate(HistoryFloats()));
-  H3_RETURN_IF_ERROR(
-      backend_->Fill(seq->history_.data(), seq->history_.size(), 0.0f));
-  return seq;
-}
-
-absl::Status Model::ResetSequence(SequenceState& sequence) {
-  for (size_t i = 0; i < sequence.layers_.size(); ++i) {
-    // Attention reads only the positions written since: no need to clear.
-    if (layers_[i].attention) continue;
-    Buffer& b = sequence.layers_[i];
-    H3_RETURN_IF_ERROR(backend_->Fill(b.data(), b.size(), 0.0f));
-  }
-  // Zero bits: counts 0, no flags.
-  Buffer& history = sequence.history_;
-  H3_RETURN_IF_ERROR(backend_->Fill(history.data(), history.size(), 0.0f));
-  sequence.position_ = 0;
-  return absl::OkStatus();
-}
-
-absl::Status Model::CopySequence(const SequenceState& from, SequenceState* to) {
-  const int64_t kv_half = options_.max_sequence_length * config_.d_model;
-  for (size_t i = 0; i < from.layers_.size(); ++i) {
-    const float* src = from.layers_[i].data();
-    float* dst = to->layers_[i].data();
-    if (!layers_[i].attention) {
-      H3_RETURN_IF_ERROR(backend_->Copy(src, from.layers_[i].size(), dst));
-      continue;
-    }
-    // Attention caches: only the filled positions of K and of V matter.
-    const int64_t filled = from.position_ * config_.d_model;
-    H3_RETURN_IF_ERROR(backend_->Copy(src, filled, dst));
-    H3_RETURN_IF_ERROR(backend_->Copy(src + kv_half, filled, dst + kv_half));
-  }
-  H3_RETURN_IF_ERROR(backend_->Copy(from.history_.data(), from.history_.size(),
-                                    to->history_.data()));
-  to->position_ = from.position_;
-  return absl::OkStatus();
-}
-
-absl::Status Model::SetTokenFlags(SequenceState& sequence,
-                                  absl::Span<const uint8_t> flags) {
-  if (static_cast<int64_t>(flags.size()) != config_.vocab_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("token flags: ", flags.size(), " for a vocabulary of ",
-                     config_.vocab_size));
-  }
-  // The flags are bytes in a float buffer: copied as whole floats.
-  std::vector<float> words(HistoryFloats() - config_.vocab_size, 0.0f);
-  std::memcpy(words.data(), flags.data(), flags.size());
-  return backend_->CopyFromHost(words.data(), words.size(),
-                                sequence.history_.data() + config_.vocab_size);
+  return int64_t{shape.d_model} * shape.d_state +
+         2 * int64_t{shape.kv_channels()} * shape.modes();
 }
 
 absl::Status Model::CheckTokens(absl::Span<const int32_t> tokens) const {
@@ -251,82 +189,20 @@ absl::Status Model::CheckTokens(absl::Span<const int32_t> tokens) const {
   return absl::OkStatus();
 }
 
-absl::Status Model::EnsureScratch(int64_t rows) {
-  if (rows <= scratch_rows_) return absl::OkStatus();
-  // Captured graphs point into the memory about to be replaced.
-  backend_->DropGraphs();
-  graphs_.clear();
+absl::StatusOr<Activations> Model::NewActivations(int64_t rows) {
+  if (rows < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("activations for ", rows, " rows"));
+  }
   const int64_t d = config_.d_model;
-  for (Buffer* b : {&hidden_, &residual_, &normed_, &mixed_}) {
+  Activations act;
+  act.rows = rows;
+  for (Buffer* b : {&act.hidden, &act.residual, &act.normed, &act.mixed}) {
     H3_ASSIGN_OR_RETURN(*b, backend_->Allocate(rows * d));
   }
-  H3_ASSIGN_OR_RETURN(qkv_, backend_->Allocate(rows * 3 * d));
-  H3_ASSIGN_OR_RETURN(mlp_, backend_->Allocate(rows * config_.d_inner));
-  H3_ASSIGN_OR_RETURN(logits_,
-                      backend_->Allocate(rows * config_.padded_vocab_size));
-  H3_ASSIGN_OR_RETURN(sampled_, backend_->Allocate(2 * rows));
-  scratch_rows_ = rows;
-  H3_ASSIGN_OR_RETURN(staging_, backend_->AllocateStaging(StagedBytes()));
-  return absl::OkStatus();
-}
-
-namespace {
-int64_t RoundUp64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
-}  // namespace
-
-int64_t Model::StagedPositionsOffset() const {
-  return RoundUp64(scratch_rows_ * sizeof(int32_t));
-}
-
-int64_t Model::StagedSamplingOffset() const {
-  return StagedPositionsOffset() + RoundUp64(scratch_rows_ * sizeof(int64_t));
-}
-
-int64_t Model::StagedHistoriesOffset() const {
-  return StagedSamplingOffset() +
-         RoundUp64(scratch_rows_ * sizeof(kernels::SamplingRow));
-}
-
-// Layers' slots: the H3 layers' state arrays first, then the attention
-// layers' cache arrays; `slot` counts both (H3 layers 0.., then attention).
-int64_t Model::StagedStatesOffset(int slot) const {
-  const int64_t offset =
-      StagedHistoriesOffset() +
-      RoundUp64(scratch_rows_ * sizeof(kernels::TokenHistory));
-  const int64_t h3_bytes = RoundUp64(scratch_rows_ * sizeof(kernels::H3State));
-  const int64_t kv_bytes = RoundUp64(scratch_rows_ * sizeof(kernels::KvCache));
-  const int h3 = std::min(slot, h3_layers_);
-  return offset + h3 * h3_bytes + (slot - h3) * kv_bytes;
-}
-
-int64_t Model::Bucket(int64_t rows) const {
-  if (!backend_->SupportsGraphs()) return rows;
-  if (rows <= 8) {
-    int64_t bucket = 1;
-    while (bucket < rows) bucket *= 2;
-    return bucket;
-  }
-  const int64_t step = rows <= 64 ? 8 : 32;
-  return (rows + step - 1) / step * step;
-}
-
-kernels::H3State Model::H3StateOf(SequenceState& sequence,
-                                  int layer_index) const {
-  float* base = sequence.layers_[layer_index].data();
-  return {base, base + config_.d_model * config_.d_state};
-}
-
-kernels::TokenHistory Model::HistoryOf(SequenceState& sequence) const {
-  float* base = sequence.history_.data();
-  return {reinterpret_cast<int32_t*>(base),
-          reinterpret_cast<uint8_t*>(base + config_.vocab_size)};
-}
-
-kernels::KvCache Model::KvCacheOf(SequenceState& sequence,
-                                  int layer_index) const {
-  float* base = sequence.layers_[layer_index].data();
-  const int64_t capacity = options_.max_sequence_length;
-  return {base, base + capacity * config_.d_model, capacity};
+  H3_ASSIGN_OR_RETURN(act.qkv, backend_->Allocate(rows * 3 * d));
+  H3_ASSIGN_OR_RETURN(act.mlp, backend_->Allocate(rows * config_.d_inner));
+  return act;
 }
 
 }  // namespace h3::engine

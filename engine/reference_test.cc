@@ -1,16 +1,17 @@
 // The engine against golden data from the independent PyTorch reference
 // (tests/reference/h3_reference.py): logits at the last prompt position
 // within 1e-4, and greedy tokens exactly. The checkpoints go through the real
-// path: safetensors -> h3 convert (fp32) -> model file -> Model.
+// path: safetensors -> h3 convert (fp32) -> model file -> Model -> Runner.
 #include <string>
 #include <vector>
 
-#include "engine/model.h"
+#include "engine/runner.h"
 #include "gtest/gtest.h"
 #include "loader/convert.h"
 #include "loader/model_file.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/golden.h"
+#include "tests/support/runner_calls.h"
 
 namespace h3::engine {
 namespace {
@@ -35,16 +36,15 @@ TEST_P(ReferenceTest, LogitsAndGreedyTokensMatchPyTorch) {
   auto file = loader::ModelFile::Open(options.output);
   ASSERT_TRUE(file.ok()) << file.status();
   for (int64_t chunk : {1024, 5}) {
-    auto model = Model::Load(**file, MakeCpuBackend(), {chunk, 64});
-    ASSERT_TRUE(model.ok()) << model.status();
-    const int64_t vocab = golden["vocab_size"],
-                  padded = golden["padded_vocab_size"];
+    auto runner =
+        h3::testing::MakeRunner(**file, MakeCpuBackend(), 1, 64, chunk);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    const int64_t vocab = golden["vocab_size"];
 
     auto prompt = golden["prompt"].get<std::vector<int32_t>>();
-    auto seq = (*model)->NewSequence();
-    ASSERT_TRUE(seq.ok());
-    std::vector<float> logits(padded);
-    ASSERT_TRUE((*model)->Prefill(**seq, prompt, logits.data()).ok());
+    const SlotId slot = *(*runner)->memory().Acquire();
+    std::vector<float> logits;
+    ASSERT_TRUE(h3::testing::Feed(**runner, slot, prompt, &logits).ok());
     const auto want = golden["last_logits"].get<std::vector<double>>();
     for (int64_t i = 0; i < vocab; ++i) {
       EXPECT_NEAR(logits[i], want[i], 1e-4 * std::max(1.0, std::abs(want[i])))
@@ -52,13 +52,13 @@ TEST_P(ReferenceTest, LogitsAndGreedyTokensMatchPyTorch) {
     }
 
     std::vector<int32_t> greedy;
-    SequenceState* s = seq->get();
     for (size_t step = 0; step < golden["greedy"].size(); ++step) {
       const int32_t next = static_cast<int32_t>(
           std::max_element(logits.begin(), logits.begin() + vocab) -
           logits.begin());
       greedy.push_back(next);
-      ASSERT_TRUE((*model)->Decode({&s, 1}, {&next, 1}, logits.data()).ok());
+      ASSERT_TRUE(
+          h3::testing::Feed(**runner, slot, {&next, 1}, &logits).ok());
     }
     EXPECT_EQ(greedy, golden["greedy"].get<std::vector<int32_t>>())
         << "chunk " << chunk;

@@ -63,6 +63,25 @@ kernels::SamplingRow SamplingRowOf(const SamplingParams& params, uint64_t seed,
           .step = step};
 }
 
+std::vector<uint8_t> RequestTokenFlags(int64_t vocab_size, int32_t listed,
+                                       absl::Span<const int32_t> prompt,
+                                       absl::Span<const int32_t> held) {
+  std::vector<uint8_t> flags(vocab_size, 0);
+  for (int32_t id : prompt) flags[id] |= kernels::kTokenInPrompt;
+  for (int64_t id = listed; id < vocab_size; ++id) {
+    flags[id] |= kernels::kTokenBanned;
+  }
+  for (int32_t id : held) flags[id] |= kernels::kTokenBanned;
+  return flags;
+}
+
+void ReleaseHeldTokens(absl::Span<const int32_t> held, int32_t listed,
+                       std::vector<uint8_t>& flags) {
+  for (int32_t id : held) {
+    if (id < listed) flags[id] &= ~kernels::kTokenBanned;
+  }
+}
+
 uint64_t RandomSeed() {
   std::random_device device;
   return (uint64_t{device()} << 32) ^ device();

@@ -67,6 +67,22 @@ struct SampledToken {
 kernels::SamplingRow SamplingRowOf(const SamplingParams& params, uint64_t seed,
                                    uint64_t step);
 
+// The most alternatives a request may ask for with its logprobs.
+inline constexpr int kMaxTopLogprobs = 20;
+
+// The token flags of a request's sampling history (kernels/sampling.h), the
+// one place these rules live: kTokenInPrompt on the prompt's ids;
+// kTokenBanned on every id from `listed` on (ids the tokenizer has no text
+// for are never sampled) and on the `held` ids (end of text, stop token ids)
+// until the request may end (ReleaseHeldTokens).
+// REQUIRES: prompt and held ids in [0, vocab_size); listed <= vocab_size.
+std::vector<uint8_t> RequestTokenFlags(int64_t vocab_size, int32_t listed,
+                                       absl::Span<const int32_t> prompt,
+                                       absl::Span<const int32_t> held);
+// Lifts the ban of the `held` ids below `listed` (min_new_tokens reached).
+void ReleaseHeldTokens(absl::Span<const int32_t> held, int32_t listed,
+                       std::vector<uint8_t>& flags);
+
 // A seed for a request without one.
 uint64_t RandomSeed();
 

@@ -2,7 +2,7 @@
 #define H3_KERNELS_ATTENTION_H_
 
 // Causal multi-head attention of the hybrid model's attention layers
-// (H3_MODEL.md), over a per-sequence KV cache, with optional rotary
+// (docs/model.md), over a per-sequence KV cache, with optional rotary
 // embeddings in the GPT-NeoX "halves" convention. One sequence's chunk of new
 // tokens at a time: a prefill chunk, or one decoding step (length 1).
 //

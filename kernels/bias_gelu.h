@@ -2,7 +2,7 @@
 #define H3_KERNELS_BIAS_GELU_H_
 
 // Bias + tanh-GELU: the epilogue of the MLP's first matrix product
-// (fc1 in H3_MODEL.md), out = gelu_tanh(x + bias). The CPU function here is
+// (fc1 in docs/model.md), out = gelu_tanh(x + bias). The CPU function here is
 // the specification; kernels/cuda/bias_gelu.cu is its GPU twin and takes the
 // same Params.
 

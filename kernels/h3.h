@@ -1,7 +1,7 @@
 #ifndef H3_KERNELS_H3_H_
 #define H3_KERNELS_H3_H_
 
-// The H3 layer's inner operation (H3_MODEL.md), between its q/k/v projections
+// The H3 layer's inner operation (docs/model.md), between its q/k/v projections
 // and its output projection:
 //
 //   kbar = shiftconv(k) + shift_D * k          shift SSM, N taps
@@ -21,7 +21,7 @@
 // The shift SSM's state is its last N inputs, raw, in a ring indexed by
 // position: k[t] of channel c lives at shift[c][t mod N]. The reference
 // keeps s = (the last N inputs filtered by B) and shifts it every token
-// (H3_MODEL.md, "Recurrent form"); kbar = C . s + D k equals
+// (docs/model.md, "Recurrent form"); kbar = C . s + D k equals
 // sum_j kshift[j] k[t - j] + D k, so the ring holds the same information,
 // and a step writes one value per channel instead of N. Slots of positions
 // not yet reached are zero (a new sequence's state is all zeros), which is
@@ -100,7 +100,7 @@ struct H3StepParams {
   const int64_t* positions = nullptr;  // [batch], >= 0
 };
 
-// The checkpoint's SSM parameters of one layer (H3_MODEL.md names), fp32.
+// The checkpoint's SSM parameters of one layer (docs/model.md names), fp32.
 struct H3RawParams {
   H3Shape shape;
   const float* shift_B = nullptr;     // ssm_k_kernel.kernel.B      [d, N]

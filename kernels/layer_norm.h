@@ -1,7 +1,7 @@
 #ifndef H3_KERNELS_LAYER_NORM_H_
 #define H3_KERNELS_LAYER_NORM_H_
 
-// Residual add + layer norm, as the prenorm blocks use it (H3_MODEL.md):
+// Residual add + layer norm, as the prenorm blocks use it (docs/model.md):
 //   residual = x + residual   (residual = x when there is none yet)
 //   out      = LayerNorm(residual) * gamma + beta
 // with mean and variance over the row, eps inside the square root. The CPU

@@ -15,13 +15,13 @@
 
 namespace h3::loader {
 
-// The canonical (layout 1) tensor names of H3_MODEL.md.
+// The canonical (layout 1) tensor names of docs/model.md.
 inline constexpr absl::string_view kEmbeddingTensor =
     "backbone.embeddings.word_embeddings.weight";
 // "backbone.layers.<layer>.<rest>", e.g. LayerTensorName(3, "norm1.weight").
 std::string LayerTensorName(int64_t layer, absl::string_view rest);
 
-// The shape of a hybrid H3 language model (docs: /work/shared/H3_MODEL.md).
+// The shape of a hybrid H3 language model (docs/model.md).
 struct ModelConfig {
   int64_t d_model = 0;
   int64_t n_layer = 0;
@@ -57,7 +57,7 @@ absl::StatusOr<ModelConfig> ConfigFromJson(absl::string_view json);
 // InvalidArgument naming the offending field.
 absl::Status ValidateConfig(const ModelConfig& config);
 
-// A released model (the table of H3_MODEL.md).
+// A released model (the table of docs/model.md).
 struct Preset {
   absl::string_view name;
   int64_t d_model;

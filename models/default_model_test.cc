@@ -13,11 +13,12 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "engine/backend.h"
-#include "engine/model.h"
+#include "engine/runner.h"
 #include "gtest/gtest.h"
 #include "loader/mapped_file.h"
 #include "models/perplexity.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/runner_calls.h"
 #include "tests/support/subprocess.h"
 #include "tokenizer/load.h"
 
@@ -38,7 +39,7 @@ std::string ReadFile(const std::string& path) {
 struct Loaded {
   std::unique_ptr<loader::ModelFile> file;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
-  std::unique_ptr<engine::Model> model;
+  std::unique_ptr<engine::Runner> runner;  // 64 slots
 };
 
 Loaded Load() {
@@ -50,9 +51,10 @@ Loaded Load() {
   auto tok = tokenizer::LoadEmbeddedTokenizer(*l.file);
   EXPECT_TRUE(tok.ok()) << tok.status();
   if (tok.ok()) l.tokenizer = *std::move(tok);
-  auto model = engine::Model::Load(*l.file, engine::MakeCpuBackend(), {});
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (model.ok()) l.model = *std::move(model);
+  auto runner = h3::testing::MakeRunner(*l.file, engine::MakeCpuBackend(),
+                                        /*slots=*/64, /*context=*/2048);
+  EXPECT_TRUE(runner.ok()) << runner.status();
+  if (runner.ok()) l.runner = *std::move(runner);
   return l;
 }
 
@@ -68,10 +70,10 @@ TEST(DefaultModelTest, EmbedsTheCommittedFile) {
 
 TEST(DefaultModelTest, IsTheTrainedHybridWithItsTokenizer) {
   Loaded l = Load();
-  ASSERT_NE(l.model, nullptr);
+  ASSERT_NE(l.runner, nullptr);
   const nlohmann::json log =
       nlohmann::json::parse(ReadFile(kModelDir + "/train_log.json"));
-  const loader::ModelConfig& c = l.model->config();
+  const loader::ModelConfig& c = l.runner->model().config();
   EXPECT_EQ(c.d_model, log["config"]["d_model"].get<int64_t>());
   EXPECT_EQ(c.n_layer, log["config"]["n_layer"].get<int64_t>());
   EXPECT_EQ(c.attn_layer_idx,
@@ -124,7 +126,7 @@ std::string* HeldOutTest::dir_ = nullptr;
 TEST_F(HeldOutTest, PerplexityBeatsATrigramModelAndMatchesTraining) {
   ASSERT_TRUE(std::filesystem::is_directory(*dir_)) << *dir_;
   Loaded l = Load();
-  ASSERT_NE(l.model, nullptr);
+  ASSERT_NE(l.runner, nullptr);
   const std::vector<int32_t> train = Stream(*l.tokenizer, "train");
   const std::vector<int32_t> valid = Stream(*l.tokenizer, "valid");
   const nlohmann::json log =
@@ -133,9 +135,9 @@ TEST_F(HeldOutTest, PerplexityBeatsATrigramModelAndMatchesTraining) {
   ASSERT_EQ(int64_t(train.size()), log["train_tokens"].get<int64_t>());
   ASSERT_EQ(int64_t(valid.size()), log["valid_tokens"].get<int64_t>());
 
-  const KneserNeyTrigram trigram(int32_t(l.model->config().vocab_size), train);
+  const KneserNeyTrigram trigram(int32_t(l.runner->model().config().vocab_size), train);
   const double ngram_loss = NgramLoss(trigram, valid);
-  auto model_loss = ModelLoss(*l.model, valid, log["seq_len"].get<int64_t>());
+  auto model_loss = ModelLoss(*l.runner, valid, log["seq_len"].get<int64_t>());
   ASSERT_TRUE(model_loss.ok()) << model_loss.status();
   std::cout << "held-out tokens " << valid.size() << ": h3-kjv " << *model_loss
             << " nats/token (perplexity " << std::exp(*model_loss)
@@ -151,7 +153,7 @@ TEST_F(HeldOutTest, PerplexityBeatsATrigramModelAndMatchesTraining) {
 TEST_F(HeldOutTest, GreedyTextIsMadeOfBibleWords) {
   ASSERT_TRUE(std::filesystem::is_directory(*dir_)) << *dir_;
   Loaded l = Load();
-  ASSERT_NE(l.model, nullptr);
+  ASSERT_NE(l.runner, nullptr);
   std::set<std::string> words;
   for (absl::string_view w :
        absl::StrSplit(ReadFile(*dir_ + "/train.txt"),
@@ -160,21 +162,18 @@ TEST_F(HeldOutTest, GreedyTextIsMadeOfBibleWords) {
   }
   auto prompt = l.tokenizer->Encode("And God said");
   ASSERT_TRUE(prompt.ok());
-  auto seq = l.model->NewSequence();
-  ASSERT_TRUE(seq.ok());
-  const int64_t padded = l.model->config().padded_vocab_size;
-  std::vector<float> logits(padded);
-  ASSERT_TRUE(l.model->Prefill(**seq, *prompt, logits.data()).ok());
+  const engine::SlotId slot = *l.runner->memory().Acquire();
+  std::vector<float> logits;
+  ASSERT_TRUE(h3::testing::Feed(*l.runner, slot, *prompt, &logits).ok());
   std::vector<int32_t> out;
   for (int i = 0; i < 48; ++i) {
     const int32_t next = int32_t(
         std::max_element(logits.begin(),
-                         logits.begin() + l.model->config().vocab_size) -
+                         logits.begin() + l.runner->model().config().vocab_size) -
         logits.begin());
     if (next == l.tokenizer->eos_id()) break;
     out.push_back(next);
-    engine::SequenceState* s = seq->get();
-    ASSERT_TRUE(l.model->Decode({&s, 1}, {&next, 1}, logits.data()).ok());
+    ASSERT_TRUE(h3::testing::Feed(*l.runner, slot, {&next, 1}, &logits).ok());
   }
   auto text = l.tokenizer->Decode(out);
   ASSERT_TRUE(text.ok());

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 
+#include "absl/cleanup/cleanup.h"
 #include "base/status_macros.h"
 #include "engine/sampler.h"
 
@@ -76,28 +77,31 @@ double NgramLoss(const KneserNeyTrigram& ngram,
   return stream.size() > 1 ? sum / double(stream.size() - 1) : 0.0;
 }
 
-absl::StatusOr<double> ModelLoss(engine::Model& model,
+absl::StatusOr<double> ModelLoss(engine::Runner& runner,
                                  absl::Span<const int32_t> stream,
-                                 int64_t window, int64_t batch) {
-  const int64_t vocab = model.config().vocab_size;
-  const int64_t padded = model.config().padded_vocab_size;
+                                 int64_t window) {
+  engine::SequenceMemory& memory = runner.memory();
+  const int64_t batch = memory.free_slots();
+  if (batch < 1) return absl::ResourceExhaustedError("no free slot");
+  const int64_t vocab = runner.model().config().vocab_size;
   std::vector<int64_t> starts;
   for (int64_t s = 0; s + 1 < int64_t(stream.size()); s += window) {
     starts.push_back(s);
   }
   double sum = 0;
   int64_t count = 0;
-  std::vector<std::unique_ptr<engine::SequenceState>> states;
+  engine::StepPlan plan;
+  engine::StepResult result;
   for (size_t first = 0; first < starts.size(); first += batch) {
     const size_t n = std::min<size_t>(batch, starts.size() - first);
-    states.resize(n);
-    for (auto& state : states) {
-      if (state == nullptr) {
-        H3_ASSIGN_OR_RETURN(state, model.NewSequence());
-      } else {
-        H3_RETURN_IF_ERROR(model.ResetSequence(*state));
-      }
+    std::vector<engine::SlotId> slots;
+    for (size_t j = 0; j < n; ++j) {
+      H3_ASSIGN_OR_RETURN(engine::SlotId slot, memory.Acquire());
+      slots.push_back(slot);
     }
+    absl::Cleanup release = [&] {
+      for (engine::SlotId slot : slots) memory.Release(slot);
+    };
     // Window j predicts stream[start + 1 .. end); all step together until
     // the shortest is done, then the rest continue.
     std::vector<int64_t> ends(n);
@@ -105,23 +109,21 @@ absl::StatusOr<double> ModelLoss(engine::Model& model,
       ends[j] = std::min<int64_t>(starts[first + j] + window + 1,
                                   int64_t(stream.size()));
     }
-    std::vector<float> logits;
     for (int64_t t = 0;; ++t) {
-      std::vector<engine::SequenceState*> live;
-      std::vector<int32_t> tokens;
+      plan.sequences.clear();
       std::vector<size_t> which;
       for (size_t j = 0; j < n; ++j) {
-        if (starts[first + j] + t + 1 < ends[j]) {
-          live.push_back(states[j].get());
-          tokens.push_back(stream[starts[first + j] + t]);
+        const int64_t at = starts[first + j] + t;
+        if (at + 1 < ends[j]) {
+          plan.sequences.push_back(
+              {.slot = slots[j], .tokens = stream.subspan(at, 1), .logits = true});
           which.push_back(j);
         }
       }
-      if (live.empty()) break;
-      logits.resize(live.size() * padded);
-      H3_RETURN_IF_ERROR(model.Decode(live, tokens, logits.data()));
-      for (size_t r = 0; r < live.size(); ++r) {
-        const absl::Span<const float> row(logits.data() + r * padded, vocab);
+      if (which.empty()) break;
+      H3_RETURN_IF_ERROR(runner.Execute(plan, &result));
+      for (size_t r = 0; r < which.size(); ++r) {
+        const absl::Span<const float> row(result.LogitsOf(r), vocab);
         const int32_t next = stream[starts[first + which[r]] + t + 1];
         sum += engine::LogSumExp(row) - double(row[next]);
         ++count;

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "engine/model.h"
+#include "engine/runner.h"
 
 // How well a model predicts held-out text: the default model's card and its
 // test measure it here, against an n-gram baseline.
@@ -54,10 +54,11 @@ double NgramLoss(const KneserNeyTrigram& ngram,
 // The same for the engine's model, scored as training scored it: `stream`
 // cut into consecutive windows of window + 1 tokens overlapping by one, each
 // from a fresh state, every token after a window's first predicted. Runs
-// windows in batches of `batch` sequences through Model::Decode.
-absl::StatusOr<double> ModelLoss(engine::Model& model,
+// as many windows at once as the runner has free slots, a token of each per
+// step, with the logits of every step.
+absl::StatusOr<double> ModelLoss(engine::Runner& runner,
                                  absl::Span<const int32_t> stream,
-                                 int64_t window, int64_t batch = 64);
+                                 int64_t window);
 
 }  // namespace h3::models
 

@@ -123,10 +123,10 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(
   r.ignore_eos = stop.ignore_eos();
 
   const v1::LogprobOptions& logprobs = request.logprobs();
-  if (logprobs.top_n() > kMaxTopLogprobs) {
+  if (logprobs.top_n() > engine::kMaxTopLogprobs) {
     return Invalid(
         "logprobs.top_n",
-        absl::StrCat(logprobs.top_n(), "; at most ", kMaxTopLogprobs));
+        absl::StrCat(logprobs.top_n(), "; at most ", engine::kMaxTopLogprobs));
   }
   if (logprobs.enabled() || logprobs.top_n() > 0) {
     r.logprobs = static_cast<int>(logprobs.top_n());

@@ -21,7 +21,6 @@ inline constexpr int kMaxRequestIdBytes = 256;
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kMaxStopStringBytes = 256;
 inline constexpr int kMaxStopTokenIds = 64;
-inline constexpr int kMaxTopLogprobs = 20;
 
 // The engine's request for the API's: tokenizes a text prompt, applies the
 // documented defaults of unset fields (max_new_tokens unset: the server's

@@ -8,11 +8,12 @@
 #include <thread>
 
 #include "engine/backend.h"
-#include "engine/model.h"
+#include "engine/runner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loader/model_file.h"
 #include "server/testing/test_server.h"
+#include "tests/support/runner_calls.h"
 #include "tokenizer/load.h"
 
 namespace h3::server {
@@ -31,33 +32,23 @@ class Offline {
     auto tokenizer = tokenizer::LoadEmbeddedTokenizer(**file);
     EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
     tokenizer_ = *std::move(tokenizer);
-    auto model = engine::Model::Load(**file, engine::MakeCpuBackend(), {});
-    EXPECT_TRUE(model.ok()) << model.status();
-    model_ = *std::move(model);
+    auto runner = h3::testing::MakeRunner(**file, engine::MakeCpuBackend(), 1, 2048);
+    EXPECT_TRUE(runner.ok()) << runner.status();
+    runner_ = *std::move(runner);
   }
 
   // Greedy decoding (ties to the lower id) of n tokens.
   std::vector<int32_t> Greedy(const std::vector<int32_t>& prompt, int n) {
-    const int64_t vocab = model_->config().vocab_size;
-    std::vector<float> logits(model_->config().padded_vocab_size);
-    auto state = *model_->NewSequence();
-    EXPECT_TRUE(model_->Prefill(*state, prompt, logits.data()).ok());
-    std::vector<int32_t> out;
-    while (true) {
-      out.push_back(static_cast<int32_t>(
-          std::max_element(logits.begin(), logits.begin() + vocab) -
-          logits.begin()));
-      if (static_cast<int>(out.size()) == n) return out;
-      engine::SequenceState* states[] = {state.get()};
-      EXPECT_TRUE(model_->Decode(states, {out.back()}, logits.data()).ok());
-    }
+    auto ids = h3::testing::GreedyIds(*runner_, prompt, n);
+    EXPECT_TRUE(ids.ok()) << ids.status();
+    return ids.ok() ? *ids : std::vector<int32_t>();
   }
 
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::unique_ptr<engine::Model> model_;
+  std::unique_ptr<engine::Runner> runner_;
 };
 
 class GenerateTest : public ::testing::Test {
@@ -65,7 +56,7 @@ class GenerateTest : public ::testing::Test {
   static void SetUpTestSuite() {
     offline_ = new Offline();
     ServerOptions options = LoopbackOptions();
-    options.scheduler.slots = 32;
+    options.slots = 32;
     options.metrics_port = 0;
     server_ = StartServer(options).release();
   }

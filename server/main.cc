@@ -6,11 +6,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "base/build_info.h"
 #include "server/server.h"
 
@@ -96,7 +98,7 @@ int main(int argc, char** argv) {
                  "Most tokens one request may generate (also the default)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--slots", options.scheduler.slots,
+  app.add_option("--slots", options.slots,
                  "Requests generating at once (each slot holds SSM states "
                  "and a KV cache)")
       ->check(CLI::Range(1, 4096))
@@ -106,14 +108,18 @@ int main(int argc, char** argv) {
                  "RESOURCE_EXHAUSTED")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
-  app.add_option("--prefill-tokens",
-                 options.scheduler.prefill_tokens_per_iteration,
-                 "Prompt tokens prefilled per engine iteration; longer "
-                 "prompts are split so running requests keep decoding")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->capture_default_str();
+  CLI::Option* step_tokens =
+      app.add_option("--prefill-tokens", options.scheduler.step_tokens,
+                     absl::StrCat(
+                         "Tokens per engine step: every running request's "
+                         "next token, then prompt chunks up to this many in "
+                         "all (longer prompts are split, so running requests "
+                         "keep generating). At least --slots. Default: ",
+                         h3::engine::kDefaultStepTokens,
+                         ", or --slots if larger (docs/scheduling.md)"))
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--prefill-chunk", options.prefill_chunk,
-                 "Tokens per FFT prefill call (state passing joins chunks)")
+                 "Tokens per H3 prefill call (state passing joins calls)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   std::string dtype = "auto";
@@ -130,6 +136,10 @@ int main(int argc, char** argv) {
                  "all hardware threads)")
       ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
+  if (step_tokens->count() == 0) {
+    options.scheduler.step_tokens = std::max<int64_t>(
+        h3::engine::kDefaultStepTokens, options.slots);
+  }
   options.default_model = !no_model;
   options.backend.weight_type = *h3::engine::ParseWeightType(dtype);
   if (threads > 0) setenv("H3_NUM_THREADS", std::to_string(threads).c_str(), 1);

@@ -8,6 +8,7 @@
 #include "base/status_macros.h"
 #include "engine/backend.h"
 #include "engine/model.h"
+#include "engine/runner.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
@@ -17,7 +18,8 @@
 
 namespace h3::server {
 
-absl::Status Server::LoadModel(const ServerOptions& options) {
+absl::Status Server::LoadModel(const ServerOptions& options,
+                               ServedModel* served) {
   H3_ASSIGN_OR_RETURN(std::unique_ptr<loader::ModelFile> file,
                       options.model_path.empty()
                           ? models::OpenDefaultModel()
@@ -27,18 +29,25 @@ absl::Status Server::LoadModel(const ServerOptions& options) {
   }
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       engine::MakeBackend(options.backend));
+  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
+                      engine::Model::Load(*file, std::move(backend),
+                                          {.prefill_chunk = options.prefill_chunk}));
+  served->config = model->config();
+  served->device = model->backend().name();
+  // The activations are sized for the scheduler's step budget.
   H3_ASSIGN_OR_RETURN(
-      std::unique_ptr<engine::Model> model,
-      engine::Model::Load(
-          *file, std::move(backend),
-          {.prefill_chunk = options.prefill_chunk,
-           .max_sequence_length = options.max_sequence_length}));
+      std::unique_ptr<engine::Runner> runner,
+      engine::Runner::Create(
+          std::move(model),
+          {.slots = options.slots,
+           .max_sequence_length = options.max_sequence_length,
+           .max_step_tokens = options.scheduler.step_tokens}));
   engine::SchedulerOptions scheduler = options.scheduler;
   scheduler.observer = metrics_.get();
-  H3_ASSIGN_OR_RETURN(
-      scheduler_,
-      engine::Scheduler::Create(std::move(model), tokenizer_.get(), scheduler));
-  metrics_->SetSlots(scheduler.slots);
+  H3_ASSIGN_OR_RETURN(scheduler_,
+                      engine::Scheduler::Create(std::move(runner),
+                                                tokenizer_.get(), scheduler));
+  metrics_->SetSlots(options.slots);
   return absl::OkStatus();
 }
 
@@ -51,14 +60,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   std::unique_ptr<Server> server(new Server());
   H3_ASSIGN_OR_RETURN(server->metrics_,
                       Metrics::Start(options.host, options.metrics_port));
-  ServedModel served{.max_new_tokens = options.max_new_tokens};
+  ServedModel served;
   if (!options.model_path.empty() || options.default_model) {
     const bool embedded = options.model_path.empty();
     H3_RETURN_IF_ERROR(Annotate(
-        server->LoadModel(options),
+        server->LoadModel(options, &served),
         absl::StrCat("cannot serve ", embedded ? "the default model h3-kjv"
                                                : options.model_path)));
     served.scheduler = server->scheduler_.get();
+    served.tokenizer = server->tokenizer_.get();
+    served.limits = {.max_sequence_length = options.max_sequence_length,
+                     .max_new_tokens = options.max_new_tokens};
     served.name = options.model_name;
     if (served.name.empty()) {
       served.name =

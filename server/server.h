@@ -27,8 +27,9 @@ struct ServerOptions {
   std::string model_name;  // reported by GetModelInfo; empty: the file name
   // Prompt plus generated tokens per request (sizes each slot's KV cache).
   int64_t max_sequence_length = 2048;
-  int64_t prefill_chunk = 1024;        // tokens per FFT prefill call
+  int64_t prefill_chunk = 1024;        // tokens per H3 prefill call
   int64_t max_new_tokens = 512;        // per request
+  int slots = 8;                       // requests generating at once
   engine::BackendOptions backend;      // --device, --dtype
   engine::SchedulerOptions scheduler;  // its observer is set by Start
 };
@@ -69,7 +70,9 @@ class Server {
 
  private:
   Server() = default;
-  absl::Status LoadModel(const ServerOptions& options);
+  // Loads the model and starts the engine loop; fills what `served` says of
+  // the model.
+  absl::Status LoadModel(const ServerOptions& options, ServedModel* served);
 
   // Destroyed bottom-up: gRPC first (no handler runs afterwards), then the
   // engine loop, then what it uses.

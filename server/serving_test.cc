@@ -53,7 +53,7 @@ ServerOptions LongOptions() {
   ServerOptions options = LoopbackOptions();
   options.max_sequence_length = 1 << 16;
   options.max_new_tokens = 60000;
-  options.scheduler.slots = 2;
+  options.slots = 2;
   options.scheduler.max_waiting = 1;
   return options;
 }

@@ -53,10 +53,6 @@ void TextGenerationService::SetDraining() {
   if (model_.scheduler != nullptr) model_.scheduler->Drain();
 }
 
-const tokenizer::Tokenizer* TextGenerationService::tokenizer() const {
-  return model_.scheduler == nullptr ? nullptr : model_.scheduler->tokenizer();
-}
-
 grpc::Status TextGenerationService::Refuse(const absl::Status& status) {
   metrics_->OnRejected(
       absl::AsciiStrToLower(absl::StatusCodeToString(status.code())));
@@ -77,23 +73,19 @@ grpc::Status TextGenerationService::Run(
   if (draining_.load()) {
     return Refuse(absl::UnavailableError("the server is shutting down"));
   }
-  const engine::Model& model = model_.scheduler->model();
-  absl::StatusOr<engine::GenerationRequest> r = ToGenerationRequest(
-      request, request_id,
-      {.max_sequence_length = model.options().max_sequence_length,
-       .max_new_tokens = model_.max_new_tokens},
-      tokenizer());
+  absl::StatusOr<engine::GenerationRequest> r =
+      ToGenerationRequest(request, request_id, model_.limits, tokenizer());
   if (!r.ok()) return Refuse(r.status());
   r->deadline = Deadline(*context);
-  absl::StatusOr<std::shared_ptr<engine::ResultStream>> stream =
+  absl::StatusOr<std::unique_ptr<engine::RequestOutput>> output =
       model_.scheduler->Submit(*std::move(r));
-  if (!stream.ok()) return Refuse(stream.status());
+  if (!output.ok()) return Refuse(output.status());
 
   while (true) {
-    std::optional<engine::Delta> delta = (*stream)->Next(kPollInterval);
+    std::optional<engine::Delta> delta = (*output)->Next(kPollInterval);
     if (!delta.has_value()) {
       if (context->IsCancelled()) {
-        (*stream)->Cancel();
+        (*output)->Cancel();
         return grpc::Status(grpc::StatusCode::CANCELLED,
                             "the call was cancelled");
       }
@@ -106,7 +98,7 @@ grpc::Status TextGenerationService::Run(
     }
     const bool last = delta->finish != engine::FinishReason::kNone;
     if (!sink(*delta)) {
-      (*stream)->Cancel();
+      (*output)->Cancel();
       return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
     }
     if (last) return grpc::Status::OK;
@@ -177,8 +169,7 @@ grpc::Status TextGenerationService::GetModelInfo(
     v1::ModelInfo* response) {
   if (model_.scheduler == nullptr) return NoModel();
   engine::Scheduler& scheduler = *model_.scheduler;
-  const engine::Model& model = scheduler.model();
-  const loader::ModelConfig& c = model.config();
+  const loader::ModelConfig& c = model_.config;
   response->set_name(model_.name);
   v1::ModelConfig* config = response->mutable_config();
   config->set_d_model(c.d_model);
@@ -201,12 +192,12 @@ grpc::Status TextGenerationService::GetModelInfo(
     tok->set_bos_token_id(-1);
   }
   v1::ServingLimits* limits = response->mutable_limits();
-  limits->set_max_sequence_length(model.options().max_sequence_length);
-  limits->set_max_new_tokens(model_.max_new_tokens);
-  limits->set_max_running_requests(scheduler.options().slots);
+  limits->set_max_sequence_length(model_.limits.max_sequence_length);
+  limits->set_max_new_tokens(model_.limits.max_new_tokens);
+  limits->set_max_running_requests(scheduler.slots());
   limits->set_max_waiting_requests(scheduler.options().max_waiting);
   response->set_dtype(std::string(loader::DTypeFlag(c.dtype)));
-  response->set_device(model.backend().name());
+  response->set_device(model_.device);
   return grpc::Status::OK;
 }
 

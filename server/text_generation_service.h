@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/scheduler/scheduler.h"
+#include "loader/config.h"
 #include "h3/v1/text_generation.grpc.pb.h"
 #include "server/generate_request.h"
 #include "server/metrics.h"
@@ -17,12 +18,16 @@ namespace h3::server {
 // What the service serves; the Server owns all of it.
 struct ServedModel {
   engine::Scheduler* scheduler = nullptr;  // null: no model loaded
+  const tokenizer::Tokenizer* tokenizer = nullptr;  // null: token ids only
   std::string name;
-  int64_t max_new_tokens = 0;  // per request
+  loader::ModelConfig config;
+  std::string device;    // the backend's name ("cpu", "cuda:0")
+  RequestLimits limits;  // the context and max_new_tokens per request
 };
 
 // The h3.v1.TextGeneration service over the engine loop. Generation
-// methods submit to the Scheduler and relay its ResultStream; a client that
+// methods submit to the Scheduler and relay the request's RequestOutput
+// (which makes the text on the handler's thread); a client that
 // cancels, disconnects or passes its deadline ends its request (and frees
 // its slot) within one engine iteration. Without a model, the model methods
 // answer UNAVAILABLE.
@@ -71,7 +76,7 @@ class TextGenerationService final : public v1::TextGeneration::Service {
   std::string RequestId(const v1::GenerateRequest& request);
   // Counts a refusal in the metrics and returns it.
   grpc::Status Refuse(const absl::Status& status);
-  const tokenizer::Tokenizer* tokenizer() const;
+  const tokenizer::Tokenizer* tokenizer() const { return model_.tokenizer; }
 
   const ServedModel model_;
   Metrics* const metrics_;

@@ -140,7 +140,7 @@ TEST_F(BenchRunnerTest, TheConcurrencyLimitHolds) {
 
 TEST_F(BenchRunnerTest, FailuresAreCountedByCode) {
   server::ServerOptions options = LoopbackOptions();
-  options.scheduler.slots = 1;
+  options.slots = 1;
   options.scheduler.max_waiting = 1;
   options.max_sequence_length = 4096;
   options.max_new_tokens = 4000;

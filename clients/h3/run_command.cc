@@ -14,6 +14,8 @@
 #include "clients/h3/id_list.h"
 #include "engine/backend.h"
 #include "engine/model.h"
+#include "engine/offline.h"
+#include "engine/runner.h"
 #include "engine/sampler.h"
 #include "loader/model_file.h"
 #include "models/default_model.h"
@@ -90,22 +92,26 @@ absl::Status Run(const RunFlags& flags) {
   if (prompt.empty()) {
     return absl::InvalidArgumentError("the prompt has no tokens");
   }
-  engine::SamplingParams params = flags.sampling;
-  if (flags.greedy) params.temperature = 0;
+  engine::OfflineRequest request;
+  request.prompt = prompt;
+  request.sampling = flags.sampling;
+  if (flags.greedy) request.sampling.temperature = 0;
+  request.max_new_tokens = flags.max_tokens;
+  request.prompt_logits = flags.logits;
   const loader::ModelConfig& config = file->config();
   // Only ids both the model and the tokenizer know are sampled.
-  int32_t vocab = static_cast<int32_t>(config.vocab_size);
   if (tok != nullptr) {
-    if (tok->vocab_size() > vocab) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the embedded tokenizer has ", tok->vocab_size(),
-                       " tokens, more than the model's vocabulary of ", vocab));
+    if (tok->vocab_size() > config.vocab_size) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the embedded tokenizer has ", tok->vocab_size(),
+          " tokens, more than the model's vocabulary of ", config.vocab_size));
     }
-    vocab = tok->vocab_size();
+    request.listed = tok->vocab_size();
+    if (!flags.ignore_eos) request.eos_id = tok->eos_id();
   }
-  H3_RETURN_IF_ERROR(engine::ValidateSamplingParams(params));
-  const uint64_t seed =
-      params.seed.has_value() ? *params.seed : engine::RandomSeed();
+  H3_RETURN_IF_ERROR(engine::ValidateSamplingParams(request.sampling));
+  request.seed = request.sampling.seed.has_value() ? *request.sampling.seed
+                                                   : engine::RandomSeed();
   engine::BackendOptions backend_options{flags.device};
   H3_ASSIGN_OR_RETURN(backend_options.weight_type,
                       engine::ParseWeightType(flags.dtype));
@@ -113,67 +119,51 @@ absl::Status Run(const RunFlags& flags) {
                       engine::MakeBackend(backend_options));
   H3_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::Model> model,
-      engine::Model::Load(
-          *file, std::move(backend),
-          {.prefill_chunk = flags.prefill_chunk,
+      engine::Model::Load(*file, std::move(backend),
+                          {.prefill_chunk = flags.prefill_chunk}));
+  // One sequence; a long prompt goes in steps of at most kStepTokens.
+  constexpr int64_t kStepTokens = 8192;
+  const int64_t step_tokens =
+      std::min<int64_t>(kStepTokens, static_cast<int64_t>(prompt.size()));
+  H3_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::Runner> runner,
+      engine::Runner::Create(
+          std::move(model),
+          {.slots = 1,
            .max_sequence_length =
-               static_cast<int64_t>(prompt.size()) + flags.max_tokens}));
-  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::SequenceState> sequence,
-                      model->NewSequence());
-  // Sampling runs on the model's backend (kernels/sampling.h).
-  H3_RETURN_IF_ERROR(model->CheckTokens(prompt));
-  std::vector<uint8_t> token_flags(config.vocab_size);
-  for (int32_t id : prompt) token_flags[id] |= kernels::kTokenInPrompt;
-  for (int64_t id = vocab; id < config.vocab_size; ++id) {
-    token_flags[id] |= kernels::kTokenBanned;
-  }
-  H3_RETURN_IF_ERROR(model->SetTokenFlags(*sequence, token_flags));
-  kernels::SamplingRow row = engine::SamplingRowOf(params, seed, 0);
-  int32_t id = 0;
-  const engine::StepSampling sampling{{&row, 1}, &id, nullptr};
-  Timing timing{.load_s = Seconds(load_start),
-                .prompt_tokens = static_cast<int64_t>(prompt.size())};
-
-  std::vector<float> logits(config.padded_vocab_size);
-  const Clock::time_point prefill_start = Clock::now();
-  H3_RETURN_IF_ERROR(model->Prefill(
-      *sequence, prompt, flags.logits ? logits.data() : nullptr, &sampling));
-  timing.prefill_s = Seconds(prefill_start);
-  nlohmann::ordered_json out = {{"prompt_ids", prompt}};
-  if (flags.logits) {
-    out["prompt_last_logits"] =
-        std::vector<float>(logits.begin(), logits.begin() + config.vocab_size);
-  }
+               static_cast<int64_t>(prompt.size()) + flags.max_tokens,
+           .max_step_tokens = step_tokens}));
+  const double load_s = Seconds(load_start);
 
   // Streamed text, for the plain output of a model with a tokenizer.
   std::optional<tokenizer::IncrementalDecoder> stream;
   if (tok != nullptr && !flags.json) {
     H3_ASSIGN_OR_RETURN(stream, tokenizer::IncrementalDecoder::Create(&*tok));
   }
-  const int32_t eos = tok != nullptr && !flags.ignore_eos ? tok->eos_id() : -1;
-  std::vector<int32_t> generated;
-  std::string finish_reason = "length";
-  const Clock::time_point decode_start = Clock::now();
-  while (static_cast<int64_t>(generated.size()) < flags.max_tokens) {
-    if (!generated.empty()) {
-      engine::SequenceState* batch[] = {sequence.get()};
-      row.step = generated.size();
-      H3_RETURN_IF_ERROR(
-          model->Decode(batch, {generated.back()}, nullptr, &sampling));
-      ++timing.decode_steps;
+  absl::Status streamed;
+  auto on_token = [&](size_t, int32_t id) {
+    if (!stream.has_value() || id == request.eos_id || !streamed.ok()) return;
+    absl::StatusOr<tokenizer::IncrementalDecoder::Step> step = stream->Add(id);
+    if (!step.ok()) {
+      streamed = step.status();
+      return;
     }
-    generated.push_back(id);
-    if (id == eos) {
-      finish_reason = "eos";
-      break;
-    }
-    if (stream.has_value()) {
-      H3_ASSIGN_OR_RETURN(tokenizer::IncrementalDecoder::Step step,
-                          stream->Add(id));
-      std::cout << step.text << std::flush;
-    }
-  }
-  timing.decode_s = Seconds(decode_start);
+    std::cout << step->text << std::flush;
+  };
+  std::vector<engine::OfflineResult> results;
+  H3_ASSIGN_OR_RETURN(
+      const engine::OfflineStats stats,
+      engine::GenerateOffline(*runner, {request}, step_tokens, &results,
+                              on_token));
+  H3_RETURN_IF_ERROR(streamed);
+  const engine::OfflineResult& result = results[0];
+  const std::vector<int32_t>& generated = result.generated;
+  const std::string finish_reason = result.eos ? "eos" : "length";
+  const Timing timing{.load_s = load_s,
+                      .prefill_s = stats.prefill_seconds,
+                      .decode_s = stats.decode_seconds,
+                      .prompt_tokens = static_cast<int64_t>(prompt.size()),
+                      .decode_steps = stats.decode_steps};
 
   if (stream.has_value()) {
     H3_ASSIGN_OR_RETURN(std::string rest, stream->Finish());
@@ -191,10 +181,16 @@ absl::Status Run(const RunFlags& flags) {
         finish_reason);
     return absl::OkStatus();
   }
+  nlohmann::ordered_json out = {{"prompt_ids", prompt}};
+  if (flags.logits) {
+    out["prompt_last_logits"] = std::vector<float>(
+        result.prompt_logits.begin(),
+        result.prompt_logits.begin() + config.vocab_size);
+  }
   out["generated_ids"] = generated;
   if (tok != nullptr) {
     std::vector<int32_t> text_ids = generated;
-    if (finish_reason == "eos") text_ids.pop_back();
+    if (result.eos) text_ids.pop_back();
     H3_ASSIGN_OR_RETURN(std::string text, tok->Decode(text_ids));
     out["text"] = text;
   }

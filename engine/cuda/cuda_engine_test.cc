@@ -11,17 +11,20 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "engine/model.h"
+#include "engine/runner.h"
 #include "gtest/gtest.h"
 #include "kernels/sampling.h"
 #include "loader/model_file.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/random_model.h"
+#include "tests/support/runner_calls.h"
 
 namespace h3::engine {
 namespace {
 
+using h3::testing::Feed;
+using h3::testing::FeedEach;
 using h3::testing::NormalisedError;
 
 // A small hybrid model the fused prefill kernel also takes (head_dim 1,
@@ -65,24 +68,22 @@ class CudaEngineTest : public h3::testing::GpuTest {
     file_ = *std::move(file);
   }
 
-  std::unique_ptr<Model> Load(const std::string& device,
-                              std::optional<ElementType> type,
-                              bool graphs = true, int64_t chunk = 48) {
+  std::unique_ptr<Runner> Load(const std::string& device,
+                               std::optional<ElementType> type,
+                               bool graphs = true, int64_t chunk = 48) {
     auto backend = MakeBackend({device, type});
     EXPECT_TRUE(backend.ok()) << backend.status();
     if (!backend.ok()) return nullptr;
-    ModelOptions options;
-    options.prefill_chunk = chunk;
-    options.max_sequence_length = 512;
-    options.decode_graphs = graphs;
-    auto model = Model::Load(*file_, *std::move(backend), options);
-    EXPECT_TRUE(model.ok()) << model.status();
-    return model.ok() ? *std::move(model) : nullptr;
+    auto runner = h3::testing::MakeRunner(*file_, *std::move(backend),
+                                          /*slots=*/16, /*context=*/512,
+                                          chunk, graphs);
+    EXPECT_TRUE(runner.ok()) << runner.status();
+    return runner.ok() ? *std::move(runner) : nullptr;
   }
 
   // The fp16 model of Open(1) twice: decode graphs on, and off.
-  void LoadGraphsOnAndOff(std::unique_ptr<Model>* with,
-                          std::unique_ptr<Model>* without) {
+  void LoadGraphsOnAndOff(std::unique_ptr<Runner>* with,
+                          std::unique_ptr<Runner>* without) {
     Open(1);
     *with = Load("cuda", ElementType::kF16, /*graphs=*/true);
     *without = Load("cuda", ElementType::kF16, /*graphs=*/false);
@@ -90,24 +91,23 @@ class CudaEngineTest : public h3::testing::GpuTest {
     ASSERT_NE(*without, nullptr);
   }
 
-  // Prefills `prompt`, then decodes `steps` greedy tokens; returns every
-  // step's logits (the prefill's first), concatenated.
-  std::vector<float> Greedy(Model& model, const std::vector<int32_t>& prompt,
+  // Prefills `prompt` in one step, then feeds `steps` greedy tokens; returns
+  // every step's logits (the prefill's first), concatenated.
+  std::vector<float> Greedy(Runner& runner, const std::vector<int32_t>& prompt,
                             int steps, std::vector<int32_t>* tokens) {
-    const int64_t row = config_.padded_vocab_size;
-    std::vector<float> all((steps + 1) * row);
-    auto seq = model.NewSequence();
-    EXPECT_TRUE(seq.ok());
-    EXPECT_TRUE(model.Prefill(**seq, prompt, all.data()).ok());
-    SequenceState* s = seq->get();
+    const SlotId slot = *runner.memory().Acquire();
+    std::vector<float> all, logits;
+    EXPECT_TRUE(Feed(runner, slot, prompt, &logits).ok());
+    all = logits;
     for (int i = 0; i < steps; ++i) {
-      const int32_t next = Argmax(all.data() + i * row, config_.vocab_size);
+      const int32_t next = Argmax(logits.data(), config_.vocab_size);
       tokens->push_back(next);
-      const absl::Status status =
-          model.Decode({&s, 1}, {&next, 1}, all.data() + (i + 1) * row);
+      const absl::Status status = Feed(runner, slot, {&next, 1}, &logits);
       EXPECT_TRUE(status.ok()) << status;
       if (!status.ok()) break;
+      all.insert(all.end(), logits.begin(), logits.end());
     }
+    runner.memory().Release(slot);
     return all;
   }
 
@@ -157,8 +157,8 @@ TEST_F(CudaEngineTest, SixteenBitWeightsStayCloseToTheCpu) {
   }
 }
 
-// Five sequences at different positions decoded together, against each
-// decoded alone: rows never mix, though a different batch may choose a
+// Five sequences at different positions fed a token each in one step,
+// against each alone: rows never mix, though a different batch may choose a
 // different matrix product algorithm (summation order), hence a bound
 // rather than equality.
 TEST_F(CudaEngineTest, ABatchEqualsEachSequenceAlone) {
@@ -168,26 +168,21 @@ TEST_F(CudaEngineTest, ABatchEqualsEachSequenceAlone) {
     ASSERT_NE(gpu, nullptr);
     const int64_t row = config_.padded_vocab_size;
     constexpr int kBatch = 5, kSteps = 6;
-    std::vector<std::unique_ptr<SequenceState>> together, alone;
-    std::vector<SequenceState*> batch;
-    std::vector<float> logits(kBatch * row);
+    std::vector<SlotId> together, alone;
+    std::vector<float> logits;
     for (int b = 0; b < kBatch; ++b) {
       const auto prompt = Tokens(3 + 29 * b, 10 + b, config_.vocab_size);
       for (auto* list : {&together, &alone}) {
-        auto seq = gpu->NewSequence();
-        ASSERT_TRUE(seq.ok());
-        ASSERT_TRUE(gpu->Prefill(**seq, prompt, logits.data()).ok());
-        list->push_back(*std::move(seq));
+        list->push_back(*gpu->memory().Acquire());
+        ASSERT_TRUE(Feed(*gpu, list->back(), prompt, &logits).ok());
       }
-      batch.push_back(together.back().get());
     }
     for (int step = 0; step < kSteps; ++step) {
       const auto next = Tokens(kBatch, 100 + step, config_.vocab_size);
-      std::vector<float> batched(kBatch * row), single(row);
-      ASSERT_TRUE(gpu->Decode(batch, next, batched.data()).ok());
+      std::vector<float> batched, single;
+      ASSERT_TRUE(FeedEach(*gpu, together, next, &batched).ok());
       for (int b = 0; b < kBatch; ++b) {
-        SequenceState* s = alone[b].get();
-        ASSERT_TRUE(gpu->Decode({&s, 1}, {&next[b], 1}, single.data()).ok());
+        ASSERT_TRUE(Feed(*gpu, alone[b], {&next[b], 1}, &single).ok());
         const std::vector<float> mine(batched.begin() + b * row,
                                       batched.begin() + (b + 1) * row);
         EXPECT_LT(NormalisedError(mine, single),
@@ -198,55 +193,84 @@ TEST_F(CudaEngineTest, ABatchEqualsEachSequenceAlone) {
   }
 }
 
+// A mixed step (single tokens of some sequences and prompt chunks of
+// others in one forward: the packed-rows path) against each sequence fed
+// alone.
+TEST_F(CudaEngineTest, AMixedStepEqualsEachSequenceAlone) {
+  Open(1);
+  auto gpu = Load("cuda", ElementType::kF32);
+  ASSERT_NE(gpu, nullptr);
+  const int64_t row = config_.padded_vocab_size;
+  const std::vector<int> lengths = {1, 40, 1, 97, 1, 5};
+  std::vector<SlotId> mixed, alone;
+  std::vector<std::vector<int32_t>> feeds;
+  std::vector<float> logits;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const auto prompt = Tokens(11 + 3 * i, 50 + i, config_.vocab_size);
+    for (auto* list : {&mixed, &alone}) {
+      list->push_back(*gpu->memory().Acquire());
+      ASSERT_TRUE(Feed(*gpu, list->back(), prompt, &logits).ok());
+    }
+    feeds.push_back(Tokens(lengths[i], 70 + i, config_.vocab_size));
+  }
+  StepPlan plan;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    plan.sequences.push_back(
+        {.slot = mixed[i], .tokens = feeds[i], .logits = true});
+  }
+  StepResult result;
+  ASSERT_TRUE(gpu->Execute(plan, &result).ok());
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_TRUE(Feed(*gpu, alone[i], feeds[i], &logits).ok());
+    const float* got = result.LogitsOf(i);
+    ASSERT_NE(got, nullptr);
+    EXPECT_LT(NormalisedError(std::vector<float>(got, got + row), logits),
+              1e-5)
+        << "entry " << i << " of " << lengths[i] << " tokens";
+  }
+}
+
 // The same padded steps replayed from a captured graph or run op by op:
 // the same kernels on the same inputs, so the logits are identical.
 TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
-  std::unique_ptr<Model> with, without;
+  std::unique_ptr<Runner> with, without;
   ASSERT_NO_FATAL_FAILURE(LoadGraphsOnAndOff(&with, &without));
-  const int64_t row = config_.padded_vocab_size;
   // Batch sizes that share and that change buckets, each replayed.
   for (int batch : {1, 3, 3, 4, 9, 9, 2}) {
-    std::vector<float> a(batch * row), b(batch * row);
-    std::vector<std::unique_ptr<SequenceState>> keep;
-    std::vector<SequenceState*> seqs_a, seqs_b;
+    std::vector<SlotId> slots_a, slots_b;
     for (int i = 0; i < batch; ++i) {
       const auto prompt = Tokens(5 + 7 * i, batch * 10 + i, config_.vocab_size);
-      for (auto [model, seqs] : {std::pair{with.get(), &seqs_a},
-                                 std::pair{without.get(), &seqs_b}}) {
-        auto seq = model->NewSequence();
-        ASSERT_TRUE(seq.ok());
-        ASSERT_TRUE(model->Prefill(**seq, prompt, nullptr).ok());
-        seqs->push_back(seq->get());
-        keep.push_back(*std::move(seq));
+      for (auto [runner, slots] : {std::pair{with.get(), &slots_a},
+                                   std::pair{without.get(), &slots_b}}) {
+        slots->push_back(*runner->memory().Acquire());
+        ASSERT_TRUE(Feed(*runner, slots->back(), prompt, nullptr).ok());
       }
     }
     for (int step = 0; step < 3; ++step) {
       const auto next = Tokens(batch, step, config_.vocab_size);
-      ASSERT_TRUE(with->Decode(seqs_a, next, a.data()).ok());
-      ASSERT_TRUE(without->Decode(seqs_b, next, b.data()).ok());
+      std::vector<float> a, b;
+      ASSERT_TRUE(FeedEach(*with, slots_a, next, &a).ok());
+      ASSERT_TRUE(FeedEach(*without, slots_b, next, &b).ok());
       EXPECT_EQ(a, b) << "batch " << batch << " step " << step;
     }
+    for (SlotId s : slots_a) with->memory().Release(s);
+    for (SlotId s : slots_b) without->memory().Release(s);
   }
 }
 
-// State passing on the GPU: a prompt prefilled in chunks of 48 (three
-// calls) and fed token by token leave the same state.
+// State passing on the GPU: a prompt prefilled in one step (three H3
+// prefill calls of up to 48 tokens) and fed token by token leave the same
+// state.
 TEST_F(CudaEngineTest, PrefillEqualsTokenByTokenDecoding) {
   Open(1);
   auto gpu = Load("cuda", ElementType::kF32);
   ASSERT_NE(gpu, nullptr);
   const auto tokens = Tokens(130, 5, config_.vocab_size);
-  const int64_t row = config_.padded_vocab_size;
-  std::vector<float> prefilled(row), stepped(row);
-  auto a = gpu->NewSequence();
-  ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(gpu->Prefill(**a, tokens, prefilled.data()).ok());
-  auto b = gpu->NewSequence();
-  ASSERT_TRUE(b.ok());
-  ASSERT_TRUE(gpu->Prefill(**b, {tokens.data(), 1}, stepped.data()).ok());
-  SequenceState* s = b->get();
-  for (size_t i = 1; i < tokens.size(); ++i) {
-    ASSERT_TRUE(gpu->Decode({&s, 1}, {&tokens[i], 1}, stepped.data()).ok());
+  std::vector<float> prefilled, stepped;
+  const SlotId a = *gpu->memory().Acquire(), b = *gpu->memory().Acquire();
+  ASSERT_TRUE(Feed(*gpu, a, tokens, &prefilled).ok());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    ASSERT_TRUE(Feed(*gpu, b, {&tokens[i], 1}, &stepped).ok());
   }
   EXPECT_LT(NormalisedError(prefilled, stepped), 1e-4);
 }
@@ -258,9 +282,8 @@ TEST_F(CudaEngineTest, PrefillEqualsTokenByTokenDecoding) {
 // boundary (kernels/cuda/sampling.h): a few of 5 x 24 draws, never a greedy
 // row's.
 TEST_F(CudaEngineTest, DeviceSamplingDrawsTheSpecificationsIds) {
-  std::unique_ptr<Model> with, without;
+  std::unique_ptr<Runner> with, without;
   ASSERT_NO_FATAL_FAILURE(LoadGraphsOnAndOff(&with, &without));
-  const int64_t row = config_.padded_vocab_size;
   const int32_t vocab = static_cast<int32_t>(config_.vocab_size);
   const std::vector<kernels::SamplingRow> params = {
       {.temperature = 0.0f},
@@ -274,8 +297,7 @@ TEST_F(CudaEngineTest, DeviceSamplingDrawsTheSpecificationsIds) {
        .seed = 14},
   };
   const size_t n = params.size();  // 5: the bucket of 8 pads three rows
-  std::vector<std::unique_ptr<SequenceState>> keep;
-  std::vector<SequenceState*> seqs_a, seqs_b;
+  std::vector<SlotId> slots_a, slots_b;
   std::vector<std::vector<int32_t>> counts(n, std::vector<int32_t>(vocab));
   std::vector<std::vector<uint8_t>> flags(n, std::vector<uint8_t>(vocab));
   std::vector<int32_t> next(n);
@@ -283,14 +305,11 @@ TEST_F(CudaEngineTest, DeviceSamplingDrawsTheSpecificationsIds) {
     const auto prompt = Tokens(9 + 5 * i, 40 + i, vocab);
     for (int32_t id : prompt) flags[i][id] |= kernels::kTokenInPrompt;
     flags[i][(7 * i) % vocab] |= kernels::kTokenBanned;
-    for (auto [model, seqs] :
-         {std::pair{with.get(), &seqs_a}, std::pair{without.get(), &seqs_b}}) {
-      auto seq = model->NewSequence();
-      ASSERT_TRUE(seq.ok());
-      ASSERT_TRUE(model->SetTokenFlags(**seq, flags[i]).ok());
-      ASSERT_TRUE(model->Prefill(**seq, prompt, nullptr).ok());
-      seqs->push_back(seq->get());
-      keep.push_back(*std::move(seq));
+    for (auto [runner, slots] : {std::pair{with.get(), &slots_a},
+                                 std::pair{without.get(), &slots_b}}) {
+      slots->push_back(*runner->memory().Acquire());
+      ASSERT_TRUE(runner->memory().SetTokenFlags(slots->back(), flags[i]).ok());
+      ASSERT_TRUE(Feed(*runner, slots->back(), prompt, nullptr).ok());
     }
     next[i] = prompt.back();
   }
@@ -298,21 +317,31 @@ TEST_F(CudaEngineTest, DeviceSamplingDrawsTheSpecificationsIds) {
   std::vector<kernels::SamplingRow> rows = params;
   for (int step = 0; step < 24; ++step) {
     for (auto& r : rows) r.step = step;
-    std::vector<int32_t> a(n), b(n);
-    std::vector<float> logits(n * row), unused(n * row);
-    const StepSampling sample_a{rows, a.data(), nullptr};
-    const StepSampling sample_b{rows, b.data(), nullptr};
-    ASSERT_TRUE(with->Decode(seqs_a, next, logits.data(), &sample_a).ok());
-    ASSERT_TRUE(without->Decode(seqs_b, next, unused.data(), &sample_b).ok());
-    EXPECT_EQ(a, b) << "graphs on and off, step " << step;
+    StepPlan plan_a, plan_b;
+    for (size_t i = 0; i < n; ++i) {
+      plan_a.sequences.push_back({.slot = slots_a[i],
+                                  .tokens = absl::MakeConstSpan(&next[i], 1),
+                                  .sample = true,
+                                  .sampling = rows[i],
+                                  .logits = true});
+      plan_b.sequences.push_back({.slot = slots_b[i],
+                                  .tokens = absl::MakeConstSpan(&next[i], 1),
+                                  .sample = true,
+                                  .sampling = rows[i]});
+    }
+    StepResult result_a, result_b;
+    ASSERT_TRUE(with->Execute(plan_a, &result_a).ok());
+    ASSERT_TRUE(without->Execute(plan_b, &result_b).ok());
+    const std::vector<int32_t>& a = result_a.ids;
+    EXPECT_EQ(a, result_b.ids) << "graphs on and off, step " << step;
     for (size_t i = 0; i < n; ++i) {
       kernels::TokenHistory h{counts[i].data(), flags[i].data()};
       int32_t want = -1;
       kernels::SampleParams p;
       p.batch = 1;
       p.vocab_size = vocab;
-      p.row_stride = row;
-      p.logits = logits.data() + i * row;
+      p.row_stride = config_.padded_vocab_size;
+      p.logits = result_a.LogitsOf(i);
       p.rows = &rows[i];
       p.histories = &h;
       p.ids = &want;

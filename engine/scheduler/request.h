@@ -57,8 +57,9 @@ struct Usage {
   double total_seconds = 0;        // submitted -> finished
 };
 
-// What a stream receives: new tokens since the last delta, and at the end
-// the finish reason and usage.
+// What a request's reader receives: new tokens since the last delta, and at
+// the end the finish reason and usage. The engine loop sends ids; the text is
+// made by the request's RequestOutput, on the reader's thread.
 struct Delta {
   std::vector<int32_t> token_ids;
   std::vector<SampledToken> logprobs;  // one per token when asked for

@@ -26,7 +26,7 @@ const char* FinishReasonName(FinishReason reason) {
 
 void ResultStream::Push(Delta delta) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (queue_.empty() || queue_.size() < capacity_) {
       queue_.push_back(std::move(delta));
     } else {
@@ -35,7 +35,6 @@ void ResultStream::Push(Delta delta) {
                             delta.token_ids.end());
       last.logprobs.insert(last.logprobs.end(), delta.logprobs.begin(),
                            delta.logprobs.end());
-      last.text += delta.text;
       last.finish = delta.finish;
       last.matched_stop = std::move(delta.matched_stop);
       last.matched_stop_token = delta.matched_stop_token;
@@ -43,14 +42,17 @@ void ResultStream::Push(Delta delta) {
       last.error = std::move(delta.error);
     }
   }
-  ready_.notify_all();
+  ready_.SignalAll();
 }
 
 std::optional<Delta> ResultStream::Next(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (final_taken_) return std::nullopt;
-  if (!ready_.wait_for(lock, timeout, [&] { return !queue_.empty(); })) {
-    return std::nullopt;
+  const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
+  while (queue_.empty()) {
+    if (ready_.WaitWithDeadline(&mu_, deadline) && queue_.empty()) {
+      return std::nullopt;
+    }
   }
   Delta delta = std::move(queue_.front());
   queue_.pop_front();
@@ -59,7 +61,7 @@ std::optional<Delta> ResultStream::Next(std::chrono::milliseconds timeout) {
 }
 
 bool ResultStream::done() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return final_taken_;
 }
 

@@ -1,36 +1,41 @@
 #ifndef H3_ENGINE_SCHEDULER_SCHEDULER_H_
 #define H3_ENGINE_SCHEDULER_SCHEDULER_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "engine/model.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/runner.h"
 #include "engine/scheduler/observer.h"
 #include "engine/scheduler/request.h"
+#include "engine/scheduler/request_output.h"
 #include "engine/scheduler/result_stream.h"
+#include "engine/step_plan.h"
 #include "tokenizer/tokenizer.h"
 
 namespace h3::engine {
 
+// The default token budget of an engine step: docs/scheduling.md has the
+// measurement behind it.
+inline constexpr int64_t kDefaultStepTokens = 256;
+
 struct SchedulerOptions {
-  // Sequences decoded together; each holds SSM states and a KV cache of the
-  // model's max_sequence_length, allocated at start-up.
-  int slots = 8;
   // Requests that may wait for a slot; past it Submit answers
   // ResourceExhausted.
   int max_waiting = 64;
-  // Prompt tokens prefilled per iteration, over all sequences: a long
-  // prompt is split across iterations (state passing), so running
-  // sequences keep decoding between its chunks.
-  int64_t prefill_tokens_per_iteration = 256;
+  // Tokens per engine step: every running sequence's next token, then
+  // prompt chunks, oldest request first, up to this many in all. A long
+  // prompt is split across steps (state passing), so running sequences keep
+  // generating between its chunks. At least the runner's slots (so prompts
+  // always progress), at most its max_step_tokens.
+  int64_t step_tokens = kDefaultStepTokens;
   // Deltas a stream buffers before the loop merges new ones into the last.
   int stream_buffer = 64;
   // Receives per-iteration and per-request measurements; may be null. Must
@@ -38,31 +43,34 @@ struct SchedulerOptions {
   SchedulerObserver* observer = nullptr;
 };
 
-// The engine loop: continuous batching over a pool of sequence slots.
-// Each iteration (1) ends cancelled, aborted and expired requests, (2) admits
-// waiting requests into free slots, (3) prefills prompt chunks within the
-// token budget, oldest first, sampling a sequence's first token when its
-// prompt is done, (4) runs one batched decode step for every sequence past
-// its prompt and samples, (5) frees the slots of finished sequences.
-// Results go to each request's ResultStream and never wait for its reader.
+// The engine loop's policy: continuous batching over the runner's sequence
+// slots. Each iteration it (1) ends cancelled, aborted, stopped and expired
+// requests, (2) admits waiting requests into free slots, (3) plans one step
+// (StepPlan: every running sequence's next token, then prompt chunks within
+// the token budget) and has the Runner execute it, (4) hands each sampled id
+// to its request's ResultStream, ending requests at end of text, a stop
+// token id or max_new_tokens, and (5) frees the slots of finished requests.
+// It never calls the model itself, never blocks on a reader, and never makes
+// text: each request's RequestOutput does that on the reader's thread.
 //
 // Thread-safe: Submit, Abort, stats and Drain may be called from any thread;
-// one internal thread drives the model.
+// one internal thread drives the runner.
 class Scheduler {
  public:
   // Starts the loop. `tokenizer` (may be null: token ids only, no stop
   // strings, no text) must outlive the scheduler. InvalidArgument for bad
-  // options; errors of allocating the slots.
+  // options.
   static absl::StatusOr<std::unique_ptr<Scheduler>> Create(
-      std::unique_ptr<Model> model, const tokenizer::Tokenizer* tokenizer,
+      std::unique_ptr<Runner> runner, const tokenizer::Tokenizer* tokenizer,
       const SchedulerOptions& options);
   // Stops the loop; requests still held end with kCancelled.
   ~Scheduler();
 
-  // Queues `request`. InvalidArgument naming the field and the limit for a
-  // bad request; AlreadyExists for a request id in use; ResourceExhausted
-  // when the waiting queue is full; Unavailable while draining.
-  absl::StatusOr<std::shared_ptr<ResultStream>> Submit(
+  // Queues `request`; its output is read from the returned object.
+  // InvalidArgument naming the field and the limit for a bad request;
+  // AlreadyExists for a request id in use; ResourceExhausted when the
+  // waiting queue is full; Unavailable while draining.
+  absl::StatusOr<std::unique_ptr<RequestOutput>> Submit(
       GenerationRequest request);
 
   // Ends the request with kCancelled at the next iteration. False if no
@@ -81,15 +89,16 @@ class Scheduler {
   };
   Stats stats() const;
 
-  const Model& model() const { return *model_; }
-  // Null when the scheduler serves token ids only.
-  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_; }
+  // The limits requests are checked against (they do not change).
+  int slots() const { return slots_; }
+  int64_t max_sequence_length() const { return max_sequence_length_; }
   const SchedulerOptions& options() const { return options_; }
 
  private:
   struct Sequence;
 
-  Scheduler(std::unique_ptr<Model> model, const tokenizer::Tokenizer* tokenizer,
+  Scheduler(std::unique_ptr<Runner> runner,
+            const tokenizer::Tokenizer* tokenizer,
             const SchedulerOptions& options);
   absl::Status Validate(const GenerationRequest& request) const;
   void Loop();
@@ -97,39 +106,43 @@ class Scheduler {
   void Step();
   void Admit();
   void EndExpired();
-  absl::Status Prefill();
-  absl::Status Decode();
+  // Plans one step, has the runner execute it and emits its tokens.
+  absl::Status RunStep();
   // The sampling row of a sequence's next token.
   static kernels::SamplingRow RowOf(const Sequence& s);
-  // Streams a sequence's sampled token; `logits` (host, or null) are its
-  // logits, needed for top logprobs.
+  // Hands a sequence's sampled token to its stream; `logits` (host, or
+  // null) are its logits, needed for top logprobs.
   void Emit(Sequence& s, int32_t id, float logprob, const float* logits);
-  // Ends the sequence; `delta` (completed with the reason, usage and any
-  // held-back text) is sent by Retire, or by whoever ends a waiting one.
+  // Ends the sequence; `delta` (completed with the reason and usage) is
+  // sent by Retire, or by whoever ends a waiting one.
   void Finish(Sequence& s, FinishReason reason, Delta delta);
   // Frees the slots and request ids of finished sequences, then sends their
   // final deltas.
   void Retire();
 
-  std::unique_ptr<Model> model_;
-  const tokenizer::Tokenizer* tokenizer_;
-  const SchedulerOptions options_;
-  std::vector<float> logits_;  // [slots, padded_vocab], for top logprobs
-
-  // Owned by the loop thread.
-  std::vector<std::unique_ptr<SequenceState>> free_states_;
+  // Loop thread only.
+  std::unique_ptr<Runner> runner_;
   std::vector<std::unique_ptr<Sequence>> running_;
+  StepPlan plan_;
+  StepResult result_;
   IterationReport report_;  // of the current iteration
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<std::unique_ptr<Sequence>> waiting_;  // guarded by mu_
-  absl::flat_hash_set<std::string> ids_;           // guarded by mu_
-  absl::flat_hash_set<std::string> aborted_;       // guarded by mu_
-  int running_count_ = 0;                          // guarded by mu_
-  int64_t iterations_ = 0;                         // guarded by mu_
-  bool draining_ = false;                          // guarded by mu_
-  bool stopping_ = false;                          // guarded by mu_
+  const tokenizer::Tokenizer* tokenizer_;
+  const SchedulerOptions options_;
+  const int slots_;
+  const int64_t max_sequence_length_;
+  const int64_t vocab_size_;
+  const int64_t padded_vocab_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar wake_;
+  std::deque<std::unique_ptr<Sequence>> waiting_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> ids_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> aborted_ ABSL_GUARDED_BY(mu_);
+  int running_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t iterations_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

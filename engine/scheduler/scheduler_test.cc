@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/golden.h"
 #include "tests/support/random_model.h"
+#include "tests/support/runner_calls.h"
 #include "tokenizer/load.h"
 
 namespace h3::engine {
@@ -40,13 +41,12 @@ std::unique_ptr<loader::ModelFile> TinyModelFile() {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Scheduler> Make(SchedulerOptions options,
+  std::unique_ptr<Scheduler> Make(int slots, SchedulerOptions options = {},
                                   int64_t context = 128) {
-    auto model =
-        Model::Load(*file_, MakeCpuBackend(),
-                    {.prefill_chunk = 1024, .max_sequence_length = context});
-    EXPECT_TRUE(model.ok()) << model.status();
-    auto s = Scheduler::Create(*std::move(model), nullptr, options);
+    auto runner =
+        h3::testing::MakeRunner(*file_, MakeCpuBackend(), slots, context);
+    EXPECT_TRUE(runner.ok()) << runner.status();
+    auto s = Scheduler::Create(*std::move(runner), nullptr, options);
     EXPECT_TRUE(s.ok()) << s.status();
     return *std::move(s);
   }
@@ -70,7 +70,8 @@ class SchedulerTest : public ::testing::Test {
   }
 
   // Reads a stream to its end: all tokens, and the final delta.
-  static std::pair<std::vector<int32_t>, Delta> Collect(ResultStream& stream) {
+  static std::pair<std::vector<int32_t>, Delta> Collect(
+      RequestOutput& stream) {
     std::vector<int32_t> tokens;
     while (true) {
       std::optional<Delta> d = stream.Next(milliseconds(20000));
@@ -88,7 +89,7 @@ class SchedulerTest : public ::testing::Test {
 
 TEST_F(SchedulerTest, GreedyTokensMatchThePyTorchReference) {
   const nlohmann::json g = Golden();
-  auto scheduler = Make({.slots = 2});
+  auto scheduler = Make(2);
   auto stream = scheduler->Submit(
       Greedy("a", g["prompt"].get<std::vector<int32_t>>(), 8));
   ASSERT_TRUE(stream.ok()) << stream.status();
@@ -100,9 +101,11 @@ TEST_F(SchedulerTest, GreedyTokensMatchThePyTorchReference) {
   EXPECT_GT(last.usage.first_token_seconds, 0);
 }
 
-TEST_F(SchedulerTest, ConcurrentRequestsEachGetTheirSoloResult) {
-  // 12 requests of different lengths, greedy and seeded, over 4 slots (so
-  // some wait), prefilled 7 tokens per iteration (so prompts are split).
+TEST_F(SchedulerTest, ConcurrentRequestsEachGetTheirSoloResultBitwise) {
+  // 12 requests of different lengths, greedy and seeded, over a few slots
+  // (so some wait) with small step budgets (so prompts are split and steps
+  // mix prompt chunks with other requests' tokens): each gets exactly the
+  // tokens, and the logprobs, it gets alone.
   std::vector<GenerationRequest> requests;
   for (int i = 0; i < 12; ++i) {
     std::vector<int32_t> prompt;
@@ -111,29 +114,55 @@ TEST_F(SchedulerTest, ConcurrentRequestsEachGetTheirSoloResult) {
     if (i % 2 == 1)
       r.sampling = {
           .temperature = 0.9f, .top_k = 20, .seed = static_cast<uint64_t>(i)};
+    r.logprobs = 0;
     requests.push_back(r);
   }
+  auto logprobs = [](const std::vector<SampledToken>& tokens) {
+    std::vector<float> out;
+    for (const SampledToken& t : tokens) out.push_back(t.logprob);
+    return out;
+  };
   std::vector<std::vector<int32_t>> solo;
-  auto alone = Make({.slots = 1});
+  std::vector<std::vector<float>> solo_logprobs;
+  auto alone = Make(1, {.step_tokens = 128});
   for (const auto& r : requests) {
     auto stream = alone->Submit(r);
     ASSERT_TRUE(stream.ok()) << stream.status();
-    solo.push_back(Collect(**stream).first);
+    std::vector<SampledToken> tokens;
+    while (std::optional<Delta> d = (*stream)->Next(milliseconds(20000))) {
+      tokens.insert(tokens.end(), d->logprobs.begin(), d->logprobs.end());
+      if (d->finish != FinishReason::kNone) break;
+    }
+    std::vector<int32_t> ids;
+    for (const SampledToken& t : tokens) ids.push_back(t.id);
+    solo.push_back(ids);
+    solo_logprobs.push_back(logprobs(tokens));
   }
-  auto batched = Make({.slots = 4, .prefill_tokens_per_iteration = 7});
-  std::vector<std::shared_ptr<ResultStream>> streams;
-  for (const auto& r : requests) {
-    auto stream = batched->Submit(r);
-    ASSERT_TRUE(stream.ok()) << stream.status();
-    streams.push_back(*stream);
+  for (auto [slots, budget] : {std::pair{4, 7}, std::pair{5, 16}}) {
+    auto batched = Make(slots, {.step_tokens = budget});
+    std::vector<std::unique_ptr<RequestOutput>> streams;
+    for (const auto& r : requests) {
+      auto stream = batched->Submit(r);
+      ASSERT_TRUE(stream.ok()) << stream.status();
+      streams.push_back(*std::move(stream));
+    }
+    for (size_t i = 0; i < requests.size(); ++i) {
+      std::vector<SampledToken> tokens;
+      while (std::optional<Delta> d = streams[i]->Next(milliseconds(20000))) {
+        tokens.insert(tokens.end(), d->logprobs.begin(), d->logprobs.end());
+        if (d->finish != FinishReason::kNone) break;
+      }
+      std::vector<int32_t> ids;
+      for (const SampledToken& t : tokens) ids.push_back(t.id);
+      EXPECT_EQ(ids, solo[i]) << requests[i].request_id << ", " << slots
+                              << " slots, budget " << budget;
+      EXPECT_EQ(logprobs(tokens), solo_logprobs[i]) << requests[i].request_id;
+    }
+    WaitForFreeSlots(*batched);
+    const Scheduler::Stats stats = batched->stats();
+    EXPECT_EQ(stats.running, 0);
+    EXPECT_EQ(stats.free_slots, slots);
   }
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ(Collect(*streams[i]).first, solo[i]) << requests[i].request_id;
-  }
-  WaitForFreeSlots(*batched);
-  const Scheduler::Stats stats = batched->stats();
-  EXPECT_EQ(stats.running, 0);
-  EXPECT_EQ(stats.free_slots, 4);
 }
 
 // Records what the loop reports.
@@ -162,13 +191,13 @@ class RecordingObserver : public SchedulerObserver {
 TEST_F(SchedulerTest, TheObserverSeesEveryTokenAndEveryEnd) {
   RecordingObserver observer;
   {
-    auto scheduler = Make({.slots = 3, .observer = &observer});
-    std::vector<std::shared_ptr<ResultStream>> streams;
+    auto scheduler = Make(3, {.observer = &observer});
+    std::vector<std::unique_ptr<RequestOutput>> streams;
     for (int i = 0; i < 3; ++i) {
       auto stream = scheduler->Submit(
           Greedy("o" + std::to_string(i), {1, 2, 3, 4}, 5 + i));
       ASSERT_TRUE(stream.ok()) << stream.status();
-      streams.push_back(*stream);
+      streams.push_back(*std::move(stream));
     }
     for (auto& stream : streams) Collect(*stream);
     WaitForFreeSlots(*scheduler);
@@ -185,7 +214,7 @@ TEST_F(SchedulerTest, TheObserverSeesEveryTokenAndEveryEnd) {
 }
 
 TEST_F(SchedulerTest, CancelAbortAndDeadlineFreeTheirSlots) {
-  auto scheduler = Make({.slots = 3}, /*context=*/4096);
+  auto scheduler = Make(3, {}, /*context=*/4096);
   auto cancelled = *scheduler->Submit(Greedy("c", {1, 2, 3}, 4000));
   auto aborted = *scheduler->Submit(Greedy("a", {4, 5}, 4000));
   GenerationRequest late = Greedy("d", {6}, 4000);
@@ -204,7 +233,7 @@ TEST_F(SchedulerTest, CancelAbortAndDeadlineFreeTheirSlots) {
 }
 
 TEST_F(SchedulerTest, FullQueueIsResourceExhaustedAndDrainingIsUnavailable) {
-  auto scheduler = Make({.slots = 1, .max_waiting = 1}, /*context=*/4096);
+  auto scheduler = Make(1, {.max_waiting = 1}, /*context=*/4096);
   auto running = *scheduler->Submit(Greedy("1", {1}, 4000));
   ASSERT_TRUE(running->Next(milliseconds(20000)).has_value());  // admitted
   auto waiting = scheduler->Submit(Greedy("2", {1}, 4000));
@@ -224,7 +253,7 @@ TEST_F(SchedulerTest, FullQueueIsResourceExhaustedAndDrainingIsUnavailable) {
 }
 
 TEST_F(SchedulerTest, BadRequestsNameTheFieldAndTheLimit) {
-  auto scheduler = Make({.slots = 1}, /*context=*/64);
+  auto scheduler = Make(1, {}, /*context=*/64);
   const struct {
     GenerationRequest request;
     const char* message;
@@ -281,7 +310,7 @@ TEST_F(SchedulerTest, BadRequestsNameTheFieldAndTheLimit) {
 }
 
 TEST_F(SchedulerTest, StopTokenIdsEndTheGenerationUnlessTooShort) {
-  auto scheduler = Make({.slots = 1});
+  auto scheduler = Make(1);
   const nlohmann::json g = Golden();
   const auto prompt = g["prompt"].get<std::vector<int32_t>>();
   const auto greedy = g["greedy"].get<std::vector<int32_t>>();  // 59 59 0 36..
@@ -308,8 +337,8 @@ TEST(SchedulerTextTest, StopStringsEndTheTextAndNeverLeak) {
                                               "/spm/h3_test.model");
   ASSERT_TRUE(tok.ok()) << tok.status();
   auto run = [&](std::vector<std::string> stops) {
-    auto model = Model::Load(**file, MakeCpuBackend(), {});
-    auto s = Scheduler::Create(*std::move(model), tok->get(), {.slots = 2});
+    auto runner = h3::testing::MakeRunner(**file, MakeCpuBackend(), 2, 128);
+    auto s = Scheduler::Create(*std::move(runner), tok->get(), {});
     GenerationRequest r;
     r.request_id = "t";
     r.prompt = {5, 6, 7};
@@ -321,10 +350,14 @@ TEST(SchedulerTextTest, StopStringsEndTheTextAndNeverLeak) {
     EXPECT_TRUE(stream.ok()) << stream.status();
     std::string text;
     Delta last;
+    int64_t tokens = 0;
     for (std::optional<Delta> d; (d = (*stream)->Next(milliseconds(20000)));) {
       text += d->text;
+      tokens += static_cast<int64_t>(d->token_ids.size());
       last = *d;
     }
+    // Usage counts exactly the tokens the reader got.
+    EXPECT_EQ(last.usage.generated_tokens, tokens);
     return std::pair{text, last};
   };
   const auto [full, full_end] = run({});
@@ -347,7 +380,7 @@ TEST(SchedulerTextTest, StopStringsEndTheTextAndNeverLeak) {
 TEST(ResultStreamTest, ASlowReaderGetsMergedDeltasNeverBlocksTheWriter) {
   ResultStream stream(2);
   for (int i = 0; i < 5; ++i) {
-    stream.Push({.token_ids = {i}, .text = std::to_string(i)});
+    stream.Push({.token_ids = {i}});
   }
   stream.Push({.token_ids = {5}, .finish = FinishReason::kLength});
   std::optional<Delta> first = stream.Next(milliseconds(10));
@@ -356,7 +389,6 @@ TEST(ResultStreamTest, ASlowReaderGetsMergedDeltasNeverBlocksTheWriter) {
   std::optional<Delta> rest = stream.Next(milliseconds(10));
   ASSERT_TRUE(rest.has_value());
   EXPECT_EQ(rest->token_ids, (std::vector<int32_t>{1, 2, 3, 4, 5}));
-  EXPECT_EQ(rest->text, "1234");
   EXPECT_EQ(rest->finish, FinishReason::kLength);
   EXPECT_TRUE(stream.done());
   EXPECT_FALSE(stream.Next(milliseconds(1)).has_value());

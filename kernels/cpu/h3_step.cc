@@ -1,4 +1,4 @@
-// One recurrent H3 step per sequence (H3_MODEL.md, "Recurrent form").
+// One recurrent H3 step per sequence (docs/model.md, "Recurrent form").
 #include <algorithm>
 #include <complex>
 #include <vector>

@@ -1,5 +1,5 @@
 // The H3 CPU ops against an independent, direct double-precision evaluation
-// of H3_MODEL.md: the convolution as a plain sum, the kernel from powers of
+// of docs/model.md: the convolution as a plain sum, the kernel from powers of
 // dA, the states by the recurrence. And the ops against each other: chunked
 // prefill (state passing) equals one prefill, decoding continues a prefill.
 #include "kernels/h3.h"

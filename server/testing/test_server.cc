@@ -51,7 +51,7 @@ ServerOptions LoopbackOptions() {
   options.model_path = SpmModelPath();
   options.max_sequence_length = 1024;
   options.max_new_tokens = 512;
-  options.scheduler.slots = 4;
+  options.slots = 4;
   return options;
 }
 

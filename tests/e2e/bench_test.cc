@@ -125,7 +125,7 @@ TEST_F(BenchTest, JsonHoldsOptionsModelBuildAndNumbersThatAddUp) {
 
 TEST_F(BenchTest, FailuresAgainstATinyQueueAreCountedNotFatal) {
   server::ServerOptions options = server::testing::LoopbackOptions();
-  options.scheduler.slots = 1;
+  options.slots = 1;
   options.scheduler.max_waiting = 1;
   options.max_sequence_length = 4096;
   options.max_new_tokens = 4000;

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """An independent fp32 PyTorch reference of the hybrid H3 language model.
 
-Written from H3_MODEL.md and the original forward() of the HazyResearch H3
+Written from docs/model.md and the original forward() of the HazyResearch H3
 code, with different algorithms from our C++ engine where there is a choice:
 the shift kernel as an FFT correlation of B and C, the diagonal SSM kernel as a
 Vandermonde product exp(l * log dA), the long convolution with torch.fft, and

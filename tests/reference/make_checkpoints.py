@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Builds the loader's test fixtures: tiny random H3 models saved as PyTorch
-checkpoints in the three layouts of H3_MODEL.md and as safetensors, broken and
+checkpoints in the three layouts of docs/model.md and as safetensors, broken and
 hostile inputs, and the values the C++ tests must read back.
 
 Regenerate (needs Debian's python3-torch; the pyenv python3 has no torch):
