@@ -22,17 +22,7 @@ using kernels::H3PrefillPath;
 using kernels::H3Shape;
 using kernels::H3Weights;
 
-const char* TypeName(ElementType type) {
-  switch (type) {
-    case ElementType::kF32:
-      return "fp32";
-    case ElementType::kF16:
-      return "fp16";
-    case ElementType::kBF16:
-      return "bf16";
-  }
-  return "?";
-}
+const char* TypeName(ElementType type) { return ElementTypeName(type); }
 
 std::optional<ElementType> ParseType(const std::string& name) {
   for (ElementType t :

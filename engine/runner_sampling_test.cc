@@ -113,7 +113,6 @@ TEST_F(RunnerSamplingTest, PrefillAndDecodeSampleWhatTheSpecificationDraws) {
   std::vector<SlotId> slots;
   std::vector<HostHistory> histories;
   std::vector<int32_t> next(n);
-  const int64_t v_pad = config_.padded_vocab_size;
   std::vector<float> logits;
   for (size_t i = 0; i < n; ++i) {
     slots.push_back(*memory().Acquire());

@@ -127,7 +127,7 @@ RunRecord BenchRunner::Run(const std::vector<BenchPrompt>& prompts,
                            const ProgressFn& progress) {
   RunRecord run;
   run.requests.resize(prompts.size());
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   calls_.clear();
   calls_.resize(prompts.size());
   in_flight_ = done_ = failed_ = 0;
@@ -139,64 +139,80 @@ RunRecord BenchRunner::Run(const std::vector<BenchPrompt>& prompts,
           ? start_ + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(options_.time_limit_s))
           : Clock::time_point::max();
-  auto stop_at_limit = [&] {
-    if (stopped_ || Clock::now() < limit) return false;
-    stopped_ = true;
-    stopped_by_ = "time limit";
-    for (const std::unique_ptr<Call>& call : calls_) {
-      if (call != nullptr) call->Cancel();
+  // At the time limit, stops the run; the calls are cancelled without the
+  // lock.
+  auto stop_at_limit = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<std::shared_ptr<Call>> to_cancel;
+    if (Clock::now() < limit || !StopLocked("time limit", &to_cancel)) {
+      return;
     }
-    return true;
+    mu_.Unlock();
+    for (const auto& call : to_cancel) call->Cancel();
+    mu_.Lock();
   };
 
-  for (size_t i = 0; i < prompts.size() && !stopped_; ++i) {
+  for (size_t i = 0; i < prompts.size(); ++i) {
     const Clock::time_point arrival =
         start_ + std::chrono::duration_cast<Clock::duration>(
                      std::chrono::duration<double>(arrivals[i]));
-    auto full = [this] {
+    auto full = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return options_.max_concurrency > 0 &&
              in_flight_ >= options_.max_concurrency;
     };
-    while (!stopped_ && !stop_at_limit() &&
-           (Clock::now() < arrival || full())) {
-      WaitAWhile(lock, std::min(full() ? limit : arrival, limit), progress);
+    while (true) {
+      stop_at_limit();
+      if (stopped_ || (Clock::now() >= arrival && !full())) break;
+      WaitAWhile(std::min(full() ? limit : arrival, limit), progress);
     }
     if (stopped_) break;
     ++in_flight_;
-    calls_[i] = std::make_unique<Call>(this, &run.requests[i], start_);
+    calls_[i] = std::make_shared<Call>(this, &run.requests[i], start_);
     Call* call = calls_[i].get();
     // Stop may cancel the call before it starts; gRPC then cancels it on
     // start.
-    lock.unlock();
+    mu_.Unlock();
     call->Start(MakeRequest(prompts[i], options_.temperature));
-    lock.lock();
+    mu_.Lock();
   }
   while (in_flight_ > 0) {
     stop_at_limit();
-    WaitAWhile(lock, limit, progress);
+    WaitAWhile(limit, progress);
   }
   run.duration_s = std::chrono::duration<double>(Clock::now() - start_).count();
   run.client_cpu_s = ProcessCpuSeconds() - cpu_before;
   run.stopped_by = stopped_by_;
   const Progress last = ProgressLocked();
-  lock.unlock();
-  if (progress != nullptr) progress(last);
+  if (progress != nullptr) {
+    mu_.Unlock();
+    progress(last);
+    mu_.Lock();
+  }
   return run;
 }
 
-void BenchRunner::Stop(const std::string& why) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopped_) return;
+bool BenchRunner::StopLocked(const std::string& why,
+                             std::vector<std::shared_ptr<Call>>* to_cancel) {
+  if (stopped_) return false;
   stopped_ = true;
   stopped_by_ = why;
-  for (const std::unique_ptr<Call>& call : calls_) {
-    if (call != nullptr) call->Cancel();
+  for (const std::shared_ptr<Call>& call : calls_) {
+    if (call != nullptr) to_cancel->push_back(call);
   }
-  changed_.notify_all();
+  changed_.SignalAll();
+  return true;
+}
+
+void BenchRunner::Stop(const std::string& why) {
+  std::vector<std::shared_ptr<Call>> to_cancel;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!StopLocked(why, &to_cancel)) return;
+  }
+  for (const auto& call : to_cancel) call->Cancel();
 }
 
 void BenchRunner::Ended(const grpc::Status& status, RequestRecord* record) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   using Outcome = RequestRecord::Outcome;
   if (status.ok()) {
     record->outcome = Outcome::kSucceeded;
@@ -209,24 +225,25 @@ void BenchRunner::Ended(const grpc::Status& status, RequestRecord* record) {
   }
   --in_flight_;
   ++done_;
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
-void BenchRunner::WaitAWhile(std::unique_lock<std::mutex>& lock,
-                             Clock::time_point until,
+void BenchRunner::WaitAWhile(Clock::time_point until,
                              const ProgressFn& progress) {
   Clock::time_point now = Clock::now();
   if (progress != nullptr && now >= next_progress_) {
     next_progress_ = now + kProgressInterval;
     const Progress p = ProgressLocked();
-    lock.unlock();
+    mu_.Unlock();
     progress(p);
-    lock.lock();
+    mu_.Lock();
     now = Clock::now();
   }
   until = std::min(until, now + kProgressInterval);
   if (progress != nullptr) until = std::min(until, next_progress_);
-  changed_.wait_until(lock, until);
+  if (until > now) {
+    changed_.WaitWithTimeout(&mu_, absl::FromChrono(until - now));
+  }
 }
 
 Progress BenchRunner::ProgressLocked() const {

@@ -2,13 +2,14 @@
 #define H3_CLIENTS_H3_BENCH_RUNNER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "clients/h3/bench_dataset.h"
 #include "clients/h3/bench_result.h"
@@ -87,26 +88,31 @@ class BenchRunner {
   // Called by a Call from a gRPC thread when it has ended.
   void Ended(const grpc::Status& status, RequestRecord* record);
   // Waits until `until`, Stop, or a call's end, at most 100 ms; calls
-  // `progress` when its time has come. Returns with `lock` held.
-  void WaitAWhile(std::unique_lock<std::mutex>& lock, Clock::time_point until,
-                  const ProgressFn& progress);
-  Progress ProgressLocked() const;
+  // `progress` (without the lock) when its time has come.
+  void WaitAWhile(Clock::time_point until, const ProgressFn& progress)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Progress ProgressLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the run stopped for `why` (the first reason counts); true if it
+  // was not stopped before, and then the calls to cancel (after unlocking).
+  bool StopLocked(const std::string& why,
+                  std::vector<std::shared_ptr<Call>>* to_cancel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   v1::TextGeneration::Stub* stub_;
   const LoadOptions options_;
 
-  std::mutex mu_;
-  std::condition_variable changed_;  // a call ended, or Stop
-  bool stopped_ = false;             // guarded by mu_
-  std::string stopped_by_;           // guarded by mu_
-  // The current run's calls, by request index (null: not sent); guarded by
-  // mu_, as are the counters.
-  std::vector<std::unique_ptr<Call>> calls_;
-  int64_t in_flight_ = 0;
-  int64_t done_ = 0;
-  int64_t failed_ = 0;
-  Clock::time_point start_;
-  Clock::time_point next_progress_;
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // a call ended, or Stop
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::string stopped_by_ ABSL_GUARDED_BY(mu_);
+  // The current run's calls, by request index (null: not sent); shared so
+  // that a call taken under the lock can be cancelled after releasing it.
+  std::vector<std::shared_ptr<Call>> calls_ ABSL_GUARDED_BY(mu_);
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::time_point start_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point next_progress_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace h3::cli

@@ -132,6 +132,9 @@ TEST_P(EmbeddingGpuTest, GathersRowsAsFloat) {
         bits = loader::FloatToBFloat16(values[i]);
         meaning[i] = loader::BFloat16ToFloat(bits);
         break;
+      default:
+        ADD_FAILURE() << "no table of " << ElementTypeName(type);
+        break;
     }
     std::memcpy(&table[2 * i], &bits, 2);
   }

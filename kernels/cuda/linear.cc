@@ -85,7 +85,7 @@ cudaDataType_t CudaType(ElementType type) {
       return CUDA_R_16F;
     case ElementType::kBF16:
       return CUDA_R_16BF;
-    case ElementType::kF32:
+    default:  // kF32: Run refuses the other types
       break;
   }
   return CUDA_R_32F;
@@ -267,6 +267,11 @@ std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
   if (x_begin < y_begin + p.rows * p.n * sizeof(float) &&
       y_begin < x_begin + p.rows * p.k * sizeof(float)) {
     return "LinearCuda: y overlaps x";
+  }
+  if (p.w_type != ElementType::kF32 && p.w_type != ElementType::kF16 &&
+      p.w_type != ElementType::kBF16) {
+    return std::string("LinearCuda: weights of type ") +
+           ElementTypeName(p.w_type) + "; fp32, fp16 or bf16 only";
   }
 
   // For 16-bit weights the product reads x rounded to W's type.
