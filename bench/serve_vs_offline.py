@@ -1,0 +1,206 @@
+#!/usr/bin/python3
+"""h3serve under `h3 bench` against the offline engine on the same work, in
+one run: output tokens/s of each, their ratio, and the served inter-token
+latency (median and p99), with the server's own step statistics.
+
+  /usr/bin/python3 bench/serve_vs_offline.py [--model MODEL.h3 | --shape h3-125m]
+      [--concurrency 16] [--num-prompts 32] [--input-len 256] [--output-len 64]
+      [--device cpu] [--threads 2] [--reps 2] [--server-args "..."]
+      [--out bench/results/serve_vs_offline_cpu_debian12_2core.json]
+
+The work: --num-prompts requests of --input-len random token ids, each
+generating exactly --output-len tokens (eos ignored), at most --concurrency
+at once.
+  served:  h3serve with --slots = --concurrency and otherwise its default
+           flags (plus --server-args), loaded by `h3 bench --max-concurrency`;
+           output tokens/s over the whole run (prefill included);
+  offline: h3_engine_bench --what table4 --batch --concurrency: the same
+           prompt and output lengths, the prompts packed into batched
+           forwards, then one step for all sequences per token (the engine's
+           batch throughput: no scheduling, no gRPC, no arrivals).
+The two alternate, --reps times each, offline first; medians are compared.
+Both sides get --threads engine threads; the client shares the machine.
+Without --model, a random model of --shape is written (h3_engine_bench
+--what write-random) into /tmp/h3-serve-bench/.
+"""
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+import report
+
+ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+ap.add_argument("--model")
+ap.add_argument("--shape", default="h3-125m")
+ap.add_argument("--concurrency", type=int, default=16)
+ap.add_argument("--num-prompts", type=int, default=32)
+ap.add_argument("--input-len", type=int, default=256)
+ap.add_argument("--output-len", type=int, default=64)
+ap.add_argument("--device", default="cpu")
+ap.add_argument("--reps", type=int, default=2)
+ap.add_argument("--server-args", default="", help="extra h3serve flags")
+ap.add_argument("--start-timeout", type=float, default=300)
+report.add_server_options(ap)
+args = ap.parse_args()
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def binary(*parts):
+    return os.path.join(args.build, *parts)
+
+
+def env():
+    return dict(os.environ, H3_NUM_THREADS=str(args.threads))
+
+
+def model_path():
+    if args.model:
+        return args.model
+    path = f"/tmp/h3-serve-bench/{args.shape}.h3"
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        subprocess.run([binary("bench", "h3_engine_bench"), "--what", "write-random",
+                        "--random-shape", args.shape, "--model", path], check=True,
+                       capture_output=True)
+    return path
+
+
+def offline(model):
+    out = subprocess.run(
+        [binary("bench", "h3_engine_bench"), "--model", model, "--what", "table4",
+         "--device", args.device, "--batch", str(args.concurrency),
+         "--prompt-len", str(args.input_len),
+         "--decode-steps", str(args.output_len - 1), "--reps", "1"],
+        check=True, capture_output=True, text=True, env=env()).stdout
+    result = json.loads(out)
+    # Output tokens as the server counts them: output_len per sequence.
+    total = result["total_s"][0]
+    return dict(tokens_per_s=args.concurrency * args.output_len / total,
+                total_s=total, prefill_s=result["prefill_s"][0],
+                decode_s=result["decode_s"][0], step_tokens=result["step_tokens"],
+                sequences_per_prefill_step=result["sequences_per_prefill_step"])
+
+
+def start_server(model):
+    command = [binary("server", "h3serve"), "--model", model, "--host", "127.0.0.1",
+               "--port", "0", "--metrics-port", "0", "--slots", str(args.concurrency),
+               "--device", args.device, "--threads", str(args.threads),
+               "--max-sequence-length", str(args.input_len + args.output_len + 1),
+               ] + shlex.split(args.server_args)
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    deadline = time.monotonic() + args.start_timeout
+    port = metrics = None
+    while time.monotonic() < deadline:
+        line = server.stdout.readline()
+        if not line:
+            break
+        if line.startswith("listening: grpc="):
+            fields = line.split()
+            port = int(fields[1].rsplit(":", 1)[1])
+            metrics = fields[2].split("=", 1)[1]
+            return server, port, metrics, command
+    server.kill()
+    raise RuntimeError("h3serve did not start in time")
+
+
+def scrape(url):
+    values = {}
+    with urllib.request.urlopen(url, timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("#") or " " not in line:
+                continue
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def step_stats(before, after):
+    def delta(name):
+        return after.get(name, 0) - before.get(name, 0)
+    steps = delta("h3_engine_iterations_total")
+    decode = delta("h3_decode_batch_size_count")
+    prefill = delta("h3_prefill_batch_tokens_count")
+    return dict(
+        engine_steps=steps,
+        mean_decode_batch=delta("h3_decode_batch_size_sum") / decode if decode else None,
+        mean_prefill_tokens_per_step=(delta("h3_prefill_batch_tokens_sum") / prefill
+                                      if prefill else None),
+        mean_prefill_sequences_per_step=(delta("h3_prefill_batch_sequences_sum") / prefill
+                                         if prefill else None))
+
+
+def served(port, metrics, rep):
+    out = f"/tmp/h3-serve-bench/served_{os.getpid()}_{rep}.json"
+    before = scrape(metrics)
+    subprocess.run(
+        [binary("clients", "h3"), "bench", "--server", f"127.0.0.1:{port}",
+         "--max-concurrency", str(args.concurrency), "--num-prompts", str(args.num_prompts),
+         "--input-len", str(args.input_len), "--output-len", str(args.output_len),
+         "--seed", str(rep), "--json", out],
+        check=True, capture_output=True, text=True)
+    after = scrape(metrics)
+    with open(out) as f:
+        results = json.load(f)["results"]
+    os.remove(out)
+    assert results["requests"]["failed"] == 0, results["requests"]
+    return dict(tokens_per_s=results["output_throughput"], duration_s=results["duration_s"],
+                itl_ms=results["itl_ms"], ttft_ms=results["ttft_ms"],
+                server=step_stats(before, after))
+
+
+def main():
+    model = model_path()
+    os.makedirs("/tmp/h3-serve-bench", exist_ok=True)
+    server, port, metrics, command = start_server(model)
+    runs = []
+    try:
+        # One warm-up request of the same shape.
+        subprocess.run([binary("clients", "h3"), "bench", "--server", f"127.0.0.1:{port}",
+                        "--num-prompts", "1", "--input-len", str(args.input_len),
+                        "--output-len", "4"], check=True, capture_output=True)
+        for rep in range(args.reps):
+            o = offline(model)
+            s = served(port, metrics, rep)
+            runs.append(dict(offline=o, served=s))
+            log(f"rep {rep}: served {s['tokens_per_s']:.1f} tok/s "
+                f"(ITL median {s['itl_ms']['median']:.1f} ms, p99 {s['itl_ms']['p99']:.1f} ms), "
+                f"offline {o['tokens_per_s']:.1f} tok/s")
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    served_tps = statistics.median(r["served"]["tokens_per_s"] for r in runs)
+    offline_tps = statistics.median(r["offline"]["tokens_per_s"] for r in runs)
+    itl_median = statistics.median(r["served"]["itl_ms"]["median"] for r in runs)
+    itl_p99 = statistics.median(r["served"]["itl_ms"]["p99"] for r in runs)
+    report.emit(
+        "serve_vs_offline", args.out, machine=report.machine(), threads=args.threads,
+        device=args.device, model=dict(file=os.path.basename(model), shape=args.shape
+                                       if not args.model else None),
+        work=dict(concurrency=args.concurrency, num_prompts=args.num_prompts,
+                  input_len=args.input_len, output_len=args.output_len),
+        server_command=" ".join(command[1:]),
+        method="offline (h3_engine_bench table4, batch = concurrency) and served "
+               "(h3 bench against h3serve) alternate, offline first, --reps times; "
+               "medians compared; the client shares the machine",
+        summary=dict(served_tokens_per_s=served_tps, offline_tokens_per_s=offline_tps,
+                     served_over_offline=served_tps / offline_tps,
+                     itl_median_ms=itl_median, itl_p99_ms=itl_p99,
+                     itl_p99_over_median=itl_p99 / itl_median),
+        runs=runs)
+
+
+if __name__ == "__main__":
+    main()
