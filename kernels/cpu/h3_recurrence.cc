@@ -65,12 +65,16 @@ int RoundUp(int n) { return (n + kLanes - 1) / kLanes * kLanes; }
 // (Re dB, Im dB), (Re C, -Im C)); the state, p rings and p * p diagonal rows
 // of `chunks` vectors each, zero-padded when N is not a multiple of kLanes
 // (pad lanes stay zero and add zeros to every sum); kbar [p] and y [p, p].
-// FixedHead holds them in arrays the compiler keeps in registers (N = 64,
-// p = 1); AnyHead in a heap block. RunHead is written once for both.
+// FixedHead (N = 64, p = 1, the released models) holds them in arrays that
+// are only ever indexed by constants, so the compiler keeps them in
+// registers: a token then costs no trip through memory (on AMD Zen 4, a
+// 64-byte store followed by a 64-byte load of it stalls). AnyHead holds them
+// in a heap block. RunHead is written once for both.
 template <int kChunks>
 struct FixedHead {
   static constexpr int chunks = kChunks;
   static constexpr int head_dim = 1;
+  static constexpr bool padded = false;  // N = 16 kChunks
   Vec a_re[kChunks], a_im[kChunks], b[kChunks], c[kChunks];
   Vec rings[kChunks], diags[kChunks];
   float kbar[1], y[1];
@@ -79,9 +83,10 @@ struct FixedHead {
 };
 
 struct AnyHead {
-  AnyHead(int n_chunks, int p)
+  AnyHead(int n, int n_chunks, int p)
       : chunks(n_chunks),
         head_dim(p),
+        padded(n % kLanes != 0),
         storage((4 + p + p * p) * n_chunks * kLanes + kLanes + p + p * p) {
     void* at = storage.data();
     size_t space = storage.size() * sizeof(float);
@@ -98,15 +103,18 @@ struct AnyHead {
   Vec* ring(int i) { return rings + i * chunks; }
   Vec* diag(int j) { return diags + j * chunks; }
   int chunks, head_dim;
+  bool padded;                 // N not a multiple of kLanes
   std::vector<float> storage;  // 64-byte aligned inside
   Vec *a_re, *a_im, *b, *c, *rings, *diags;
   float *kbar, *y;
 };
 
-// n floats into `chunks` vectors, zero-padded; and back.
+// A state row of n floats into `chunks` vectors, zero-padded when `padded`;
+// and back. (Without padding, no copy through memory: the vectors can stay
+// in registers.)
 [[gnu::always_inline]] inline void LoadRow(const float* src, int n, int chunks,
-                                           Vec* dst) {
-  if (n == chunks * kLanes) {
+                                           bool padded, Vec* dst) {
+  if (!padded) {
     for (int r = 0; r < chunks; ++r) dst[r] = Load(src + r * kLanes);
   } else {
     std::fill(dst, dst + chunks, Vec{});
@@ -115,11 +123,32 @@ struct AnyHead {
 }
 
 [[gnu::always_inline]] inline void StoreRow(const Vec* src, int n, int chunks,
-                                            float* dst) {
-  if (n == chunks * kLanes) {
+                                            bool padded, float* dst) {
+  if (!padded) {
     for (int r = 0; r < chunks; ++r) Store(dst + r * kLanes, src[r]);
   } else {
     std::memcpy(dst, src, n * sizeof(float));
+  }
+}
+
+// Writes ring i back: the vectors holding the slots the run wrote (a step's:
+// one), so that a step writes one vector per channel, not the whole ring.
+template <typename Head>
+[[gnu::always_inline]] inline void StoreRing(Head& head, int n,
+                                             const H3RecurrenceRun& run,
+                                             float* dst, int i) {
+  if (head.padded || run.length >= n) {
+    StoreRow(head.ring(i), n, head.chunks, head.padded, dst);
+    return;
+  }
+  // Slots first..last, wrapping past n - 1 to 0..last - n.
+  const int first = static_cast<int>(run.start % n);
+  const int last = first + static_cast<int>(run.length) - 1;
+  for (int r = 0; r < head.chunks; ++r) {
+    const int begin = r * kLanes, end = begin + kLanes;
+    if ((first < end && last >= begin) || last - n >= begin) {
+      Store(dst + r * kLanes, head.ring(i)[r]);
+    }
   }
 }
 
@@ -183,13 +212,16 @@ template <typename Head>
   auto diag_row = [&](int j) {
     return run.state.diag + 2 * (static_cast<size_t>(j) * heads + h) * (n / 2);
   };
-  for (int i = 0; i < pd; ++i) LoadRow(ring_row(i), n, chunks, head.ring(i));
+  for (int i = 0; i < pd; ++i) {
+    LoadRow(ring_row(i), n, chunks, head.padded, head.ring(i));
+  }
   for (int j = 0; j < pd * pd; ++j) {
-    LoadRow(diag_row(j), n, chunks, head.diag(j));
+    LoadRow(diag_row(j), n, chunks, head.padded, head.diag(j));
   }
   const float skip = w.skip()[h];
-  for (int64_t t = 0; t < run.length; ++t) {
-    const int newest = static_cast<int>((run.start + t) % n);
+  int newest = static_cast<int>(run.start % n);  // token t's ring slot
+  for (int64_t t = 0; t < run.length;
+       ++t, newest = newest + 1 == n ? 0 : newest + 1) {
     const float* q = run.q + t * run.input_stride + h * pd;
     const float* k = run.k + t * run.input_stride + h * pd;
     const float* v = run.v + t * run.input_stride + h * pd;
@@ -211,9 +243,9 @@ template <typename Head>
       out[d2 * heads + h] = sum;
     }
   }
-  for (int i = 0; i < pd; ++i) StoreRow(head.ring(i), n, chunks, ring_row(i));
+  for (int i = 0; i < pd; ++i) StoreRing(head, n, run, ring_row(i), i);
   for (int j = 0; j < pd * pd; ++j) {
-    StoreRow(head.diag(j), n, chunks, diag_row(j));
+    StoreRow(head.diag(j), n, chunks, head.padded, diag_row(j));
   }
 }
 
@@ -267,11 +299,13 @@ void H3RecurHeads(const H3RecurrentWeightsCpu& w, const H3RecurrenceRun& run,
   if (run.length <= 0) return;
   const H3Shape& s = w.shape();
   if (s.d_state == 64 && s.head_dim == 1) {
-    FixedHead<4> head;
-    for (int h = head_begin; h < head_end; ++h) RunHead(w, run, h, head);
+    for (int h = head_begin; h < head_end; ++h) {
+      FixedHead<4> head;  // one per head, so that it can live in registers
+      RunHead(w, run, h, head);
+    }
     return;
   }
-  AnyHead head(RoundUp(s.d_state) / kLanes, s.head_dim);
+  AnyHead head(s.d_state, RoundUp(s.d_state) / kLanes, s.head_dim);
   for (int h = head_begin; h < head_end; ++h) RunHead(w, run, h, head);
 }
 

@@ -3,8 +3,9 @@
 // and as the same tokens scanned in chunks split anywhere. Against the
 // double-precision direct evaluation and the FFT prefill, within fp32
 // rounding. Shapes with head_dim 1, 2 and 8, N from 2 (one mode, padded
-// vectors) to 64 (the released models' fast path), d not a multiple of the
-// 16-float vectors, sequences new, inside their first ring turn and far on.
+// vectors) to 64 (the released models' fast path) and 160, d not a multiple
+// of the 16-float vectors, sequences new, inside their first ring turn and
+// far on.
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -270,6 +271,8 @@ INSTANTIATE_TEST_SUITE_P(
         ScanCase{100, 1, 64, 0, 1025}, ScanCase{100, 1, 64, 70001, 97},
         ScanCase{768, 1, 64, 63, 64}, ScanCase{768, 1, 64, 70001, 1025},
         ScanCase{24, 1, 64, 70001, 1}, ScanCase{100, 1, 16, 63, 7},
+        // N = 24: two vectors, the second half padding; N = 160: ten.
+        ScanCase{40, 1, 24, 13, 97}, ScanCase{48, 1, 160, 200, 97},
         // head_dim 2 and 8 (the paper's pure-H3 models).
         ScanCase{24, 2, 16, 63, 7}, ScanCase{100, 2, 64, 13, 97},
         ScanCase{100, 2, 2, 63, 1}, ScanCase{768, 2, 64, 0, 7},
