@@ -169,13 +169,12 @@ class H3RecurrentWeightsCpu {
   int ring_row() const { return ring_row_; }  // N rounded up to 16, plus N
   const float* ring_taps() const { return ring_taps_.data(); }  // [d, row]
   const float* shift_D() const { return shift_D_.data(); }      // [d]
-  // Per head h, the M complex modes interleaved (re, im) and zero-padded to
-  // mode_row() floats, in vectors of 16 floats (8 modes); for each vector,
-  // four: (Re dA, Re dA), (-Im dA, Im dA), (Re dB, Im dB), (Re C, -Im C).
-  int mode_row() const { return mode_row_; }  // 2 M rounded up to 16
-  // [H, mode_row / 16, 4, 16]
-  const float* modes() const { return modes_.data(); }
-  const float* skip() const { return skip_.data(); }  // [H]: D
+  // Per head h, four vectors of mode_row() floats, M complex values
+  // interleaved and zero-padded: (Re dA, Re dA), (-Im dA, Im dA),
+  // (Re dB, Im dB), (Re C, -Im C).
+  int mode_row() const { return mode_row_; }            // 2 M rounded up to 16
+  const float* modes() const { return modes_.data(); }  // [H, 4, mode_row]
+  const float* skip() const { return skip_.data(); }    // [H]: D
 
  private:
   H3Shape shape_;
