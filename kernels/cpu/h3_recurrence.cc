@@ -22,9 +22,6 @@ namespace {
 // Floats per vector: one AVX-512 register, two AVX2 ones, four SSE ones. The
 // code's lanes, not the hardware's, decide which terms share a partial sum.
 constexpr int kLanes = 16;
-// Vec values never cross a call boundary (every helper is always_inline), so
-// GCC's note that their ABI depends on AVX-512 does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
 typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
 typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
 typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));

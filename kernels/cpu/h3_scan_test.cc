@@ -8,6 +8,7 @@
 // far on.
 #include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -184,12 +185,13 @@ struct ScanCase {
   int64_t start, length;
 };
 
-std::string Name(const ::testing::TestParamInfo<ScanCase>& info) {
-  const ScanCase& c = info.param;
+std::string Name(const ScanCase& c) {
   return "d" + std::to_string(c.d) + "_p" + std::to_string(c.p) + "_N" +
          std::to_string(c.n) + "_start" + std::to_string(c.start) + "_L" +
          std::to_string(c.length);
 }
+
+void PrintTo(const ScanCase& c, std::ostream* os) { *os << Name(c); }
 
 class H3ScanTest : public ::testing::TestWithParam<ScanCase> {
  protected:
@@ -278,7 +280,9 @@ INSTANTIATE_TEST_SUITE_P(
         ScanCase{100, 2, 2, 63, 1}, ScanCase{768, 2, 64, 0, 7},
         ScanCase{24, 8, 2, 70001, 64}, ScanCase{24, 8, 16, 0, 1025},
         ScanCase{768, 8, 64, 13, 97}),
-    Name);
+    [](const ::testing::TestParamInfo<ScanCase>& info) {
+      return Name(info.param);
+    });
 
 // The overloads that build H3RecurrentWeightsCpu from params.w per call (the
 // GPU step's tests use H3StepCpu's) compute the same bits; a chunk of no
@@ -339,6 +343,13 @@ struct DirectCase {
   int64_t length;
 };
 
+std::string Name(const DirectCase& c) {
+  return "d" + std::to_string(c.d) + "_p" + std::to_string(c.p) + "_N" +
+         std::to_string(c.n) + "_L" + std::to_string(c.length);
+}
+
+void PrintTo(const DirectCase& c, std::ostream* os) { *os << Name(c); }
+
 class H3ScanDirectTest : public ::testing::TestWithParam<DirectCase> {};
 
 // A new sequence's chunk against the double-precision direct evaluation
@@ -363,9 +374,7 @@ INSTANTIATE_TEST_SUITE_P(
                       DirectCase{768, 1, 64, 97}, DirectCase{100, 1, 64, 7},
                       DirectCase{24, 8, 16, 1}),
     [](const ::testing::TestParamInfo<DirectCase>& info) {
-      const DirectCase& c = info.param;
-      return "d" + std::to_string(c.d) + "_p" + std::to_string(c.p) + "_N" +
-             std::to_string(c.n) + "_L" + std::to_string(c.length);
+      return Name(info.param);
     });
 
 }  // namespace
