@@ -30,6 +30,7 @@
 // Everything is fp32; complex numbers are stored as interleaved (re, im).
 
 #include <cstdint>
+#include <vector>
 
 namespace h3::kernels {
 
@@ -134,9 +135,85 @@ void H3Discretize(const H3RawParams& raw, const H3DiscretizedBuffers& out);
 // complex. REQUIRES: nfft a power of two >= 2.
 void H3KernelSpectrum(const H3Weights& w, int nfft, float* out);
 
-// The CPU twins. Multi-threaded over channels (base/parallel.h).
+// The CPU twin of the FFT prefill: the specification of the GPU's FlashConv
+// kernels. Multi-threaded over heads (base/parallel.h). The CPU backend
+// prefills with H3ScanCpu instead.
 void H3PrefillCpu(const H3PrefillParams& params);
+
+// The recurrent form on the CPU (docs/model.md, "Recurrent form"): the decoding
+// step H3StepCpu, and H3ScanCpu, a prefill that runs the step's arithmetic
+// token after token. Both execute one per-token routine, so a prefill of L
+// tokens leaves the same bits (outputs and state) as L steps, or as the same
+// tokens prefilled in chunks split anywhere: a result never depends on how a
+// prompt was divided. The arithmetic is fp32 in an order fixed per element
+// (vector lanes over the shift ring's slots and the diagonal state's modes,
+// then a fixed tree), independent of the batch, the chunk and the thread
+// count; only the CPU's instruction set (AVX-512 / AVX2 / baseline, chosen
+// once per process) may change the bits.
+//
+// H3RecurrentWeightsCpu holds one layer's parameters rearranged for that
+// routine. Immutable after construction, so calls on many threads may share
+// one.
+class H3RecurrentWeightsCpu {
+ public:
+  // Copies and rearranges w's host arrays; they need not outlive this.
+  // REQUIRES: w.shape valid (d_state even, >= 2; head_dim divides d_model).
+  explicit H3RecurrentWeightsCpu(const H3Weights& w);
+
+  const H3Shape& shape() const { return shape_; }
+
+  // The layout, for kernels/cpu/h3_recurrence.cc. Shift taps per channel c,
+  // reversed and doubled so that the ring is read in slot order: with
+  // newest = t mod N (the slot of k[t]), slot s of the ring has weight
+  // ring_taps[c][N - 1 - newest + s] = kshift[c][(newest - s) mod N].
+  int ring_row() const { return ring_row_; }  // N rounded up to 16, plus N
+  const float* ring_taps() const { return ring_taps_.data(); }  // [d, row]
+  const float* shift_D() const { return shift_D_.data(); }      // [d]
+  // Per head h, four vectors of mode_row() floats, M complex values
+  // interleaved and zero-padded: (Re dA, Re dA), (-Im dA, Im dA),
+  // (Re dB, Im dB), (Re C, -Im C).
+  int mode_row() const { return mode_row_; }            // 2 M rounded up to 16
+  const float* modes() const { return modes_.data(); }  // [H, 4, mode_row]
+  const float* skip() const { return skip_.data(); }    // [H]: D
+
+ private:
+  H3Shape shape_;
+  int ring_row_ = 0, mode_row_ = 0;
+  std::vector<float> ring_taps_, shift_D_, modes_, skip_;
+};
+
+// A prefill by the recurrence: one sequence's chunk of `length` tokens at
+// positions [start, start + length), from the state before it (read and
+// updated in place: after the call it is the state after the chunk).
+// REQUIRES: q, k, v hold [length, d] rows `input_stride` elements apart (d
+// when 0; 3 d for the column blocks of one fused q|k|v product); out holds
+// [length, d] row-major and overlaps none of q, k, v or the state; start >= 0,
+// length >= 0; the ring slots of positions before 0 hold zeros (as a new
+// sequence's all-zero state does).
+struct H3ScanParams {
+  H3Weights w;
+  int64_t start = 0;
+  int64_t length = 0;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+  H3State state;
+  int64_t input_stride = 0;
+};
+
+// Multi-threaded over heads (base/parallel.h); a head's tokens run in order
+// on one thread. The overloads without H3RecurrentWeightsCpu build one from
+// params.w on every call (for tests and occasional use); with it, params.w's
+// arrays are not read and params.w.shape must equal weights.shape().
+void H3ScanCpu(const H3ScanParams& params);
+void H3ScanCpu(const H3ScanParams& params,
+               const H3RecurrentWeightsCpu& weights);
+// Multi-threaded over (sequence, head) pairs. As H3StepParams says, and the
+// ring slots of positions before 0 hold zeros.
 void H3StepCpu(const H3StepParams& params);
+void H3StepCpu(const H3StepParams& params,
+               const H3RecurrentWeightsCpu& weights);
 
 // The smallest power of two >= 2 * length: the FFT size a prefill of
 // `length` tokens needs.

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -6,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "kernels/bias_gelu.h"
 #include "tests/support/random.h"
+#include "tests/support/random_h3_layer.h"
 
 namespace h3::engine {
 namespace {
@@ -87,6 +89,63 @@ TEST(CpuBackendMemoryTest, OpsRefuseBrokenContracts) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(backend->SupportsGraphs());
   EXPECT_EQ(backend->BeginCapture().code(), absl::StatusCode::kUnimplemented);
+}
+
+// The CPU H3 layer's guarantee to the scheduler: a sequence's outputs and
+// state are the same bits however its prompt is split into prefill chunks,
+// and whether its tokens were prefilled or decoded (in a batch with others).
+TEST(CpuH3LayerTest, ChunkingAndDecodingDoNotChangeTheBits) {
+  const kernels::H3Shape shape{40, 1, 64};
+  const h3::testing::RandomH3Layer weights(shape, 7);
+  auto backend = MakeCpuBackend();
+  auto layer = backend->MakeH3Layer(weights.weights());
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  const int64_t d = shape.d_model, length = 150;
+  const std::vector<float> qkv = h3::testing::RandomNormal(3 * d * length, 8);
+  using State = h3::testing::H3StateBuffers;
+  auto run = [&](const std::vector<int64_t>& chunks, bool decode_the_rest,
+                 State* state) {
+    std::vector<float> out(length * d);
+    int64_t t = 0;
+    for (int64_t c : chunks) {
+      EXPECT_TRUE((*layer)
+                      ->Prefill(t, c, qkv.data() + 3 * d * t,
+                                out.data() + d * t, state->view())
+                      .ok());
+      t += c;
+    }
+    // The rest token by token, each beside a second sequence's token.
+    State other(shape);
+    for (; decode_the_rest && t < length; ++t) {
+      const kernels::H3State states[2] = {other.view(), state->view()};
+      const int64_t positions[2] = {3, t};
+      std::vector<float> rows(6 * d), outs(2 * d);
+      std::copy_n(qkv.data() + 3 * d * t, 3 * d, rows.data() + 3 * d);
+      EXPECT_TRUE(
+          (*layer)->Step(2, rows.data(), outs.data(), states, positions).ok());
+      std::copy_n(outs.data() + d, d, out.data() + d * t);
+    }
+    return out;
+  };
+  auto same_bits = [](const std::vector<float>& a,
+                      const std::vector<float>& b) {
+    return a.size() == b.size() &&
+           std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  State whole(shape);
+  const std::vector<float> want = run({length}, false, &whole);
+  for (const std::vector<int64_t>& chunks :
+       std::vector<std::vector<int64_t>>{{1, 149}, {64, 64, 22}, {7, 120, 23}}) {
+    for (bool decode : {false, true}) {
+      State state(shape);
+      std::vector<int64_t> prefix = chunks;
+      if (decode) prefix.pop_back();  // the last chunk's tokens by steps
+      EXPECT_TRUE(same_bits(run(prefix, decode, &state), want))
+          << chunks[0] << " " << decode;
+      EXPECT_TRUE(same_bits(state.shift, whole.shift));
+      EXPECT_TRUE(same_bits(state.diag, whole.diag));
+    }
+  }
 }
 
 }  // namespace
