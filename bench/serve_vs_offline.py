@@ -6,7 +6,7 @@ latency (median and p99), with the server's own step statistics.
   /usr/bin/python3 bench/serve_vs_offline.py [--model MODEL.h3 | --shape h3-125m]
       [--concurrency 16] [--num-prompts 32] [--input-len 256] [--output-len 64]
       [--device cpu] [--threads 2] [--reps 2] [--server-args "..."]
-      [--out bench/results/serve_vs_offline_cpu_debian12_2core.json]
+      [--budgets default,32,64] [--out FILE.json]
 
 The work: --num-prompts requests of --input-len random token ids, each
 generating exactly --output-len tokens (eos ignored), at most --concurrency
@@ -19,6 +19,8 @@ at once.
            forwards, then one step for all sequences per token (the engine's
            batch throughput: no scheduling, no gRPC, no arrivals).
 The two alternate, --reps times each, offline first; medians are compared.
+--budgets repeats the served side with each --prefill-tokens value
+("default": the flag not given), a server started for each.
 Both sides get --threads engine threads; the client shares the machine.
 Without --model, a random model of --shape is written (h3_engine_bench
 --what write-random) into /tmp/h3-serve-bench/.
@@ -45,6 +47,8 @@ ap.add_argument("--output-len", type=int, default=64)
 ap.add_argument("--device", default="cpu")
 ap.add_argument("--reps", type=int, default=2)
 ap.add_argument("--server-args", default="", help="extra h3serve flags")
+ap.add_argument("--budgets", default="default",
+                help="comma-separated --prefill-tokens values; default: none given")
 ap.add_argument("--start-timeout", type=float, default=300)
 report.add_server_options(ap)
 args = ap.parse_args()
@@ -90,12 +94,14 @@ def offline(model):
                 sequences_per_prefill_step=result["sequences_per_prefill_step"])
 
 
-def start_server(model):
+def start_server(model, budget):
     command = [binary("server", "h3serve"), "--model", model, "--host", "127.0.0.1",
                "--port", "0", "--metrics-port", "0", "--slots", str(args.concurrency),
                "--device", args.device, "--threads", str(args.threads),
                "--max-sequence-length", str(args.input_len + args.output_len + 1),
                ] + shlex.split(args.server_args)
+    if budget != "default":
+        command += ["--prefill-tokens", budget]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
     deadline = time.monotonic() + args.start_timeout
@@ -158,10 +164,8 @@ def served(port, metrics, rep):
                 server=step_stats(before, after))
 
 
-def main():
-    model = model_path()
-    os.makedirs("/tmp/h3-serve-bench", exist_ok=True)
-    server, port, metrics, command = start_server(model)
+def measure(model, budget):
+    server, port, metrics, command = start_server(model, budget)
     runs = []
     try:
         # One warm-up request of the same shape.
@@ -172,7 +176,7 @@ def main():
             o = offline(model)
             s = served(port, metrics, rep)
             runs.append(dict(offline=o, served=s))
-            log(f"rep {rep}: served {s['tokens_per_s']:.1f} tok/s "
+            log(f"budget {budget}, rep {rep}: served {s['tokens_per_s']:.1f} tok/s "
                 f"(ITL median {s['itl_ms']['median']:.1f} ms, p99 {s['itl_ms']['p99']:.1f} ms), "
                 f"offline {o['tokens_per_s']:.1f} tok/s")
     finally:
@@ -185,21 +189,32 @@ def main():
     offline_tps = statistics.median(r["offline"]["tokens_per_s"] for r in runs)
     itl_median = statistics.median(r["served"]["itl_ms"]["median"] for r in runs)
     itl_p99 = statistics.median(r["served"]["itl_ms"]["p99"] for r in runs)
+    ttft_median = statistics.median(r["served"]["ttft_ms"]["median"] for r in runs)
+    return dict(prefill_tokens=budget, server_command=" ".join(command[1:]),
+                summary=dict(served_tokens_per_s=served_tps,
+                             offline_tokens_per_s=offline_tps,
+                             served_over_offline=served_tps / offline_tps,
+                             itl_median_ms=itl_median, itl_p99_ms=itl_p99,
+                             itl_p99_over_median=itl_p99 / itl_median,
+                             ttft_median_ms=ttft_median),
+                runs=runs)
+
+
+def main():
+    model = model_path()
+    os.makedirs("/tmp/h3-serve-bench", exist_ok=True)
+    budgets = [measure(model, b.strip()) for b in args.budgets.split(",")]
     report.emit(
         "serve_vs_offline", args.out, machine=report.machine(), threads=args.threads,
         device=args.device, model=dict(file=os.path.basename(model), shape=args.shape
                                        if not args.model else None),
         work=dict(concurrency=args.concurrency, num_prompts=args.num_prompts,
                   input_len=args.input_len, output_len=args.output_len),
-        server_command=" ".join(command[1:]),
-        method="offline (h3_engine_bench table4, batch = concurrency) and served "
-               "(h3 bench against h3serve) alternate, offline first, --reps times; "
-               "medians compared; the client shares the machine",
-        summary=dict(served_tokens_per_s=served_tps, offline_tokens_per_s=offline_tps,
-                     served_over_offline=served_tps / offline_tps,
-                     itl_median_ms=itl_median, itl_p99_ms=itl_p99,
-                     itl_p99_over_median=itl_p99 / itl_median),
-        runs=runs)
+        method="per --prefill-tokens value, a server; offline (h3_engine_bench table4, "
+               "batch = concurrency) and served (h3 bench against h3serve) alternate, "
+               "offline first, --reps times; medians compared; the client shares the "
+               "machine",
+        budgets=budgets)
 
 
 if __name__ == "__main__":
