@@ -176,7 +176,8 @@ RunRecord BenchRunner::Run(const std::vector<BenchPrompt>& prompts,
   }
   while (in_flight_ > 0) {
     stop_at_limit();
-    WaitAWhile(limit, progress);
+    // Once stopped, wait for the calls' ends (each signals), not the limit.
+    WaitAWhile(stopped_ ? Clock::time_point::max() : limit, progress);
   }
   run.duration_s = std::chrono::duration<double>(Clock::now() - start_).count();
   run.client_cpu_s = ProcessCpuSeconds() - cpu_before;
