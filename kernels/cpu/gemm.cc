@@ -16,31 +16,49 @@ namespace {
 using gemm_internal::KernelTable;
 using gemm_internal::MicroArgs;
 
-// Steps of the chain per k block when a call has several row tiles. One
-// panel's block of W (kKBlock x 32 floats = 16 KiB) then stays in L1 (32 KiB
-// on Zen 4 and Skylake) while every row tile of the chunk uses it. A call
-// with a single row tile runs all of k at once: it reads each panel of W as
-// one sequential stream, once.
-constexpr int64_t kKBlock = 128;
-// Rows of x packed at once: a chunk of kChunkRows x kKBlock floats (120 KiB)
-// stays in L2 while the panels go by.
+// Blocking of a call with several row tiles (more rows than one tile holds),
+// for caches of 32 KiB (L1d) and 1 MiB (L2) per core (Zen 4, Skylake-SP):
+//   for each chunk of kChunkRows rows     (x packed once per chunk, all k)
+//     for each block of kPanelBlock panels (its y: chunk x 256 columns,
+//                                           240 KiB, stays in L2)
+//       for each block of <= kKBlock steps of k (k split evenly)
+//         for each panel of the block      (its block of W, 192 x 32 floats
+//                                           = 24 KiB, stays in L1 ...)
+//           for each row tile of the chunk (... while every tile uses it)
+// The first tile on a panel prefetches the next block of W into L2: without
+// it a call whose W comes from memory (the LM head) stalls on every block.
+// A call with one row tile runs all of k at once instead: it reads each
+// panel of W as one sequential stream, once, several panels at a time.
+// (Measured on Zen 4: kKBlock 192 beat 128 and 256 by 2-8%; kPanelBlock 4
+// and 16 and kChunkRows 120 were no better.)
 constexpr int64_t kChunkRows = 240;
+constexpr int64_t kPanelBlock = 8;
+constexpr int64_t kKBlock = 192;
 
-// A row tile: rows [row, row + rows) of x, packed at `offset` in the buffer.
-struct Tile {
-  int64_t row;
-  int rows;
-  int64_t offset;
+// Row tiles of (nearly) equal size, at most max_rows each: tile t holds
+// rows [Row(t), Row(t + 1)).
+struct Tiling {
+  Tiling(int64_t rows, int max_rows)
+      : count((rows + max_rows - 1) / max_rows),
+        base(rows / count),
+        extra(rows % count) {}
+  int64_t Row(int64_t t) const { return t * base + std::min(t, extra); }
+  int Rows(int64_t t) const { return static_cast<int>(Row(t + 1) - Row(t)); }
+  int64_t count, base, extra;
 };
 
-// out[i * m + r] = x[row + r][k0 + i]: the tile's rows interleaved, so that
-// a step of the micro-kernel reads its m broadcasts from one cache line.
-void PackTile(const float* x, int64_t k, const Tile& tile, int64_t k0,
-              int64_t kb, float* out) {
-  const int m = tile.rows;
-  for (int r = 0; r < m; ++r) {
-    const float* src = x + (tile.row + r) * k + k0;
-    for (int64_t i = 0; i < kb; ++i) out[i * m + r] = src[i];
+// Packs rows [row_begin, row_end) of x [., k] tile by tile: tile t's m rows
+// become [k][m] (x[row][i] at i * m + r), at (Row(t) - row_begin) * k, so
+// that a step of the micro-kernel reads its m broadcasts from one line.
+void PackRows(const float* x, int64_t k, int64_t row_begin, int64_t row_end,
+              const Tiling& tiling, int64_t first_tile, float* out) {
+  for (int64_t t = first_tile; tiling.Row(t) < row_end; ++t) {
+    const int m = tiling.Rows(t);
+    float* dst = out + (tiling.Row(t) - row_begin) * k;
+    for (int r = 0; r < m; ++r) {
+      const float* src = x + (tiling.Row(t) + r) * k;
+      for (int64_t i = 0; i < k; ++i) dst[i * m + r] = src[i];
+    }
   }
 }
 
@@ -62,54 +80,67 @@ void RunGemm(const KernelTable& table, const float* x, const float* packed,
       std::fill(y + r * n + col_begin, y + r * n + col_end, 0.0f);
     return;
   }
-  // Row tiles of (nearly) equal size, at most max_rows each.
-  const int64_t tiles = (rows + table.max_rows - 1) / table.max_rows;
-  const int64_t base = rows / tiles, extra = rows % tiles;
-  const int64_t kc = tiles == 1 ? k
-                                : (k + (k + kKBlock - 1) / kKBlock - 1) /
-                                      ((k + kKBlock - 1) / kKBlock);
+  const Tiling tiling(rows, table.max_rows);
   const int64_t chunk_tiles = std::max<int64_t>(1, kChunkRows / table.max_rows);
-  float* buffer =
-      PackBuffer(std::min(tiles, chunk_tiles) * table.max_rows * kc);
-  std::vector<Tile> chunk;
-  chunk.reserve(std::min(tiles, chunk_tiles));
-  for (int64_t k0 = 0; k0 < k; k0 += kc) {
-    const int64_t kb = std::min(kc, k - k0);
-    for (int64_t t0 = 0; t0 < tiles; t0 += chunk_tiles) {
-      chunk.clear();
-      int64_t offset = 0;
-      for (int64_t t = t0; t < std::min(tiles, t0 + chunk_tiles); ++t) {
-        const Tile tile{t * base + std::min(t, extra),
-                        static_cast<int>(base + (t < extra ? 1 : 0)), offset};
-        PackTile(x, k, tile, k0, kb, buffer + offset);
-        chunk.push_back(tile);
-        offset += tile.rows * kb;
-      }
-      MicroArgs args{};
-      args.w_panel_stride = k * kGemmPanel;
-      args.ldy = n;
-      args.kb = kb;
-      args.accumulate = k0 > 0;
-      auto run = [&](gemm_internal::MicroKernel kernel, const Tile& tile,
-                     int64_t panel) {
-        args.x = buffer + tile.offset;
-        args.w = packed + panel * k * kGemmPanel + k0 * kGemmPanel;
-        args.y = y + tile.row * n + panel * kGemmPanel;
-        args.cols = col_end - panel * kGemmPanel;
-        kernel(args);
-      };
-      if (chunk.size() == 1) {
-        // Few rows: W streams by once; tiles span several panels.
-        const Tile& tile = chunk[0];
-        const int wide = table.wide_panels[tile.rows];
-        int64_t p = panel_begin;
-        for (; p + wide <= panel_end; p += wide)
-          run(table.wide[tile.rows], tile, p);
-        for (; p < panel_end; ++p) run(table.single[tile.rows], tile, p);
-      } else {
-        // Many rows: each panel's block of W, in L1, meets every tile.
-        for (int64_t p = panel_begin; p < panel_end; ++p) {
-          for (const Tile& tile : chunk) run(table.single[tile.rows], tile, p);
+  float* buffer = PackBuffer(std::min(rows, chunk_tiles * table.max_rows) * k);
+  MicroArgs args{};
+  args.w_panel_stride = k * kGemmPanel;
+  args.ldy = n;
+  // W's panel p at step k0.
+  auto w_at = [&](int64_t p, int64_t k0) {
+    return packed + p * k * kGemmPanel + k0 * kGemmPanel;
+  };
+  // Runs `kernel` on tile t (of a chunk starting at row_begin) and the
+  // panels from p, over steps [k0, k0 + kb).
+  auto run = [&](gemm_internal::MicroKernel kernel, int64_t row_begin,
+                 int64_t t, int64_t p, int64_t k0, int64_t kb,
+                 const float* prefetch) {
+    const int64_t row = tiling.Row(t);
+    args.x = buffer + (row - row_begin) * k + k0 * tiling.Rows(t);
+    args.w = w_at(p, k0);
+    args.prefetch = prefetch;
+    args.y = y + row * n + p * kGemmPanel;
+    args.kb = kb;
+    args.cols = col_end - p * kGemmPanel;
+    args.accumulate = k0 > 0;
+    kernel(args);
+  };
+  if (tiling.count == 1) {
+    PackRows(x, k, 0, rows, tiling, 0, buffer);
+    const int wide = table.wide_panels[rows];
+    int64_t p = panel_begin;
+    for (; p + wide <= panel_end; p += wide)
+      run(table.wide[rows], 0, 0, p, 0, k, w_at(p, 0));
+    for (; p < panel_end; ++p)
+      run(table.single[rows], 0, 0, p, 0, k, w_at(p, 0));
+    return;
+  }
+  const int64_t k_blocks = (k + kKBlock - 1) / kKBlock;
+  const int64_t kc = (k + k_blocks - 1) / k_blocks;
+  for (int64_t t0 = 0; t0 < tiling.count; t0 += chunk_tiles) {
+    const int64_t t1 = std::min(tiling.count, t0 + chunk_tiles);
+    const int64_t row_begin = tiling.Row(t0);
+    PackRows(x, k, row_begin, tiling.Row(t1), tiling, t0, buffer);
+    for (int64_t p0 = panel_begin; p0 < panel_end; p0 += kPanelBlock) {
+      const int64_t p1 = std::min(panel_end, p0 + kPanelBlock);
+      for (int64_t k0 = 0; k0 < k; k0 += kc) {
+        const int64_t kb = std::min(kc, k - k0);
+        for (int64_t p = p0; p < p1; ++p) {
+          // The first tile brings in the block of W that comes next: kb
+          // steps of it (a last, shorter k block is reached as the last kb
+          // steps of its panel, so that the prefetch stays inside W).
+          const float* next = w_at(p, k0);
+          if (p + 1 < p1) {
+            next = w_at(p + 1, k0);
+          } else if (k0 + kb < k) {
+            next = w_at(p0, std::min(k0 + kb, k - kb));
+          } else if (p1 < panel_end) {
+            next = w_at(p1, 0);
+          }
+          for (int64_t t = t0; t < t1; ++t) {
+            run(table.single[tiling.Rows(t)], row_begin, t, p, k0, kb,
+                t == t0 ? next : w_at(p, k0));
+          }
         }
       }
     }

@@ -55,15 +55,17 @@ void GemmUnpackRow(const float* packed, int64_t n, int64_t k, int64_t row,
 // bitwise identical alone or in a call of any size, at any index, under any
 // split of the panels across threads. The kernels' register tiles, row and
 // column remainders, k blocking (partial sums kept in y, stored and reloaded
-// exactly) and zero padding never change it. It assumes every thread has the
-// same floating-point environment (rounding to nearest, no flush-to-zero),
-// the C++ default.
+// exactly) and zero padding never change it. It assumes every thread runs
+// in the default floating-point environment (round to nearest, denormals
+// kept); a thread with another would compute its columns differently.
 //
 // Single-threaded over the chosen panels: callers split [0, GemmPanels(n))
 // across threads (ParallelFor) with disjoint ranges; no K-splitting. Calls
 // that write disjoint parts of y may run concurrently. Fast for any rows: a
-// call of up to 12 rows (AVX-512) reads W from memory once, streaming; more
-// rows reuse each block of W from L1 across row tiles.
+// call of up to 240 rows reads W from memory once (up to 12 rows, the
+// AVX-512 tile, as one sequential stream per panel); more rows reuse each
+// block of W from L1 across row tiles. Keeps a per-thread scratch of up to
+// 240 x k floats (x repacked).
 //
 // REQUIRES: x [rows, k] and y [rows, n] row-major and contiguous; `packed` is
 // GemmPack of W [n, k]; y overlaps neither x nor packed;

@@ -37,6 +37,8 @@ struct MicroArgs {
   int64_t cols;            // valid columns from the tile's first; the rest
                            // are padding, neither read nor written in y
   bool accumulate;         // continue from y (else start from +0)
+  const float* prefetch;   // [kb][32] floats to bring into L2 meanwhile (the
+                           // next block of W from memory); may equal w
 };
 
 using MicroKernel = void (*)(const MicroArgs&);
@@ -86,6 +88,8 @@ void Micro(const MicroArgs& a) {
       for (int v = 0; v < P * kVecs; ++v)
         acc[r][v] = V::Fma(xr, wv[v], acc[r][v]);
     }
+    __builtin_prefetch(a.prefetch + i * kGemmPanel, 0, 2);
+    __builtin_prefetch(a.prefetch + i * kGemmPanel + kGemmPanel / 2, 0, 2);
     x += M;
     w += kGemmPanel;
   }
