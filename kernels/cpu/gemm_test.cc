@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -13,6 +13,10 @@
 #include "tests/support/random.h"
 
 namespace h3::kernels {
+
+// Names the instruction set in failure messages.
+void PrintTo(GemmIsa isa, std::ostream* os) { *os << GemmIsaName(isa); }
+
 namespace {
 
 std::vector<float> Pack(const std::vector<float>& w, int64_t n, int64_t k) {
