@@ -74,6 +74,15 @@ std::string CpuModel() {
   return "unknown";
 }
 
+// The first line of /proc/loadavg: how busy the machine was (other
+// processes share its cores).
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t h = v.size() / 2;
@@ -208,6 +217,7 @@ int Main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   PinThisThread();
 
+  const std::string load_before = LoadAverage();
   Json results = Json::array();
   for (const std::string& name : flags.shapes) {
     const Shape* shape = nullptr;
@@ -247,6 +257,8 @@ int Main(int argc, char** argv) {
       {"rounds", flags.rounds},
       {"round_seconds", flags.round_seconds},
       {"pinned", pin_threads},
+      {"loadavg_before", load_before},
+      {"loadavg_after", LoadAverage()},
       {"note",
        "seconds and gflops: medians over rounds of the time per call; "
        "speed_vs_X: median over rounds of X's seconds / ours (above 1: ours "
