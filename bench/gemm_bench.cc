@@ -135,6 +135,7 @@ struct Flags {
   int rounds = 5;
   double round_seconds = 0.05;
   std::string out;
+  kernels::GemmIsa isa = kernels::GemmSelectedIsa();
 };
 
 Json RunCase(const Shape& shape, int64_t rows, int threads,
@@ -150,8 +151,9 @@ Json RunCase(const Shape& shape, int64_t rows, int threads,
   std::map<std::string, std::function<void()>> runs;
   runs["ours"] = [&] {
     Split(threads, [&](int64_t part, int64_t parts) {
-      kernels::GemmCpu(x.data(), packed.data(), y_ours.data(), rows, n, k,
-                       panels * part / parts, panels * (part + 1) / parts);
+      kernels::GemmCpuWithIsa(flags.isa, x.data(), packed.data(), y_ours.data(),
+                              rows, n, k, panels * part / parts,
+                              panels * (part + 1) / parts);
     });
   };
   runs["openblas"] = [&] {
@@ -214,7 +216,19 @@ int Main(int argc, char** argv) {
   app.add_option("--out", flags.out, "JSON file (default: stdout)");
   app.add_option("--pin", pin_threads,
                  "pin our kernels' threads to processors 0, 1, ...");
+  std::string isa = kernels::GemmIsaName(flags.isa);
+  app.add_option("--isa", isa, "our kernels: avx512, avx2 or portable")
+      ->check(CLI::IsMember({"avx512", "avx2", "portable"}));
   CLI11_PARSE(app, argc, argv);
+  for (kernels::GemmIsa candidate :
+       {kernels::GemmIsa::kPortable, kernels::GemmIsa::kAvx2,
+        kernels::GemmIsa::kAvx512}) {
+    if (isa == kernels::GemmIsaName(candidate)) flags.isa = candidate;
+  }
+  if (!kernels::GemmIsaSupported(flags.isa)) {
+    std::cerr << "this CPU cannot run --isa " << isa << "\n";
+    return 2;
+  }
   PinThisThread();
 
   const std::string load_before = LoadAverage();
@@ -251,7 +265,7 @@ int Main(int argc, char** argv) {
       {"cpu", CpuModel()},
       {"hardware_threads", std::thread::hardware_concurrency()},
       {"git_commit", GetBuildInfo().git_commit},
-      {"gemm_isa", kernels::GemmIsaName(kernels::GemmSelectedIsa())},
+      {"gemm_isa", kernels::GemmIsaName(flags.isa)},
       {"openblas", openblas_get_config()},
       {"openblas_core", openblas_get_corename()},
       {"rounds", flags.rounds},

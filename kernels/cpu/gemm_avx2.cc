@@ -12,11 +12,16 @@ namespace {
 struct Avx2 {
   using Reg = __m256;
   static constexpr int kLanes = 8;
-  // A panel is 4 ymm vectors; with 16 registers a 2-row tile (8
-  // accumulators, 4 W vectors, a broadcast) is the largest without spills.
-  static constexpr int kMaxRows = 2;
-  // One row spans 2 panels: 8 independent chains.
+  // A panel is 4 ymm vectors and there are 16 registers. A 6-row tile runs
+  // each half panel (2 vectors) in its own pass over k: 12 accumulators, 2
+  // W vectors and a broadcast, 12 FMAs per 2 loads of W and 6 broadcasts.
+  // Up to 2 rows take whole panels per pass (8 accumulators), one row 2
+  // panels at once: at least 8 independent FMA chains in flight.
+  static constexpr int kMaxRows = 6;
   static constexpr int WidePanels(int rows) { return rows == 1 ? 2 : 1; }
+  static constexpr int GroupVecs(int rows, int panels) {
+    return rows <= 2 ? 4 * panels : 2;
+  }
 
   [[gnu::always_inline]] static Reg Zero() { return _mm256_setzero_ps(); }
   [[gnu::always_inline]] static Reg Load(const float* p) {

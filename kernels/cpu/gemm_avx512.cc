@@ -23,6 +23,8 @@ struct Avx512 {
   static constexpr int WidePanels(int rows) {
     return rows <= 2 ? 4 : rows == 3 ? 3 : rows <= 6 ? 2 : 1;
   }
+  // All of a tile's vectors in one pass (at most 24 accumulators).
+  static constexpr int GroupVecs(int, int panels) { return 2 * panels; }
 
   [[gnu::always_inline]] static Reg Zero() { return _mm512_setzero_ps(); }
   [[gnu::always_inline]] static Reg Load(const float* p) {

@@ -13,6 +13,7 @@
 //   using Reg;  static constexpr int kLanes;  (kGemmPanel % kLanes == 0)
 //   static constexpr int kMaxRows;             // rows of the largest tile
 //   static constexpr int WidePanels(int rows); // panels per tile of few rows
+//   static constexpr int GroupVecs(int rows, int panels); // vectors per pass
 //   Reg Zero();  Reg Load(const float*);  Reg Broadcast(const float*);
 //   Reg Fma(Reg a, Reg b, Reg c);      // a * b + c with one rounding
 //   Reg LoadFirst(const float*, int64_t count);   // lanes >= count are 0
@@ -57,50 +58,69 @@ struct KernelTable {
   MicroKernel wide[kMaxTileRows + 1];
 };
 
-template <class V, int M, int P>
-void Micro(const MicroArgs& a) {
+// Vector v of a tile's row is panel v / kVecs, lanes (v % kVecs) * kLanes
+// on. MicroGroup runs the whole k loop for vectors [First, First + G) of
+// every row: G vectors x M rows of accumulators, G loads of W and M
+// broadcasts of x per step.
+template <class V, int M, int G, int First>
+[[gnu::always_inline]] inline void MicroGroup(const MicroArgs& a) {
   constexpr int kVecs = static_cast<int>(kGemmPanel) / V::kLanes;
   using Reg = typename V::Reg;
-  Reg acc[M][P * kVecs];
+  auto column = [](int v) {
+    return ((First + v) / kVecs) * kGemmPanel +
+           ((First + v) % kVecs) * V::kLanes;
+  };
+  Reg acc[M][G];
 #pragma GCC unroll 16
   for (int r = 0; r < M; ++r) {
 #pragma GCC unroll 16
-    for (int v = 0; v < P * kVecs; ++v) {
-      const int64_t col = (v / kVecs) * kGemmPanel + (v % kVecs) * V::kLanes;
-      acc[r][v] = a.accumulate
-                      ? V::LoadFirst(a.y + r * a.ldy + col, a.cols - col)
-                      : V::Zero();
+    for (int v = 0; v < G; ++v) {
+      acc[r][v] = a.accumulate ? V::LoadFirst(a.y + r * a.ldy + column(v),
+                                              a.cols - column(v))
+                               : V::Zero();
     }
   }
   const float* x = a.x;
   const float* w = a.w;
   for (int64_t i = 0; i < a.kb; ++i) {
-    Reg wv[P * kVecs];
+    Reg wv[G];
 #pragma GCC unroll 16
-    for (int v = 0; v < P * kVecs; ++v) {
-      wv[v] =
-          V::Load(w + (v / kVecs) * a.w_panel_stride + (v % kVecs) * V::kLanes);
+    for (int v = 0; v < G; ++v) {
+      wv[v] = V::Load(w + ((First + v) / kVecs) * a.w_panel_stride +
+                      ((First + v) % kVecs) * V::kLanes);
     }
 #pragma GCC unroll 16
     for (int r = 0; r < M; ++r) {
       const Reg xr = V::Broadcast(x + r);
 #pragma GCC unroll 16
-      for (int v = 0; v < P * kVecs; ++v)
-        acc[r][v] = V::Fma(xr, wv[v], acc[r][v]);
+      for (int v = 0; v < G; ++v) acc[r][v] = V::Fma(xr, wv[v], acc[r][v]);
     }
-    __builtin_prefetch(a.prefetch + i * kGemmPanel, 0, 2);
-    __builtin_prefetch(a.prefetch + i * kGemmPanel + kGemmPanel / 2, 0, 2);
+    if constexpr (First == 0) {
+      __builtin_prefetch(a.prefetch + i * kGemmPanel, 0, 2);
+      __builtin_prefetch(a.prefetch + i * kGemmPanel + kGemmPanel / 2, 0, 2);
+    }
     x += M;
     w += kGemmPanel;
   }
 #pragma GCC unroll 16
   for (int r = 0; r < M; ++r) {
 #pragma GCC unroll 16
-    for (int v = 0; v < P * kVecs; ++v) {
-      const int64_t col = (v / kVecs) * kGemmPanel + (v % kVecs) * V::kLanes;
-      V::StoreFirst(a.y + r * a.ldy + col, acc[r][v], a.cols - col);
+    for (int v = 0; v < G; ++v) {
+      V::StoreFirst(a.y + r * a.ldy + column(v), acc[r][v], a.cols - column(v));
     }
   }
+}
+
+// A tile of M rows x P panels, advanced by kb steps: its vectors in groups
+// of V::GroupVecs(M, P), each group a full pass over the k steps (so that
+// the accumulators of a group fit in the registers).
+template <class V, int M, int P, int First = 0>
+void Micro(const MicroArgs& a) {
+  constexpr int kAll = P * static_cast<int>(kGemmPanel) / V::kLanes;
+  constexpr int kGroup = V::GroupVecs(M, P);
+  static_assert(kAll % kGroup == 0);
+  MicroGroup<V, M, kGroup, First>(a);
+  if constexpr (First + kGroup < kAll) Micro<V, M, P, First + kGroup>(a);
 }
 
 // Fills table->single[m] and wide[m] for m = 1..M with Micro<V, m, 1> and

@@ -15,6 +15,7 @@ struct Scalar {
   // One row by one panel: 32 independent chains already.
   static constexpr int kMaxRows = 1;
   static constexpr int WidePanels(int) { return 1; }
+  static constexpr int GroupVecs(int, int) { return 32; }
 
   [[gnu::always_inline]] static Reg Zero() { return 0.0f; }
   [[gnu::always_inline]] static Reg Load(const float* p) { return *p; }
