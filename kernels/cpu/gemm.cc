@@ -4,7 +4,6 @@
 #include "kernels/cpu/gemm.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/gemm_internal.h"
