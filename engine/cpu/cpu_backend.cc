@@ -21,9 +21,12 @@ void FreeHostBytes(void* p) { ::operator delete[](p, std::align_val_t(64)); }
 void FreeNothing(void*) {}
 
 // The least work of a thread's share of a Linear, so that small products
-// run on fewer threads: 2^18 multiply-adds, ~5 us on one AVX-512 core (the
-// former decode kernel split at a similar 256 columns x 768).
-constexpr int64_t kLinearFmasPerThread = int64_t{1} << 18;
+// run on fewer threads: 2^21 multiply-adds, ~40 us on one Zen 4 core, about
+// what waking a ParallelFor worker cost on a 2-core VM. There (h3_gemm_bench)
+// splitting the out projection (768 x 768) in two was 2x slower than one
+// thread at 1 and 4 rows, while 4 rows of qkv (2304 x 768) and 16 rows of
+// out gained 13-20%.
+constexpr int64_t kLinearFmasPerThread = int64_t{1} << 21;
 
 // 64-byte aligned host memory; null when out of memory.
 void* AllocateHost(int64_t bytes) {
