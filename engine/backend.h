@@ -185,8 +185,9 @@ class Backend {
   virtual void DropGraphs() {}
 };
 
-// The CPU backend: OpenBLAS matrix products, kissfft convolutions, the
-// kernels' CPU twins, threads from base/parallel.h.
+// The CPU backend: row-invariant matrix products (kernels/cpu/gemm.h),
+// kissfft convolutions, the kernels' CPU twins, threads from
+// base/parallel.h.
 std::unique_ptr<Backend> MakeCpuBackend();
 
 struct BackendOptions {

@@ -11,7 +11,7 @@
 #include "base/parallel.h"
 #include "engine/backend.h"
 #include "kernels/bias_gelu.h"
-#include "kernels/cpu/skinny_gemm.h"
+#include "kernels/cpu/gemm.h"
 
 namespace h3::engine {
 namespace {
@@ -19,6 +19,14 @@ namespace {
 void FreeHost(float* p) { ::operator delete[](p, std::align_val_t(64)); }
 void FreeHostBytes(void* p) { ::operator delete[](p, std::align_val_t(64)); }
 void FreeNothing(void*) {}
+
+// The least work of a thread's share of a Linear, so that small products
+// run on fewer threads: 2^21 multiply-adds, ~40 us on one Zen 4 core, about
+// what waking a ParallelFor worker cost on a 2-core VM. There (h3_gemm_bench)
+// splitting the out projection (768 x 768) in two was 2x slower than one
+// thread at 1 and 4 rows, while 4 rows of qkv (2304 x 768) and 16 rows of
+// out gained 13-20%.
+constexpr int64_t kLinearFmasPerThread = int64_t{1} << 21;
 
 // 64-byte aligned host memory; null when out of memory.
 void* AllocateHost(int64_t bytes) {
@@ -45,13 +53,19 @@ class CpuBackend final : public Backend {
     return Buffer(p, floats, &FreeHost);
   }
 
+  // On the CPU a Matrix's data() is not W [rows, cols] row-major but its
+  // packed form for GemmCpu (kernels/cpu/gemm.h: panels of 32 rows of W,
+  // GemmPackedFloats(rows, cols) floats), packed once here. Linear reads it
+  // as is; Embedding reads rows back through GemmUnpackRow, so a tied
+  // embedding / LM-head matrix is stored once.
   absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                       int64_t cols) override {
     if (rows < 0 || cols < 0)
       return absl::InvalidArgumentError("negative size");
-    void* p = AllocateHost(rows * cols * sizeof(float));
-    if (p == nullptr) return OutOfMemory(rows * cols * sizeof(float));
-    std::memcpy(p, host, rows * cols * sizeof(float));
+    const int64_t bytes = kernels::GemmPackedFloats(rows, cols) * sizeof(float);
+    void* p = AllocateHost(bytes);
+    if (p == nullptr) return OutOfMemory(bytes);
+    kernels::GemmPack(host, rows, cols, static_cast<float*>(p));
     return Matrix(p, rows, cols, ElementType::kF32, &FreeHostBytes);
   }
 
@@ -84,11 +98,11 @@ class CpuBackend final : public Backend {
 
   absl::Status Embedding(const int32_t* ids, int64_t n, const Matrix& matrix,
                          float* out) override {
-    const float* table = static_cast<const float*>(matrix.data());
+    const float* packed = static_cast<const float*>(matrix.data());
     const int64_t cols = matrix.cols();
     for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(out + i * cols, table + int64_t{ids[i]} * cols,
-                  cols * sizeof(float));
+      kernels::GemmUnpackRow(packed, matrix.rows(), cols, ids[i],
+                             out + i * cols);
     }
     return absl::OkStatus();
   }
@@ -96,16 +110,19 @@ class CpuBackend final : public Backend {
   absl::Status Linear(const LinearParams& params) override {
     const Params p{params};
     if (p.rows == 0 || p.n == 0) return absl::OkStatus();
-    // y = x W^T: row-major x [rows, k], W [n, k].
-    if (p.rows <= kernels::kSkinnyGemmMaxRows) {
-      // Decoding: OpenBLAS would re-pack all of W for a handful of rows.
-      ParallelFor(p.n, 256, [&](int64_t begin, int64_t end) {
-        kernels::SkinnyGemmCpu(p.x, p.w, p.y, p.rows, p.n, p.k, begin, end);
-      });
-    } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.rows, p.n, p.k,
-                  1.0f, p.x, p.k, p.w, p.k, 0.0f, p.y, p.n);
-    }
+    // y = x W^T for any number of rows (decode rows, prefill chunks, or both
+    // in one step) by one kernel whose every output is the same FMA chain
+    // whatever the rows and the split: a row's result never depends on the
+    // other rows of the step. Threads take ranges of W's 32-column panels,
+    // each at least kLinearFmasPerThread multiply-adds of work.
+    const int64_t panel_fmas =
+        p.rows * std::max<int64_t>(p.k, 1) * kernels::kGemmPanel;
+    const int64_t grain =
+        std::max<int64_t>(1, kLinearFmasPerThread / panel_fmas);
+    ParallelFor(kernels::GemmPanels(p.n), grain,
+                [&](int64_t begin, int64_t end) {
+                  kernels::GemmCpu(p.x, p.w, p.y, p.rows, p.n, p.k, begin, end);
+                });
     if (p.epilogue == Epilogue::kGeluTanh) {
       ParallelFor(p.rows, 8, [&](int64_t begin, int64_t end) {
         kernels::BiasGeluCpu(
@@ -168,11 +185,11 @@ class CpuBackend final : public Backend {
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:
-  // LinearParams with the matrix's sizes and fp32 data spelled out.
+  // LinearParams with the matrix's sizes and packed data spelled out.
   struct Params {
     explicit Params(const LinearParams& p)
         : x(p.x),
-          w(static_cast<const float*>(p.w->data())),
+          w(static_cast<const float*>(p.w->data())),  // GemmPack form
           bias(p.bias),
           y(p.y),
           rows(p.rows),

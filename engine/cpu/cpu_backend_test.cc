@@ -42,6 +42,33 @@ TEST_P(CpuBackendTest, LinearIsXTimesWTransposedPlusBias) {
   }
 }
 
+// A mixed step's rows (decode rows and prefill chunks in one product) must
+// not depend on each other: each row of a 300-row Linear is bitwise the row
+// computed alone, whatever the threads do (kernels/cpu/gemm.h).
+TEST_P(CpuBackendTest, LinearRowsAreBitwiseTheSameAloneAndInABatch) {
+  const int64_t rows = 300, n = 2000, k = 96;
+  auto x = h3::testing::RandomNormal(rows * k, 4),
+       w = h3::testing::RandomNormal(n * k, 5),
+       bias = h3::testing::RandomNormal(n, 6);
+  auto matrix = backend_->UploadMatrix(w.data(), n, k);
+  ASSERT_TRUE(matrix.ok());
+  std::vector<float> batch(rows * n), alone(n);
+  ASSERT_TRUE(backend_
+                  ->Linear({x.data(), &*matrix, bias.data(), batch.data(), rows,
+                            GetParam()})
+                  .ok());
+  for (int64_t r : {int64_t{0}, int64_t{7}, int64_t{150}, rows - 1}) {
+    ASSERT_TRUE(backend_
+                    ->Linear({x.data() + r * k, &*matrix, bias.data(),
+                              alone.data(), 1, GetParam()})
+                    .ok());
+    for (int64_t c = 0; c < n; ++c) {
+      ASSERT_EQ(std::memcmp(&batch[r * n + c], &alone[c], sizeof(float)), 0)
+          << "row " << r << " column " << c;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Epilogues, CpuBackendTest,
                          ::testing::Values(Epilogue::kNone,
                                            Epilogue::kGeluTanh));

@@ -1,8 +1,9 @@
-#include "kernels/cpu/skinny_gemm.h"
+// The former kernels/cpu/skinny_gemm.cc, unchanged but for its names.
+#include "bench/skinny_gemm_baseline.h"
 
 #include <algorithm>
 
-namespace h3::kernels {
+namespace h3::bench {
 namespace {
 
 // Every dot product is summed in 64 lanes (4 x 16 with AVX-512, 8 x 8 with
@@ -45,7 +46,8 @@ template <int G>
     !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 #endif
-void SkinnyGemmCpu(const float* x, const float* w, float* y, int64_t rows,
+void SkinnyGemmBaseline(const float* x, const float* w, float* y,
+                        int64_t rows,
                    int64_t n, int64_t k, int64_t n_begin, int64_t n_end) {
   float dots[kGroup];
   for (int64_t j = n_begin; j < n_end; ++j) {
@@ -72,4 +74,4 @@ void SkinnyGemmCpu(const float* x, const float* w, float* y, int64_t rows,
   }
 }
 
-}  // namespace h3::kernels
+}  // namespace h3::bench
