@@ -6,13 +6,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <algorithm>
 #include <iostream>
 #include <string>
 #include <thread>
 
 #include "CLI/CLI.hpp"
-#include "absl/strings/str_cat.h"
 #include "base/build_info.h"
 #include "server/server.h"
 
@@ -108,16 +106,13 @@ int main(int argc, char** argv) {
                  "RESOURCE_EXHAUSTED")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
-  CLI::Option* step_tokens =
-      app.add_option("--prefill-tokens", options.scheduler.step_tokens,
-                     absl::StrCat(
-                         "Tokens per engine step: every running request's "
-                         "next token, then prompt chunks up to this many in "
-                         "all (longer prompts are split, so running requests "
-                         "keep generating). At least --slots. Default: ",
-                         h3::engine::kDefaultStepTokens,
-                         ", or --slots if larger (docs/scheduling.md)"))
-          ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--prefill-tokens", options.scheduler.step_tokens,
+                 "Tokens per engine step: every running request's next "
+                 "token, then prompt chunks up to this many in all (longer "
+                 "prompts are split, so running requests keep generating). "
+                 "At least --slots. Default: 64 on the CPU, 512 on a GPU, or "
+                 "4 per slot if more (docs/scheduling.md)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--prefill-chunk", options.prefill_chunk,
                  "Tokens per H3 prefill call (state passing joins calls)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
@@ -136,10 +131,6 @@ int main(int argc, char** argv) {
                  "all hardware threads)")
       ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
-  if (step_tokens->count() == 0) {
-    options.scheduler.step_tokens = std::max<int64_t>(
-        h3::engine::kDefaultStepTokens, options.slots);
-  }
   options.default_model = !no_model;
   options.backend.weight_type = *h3::engine::ParseWeightType(dtype);
   if (threads > 0) setenv("H3_NUM_THREADS", std::to_string(threads).c_str(), 1);

@@ -34,6 +34,12 @@ absl::Status Server::LoadModel(const ServerOptions& options,
                                           {.prefill_chunk = options.prefill_chunk}));
   served->config = model->config();
   served->device = model->backend().name();
+  engine::SchedulerOptions scheduler = options.scheduler;
+  scheduler.observer = metrics_.get();
+  if (scheduler.step_tokens == 0) {
+    scheduler.step_tokens =
+        engine::DefaultStepTokens(model->backend(), options.slots);
+  }
   // The activations are sized for the scheduler's step budget.
   H3_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::Runner> runner,
@@ -41,9 +47,7 @@ absl::Status Server::LoadModel(const ServerOptions& options,
           std::move(model),
           {.slots = options.slots,
            .max_sequence_length = options.max_sequence_length,
-           .max_step_tokens = options.scheduler.step_tokens}));
-  engine::SchedulerOptions scheduler = options.scheduler;
-  scheduler.observer = metrics_.get();
+           .max_step_tokens = scheduler.step_tokens}));
   H3_ASSIGN_OR_RETURN(scheduler_,
                       engine::Scheduler::Create(std::move(runner),
                                                 tokenizer_.get(), scheduler));

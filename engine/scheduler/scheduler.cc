@@ -40,10 +40,19 @@ struct Scheduler::Sequence {
   int64_t prompt() const { return static_cast<int64_t>(request.prompt.size()); }
 };
 
+int64_t DefaultStepTokens(const Backend& backend, int slots) {
+  const int64_t base = backend.name() == "cpu" ? 64 : 512;
+  return std::max<int64_t>(base, 4 * int64_t{slots});
+}
+
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
     std::unique_ptr<Runner> runner, const tokenizer::Tokenizer* tokenizer,
-    const SchedulerOptions& options) {
+    SchedulerOptions options) {
   const RunnerOptions& r = runner->options();
+  if (options.step_tokens == 0) {
+    options.step_tokens = std::min(
+        DefaultStepTokens(runner->model().backend(), r.slots), r.max_step_tokens);
+  }
   if (options.max_waiting < 0 || options.stream_buffer < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "scheduler options: max waiting (", options.max_waiting,

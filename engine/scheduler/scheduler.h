@@ -22,9 +22,11 @@
 
 namespace h3::engine {
 
-// The default token budget of an engine step: docs/scheduling.md has the
-// measurement behind it.
-inline constexpr int64_t kDefaultStepTokens = 256;
+// The default token budget of an engine step on `backend` with `slots`
+// slots (docs/scheduling.md has the measurement behind it): on the CPU 64,
+// or 4 per slot when that is more; on a GPU 512, or 4 per slot (chosen by
+// arithmetic, not yet measured on a GPU).
+int64_t DefaultStepTokens(const Backend& backend, int slots);
 
 struct SchedulerOptions {
   // Requests that may wait for a slot; past it Submit answers
@@ -34,8 +36,8 @@ struct SchedulerOptions {
   // prompt chunks, oldest request first, up to this many in all. A long
   // prompt is split across steps (state passing), so running sequences keep
   // generating between its chunks. At least the runner's slots (so prompts
-  // always progress), at most its max_step_tokens.
-  int64_t step_tokens = kDefaultStepTokens;
+  // always progress), at most its max_step_tokens; 0: DefaultStepTokens.
+  int64_t step_tokens = 0;
   // Deltas a stream buffers before the loop merges new ones into the last.
   int stream_buffer = 64;
   // Receives per-iteration and per-request measurements; may be null. Must
@@ -62,7 +64,7 @@ class Scheduler {
   // options.
   static absl::StatusOr<std::unique_ptr<Scheduler>> Create(
       std::unique_ptr<Runner> runner, const tokenizer::Tokenizer* tokenizer,
-      const SchedulerOptions& options);
+      SchedulerOptions options);
   // Stops the loop; requests still held end with kCancelled.
   ~Scheduler();
 
@@ -89,7 +91,8 @@ class Scheduler {
   };
   Stats stats() const;
 
-  // The limits requests are checked against (they do not change).
+  // The limits requests are checked against (they do not change), and the
+  // options with step_tokens resolved.
   int slots() const { return slots_; }
   int64_t max_sequence_length() const { return max_sequence_length_; }
   const SchedulerOptions& options() const { return options_; }
