@@ -98,7 +98,6 @@ def start_server(model, budget):
     command = [binary("server", "h3serve"), "--model", model, "--host", "127.0.0.1",
                "--port", "0", "--metrics-port", "0", "--slots", str(args.concurrency),
                "--device", args.device, "--threads", str(args.threads),
-               "--max-sequence-length", str(args.input_len + args.output_len + 1),
                ] + shlex.split(args.server_args)
     if budget != "default":
         command += ["--prefill-tokens", budget]
