@@ -125,6 +125,8 @@ class Model {
   Model(loader::ModelConfig config, std::unique_ptr<Backend> backend,
         const ModelOptions& options);
   absl::Status LoadWeights(const loader::ModelFile& file);
+  // The sequence mixing of layer `layer` (its index among the H3 or the
+  // attention layers: `index`): from act.qkv into act.normed.
   absl::Status H3Mixer(Layer& layer, int index, const ForwardBatch& batch,
                        Activations& act);
   absl::Status AttentionMixer(Layer& layer, int index,

@@ -33,9 +33,17 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
         {act.hidden.data(), act.residual.data(), /*add_residual=*/i > 0,
          layer.norm1_w.data(), layer.norm1_b.data(), act.normed.data(), rows,
          d, eps}));
+    // The mixer: q|k|v in one product, the sequence mixing into normed
+    // (free once the product has read it), the output projection.
+    H3_RETURN_IF_ERROR(backend_->Linear({act.normed.data(), &layer.wqkv_w,
+                                         layer.wqkv_b.data(), act.qkv.data(),
+                                         rows}));
     H3_RETURN_IF_ERROR(
         layer.attention ? AttentionMixer(layer, index_of_layer_[i], batch, act)
                         : H3Mixer(layer, index_of_layer_[i], batch, act));
+    H3_RETURN_IF_ERROR(backend_->Linear({act.normed.data(), &layer.out_w,
+                                         layer.out_b.data(), act.mixed.data(),
+                                         rows}));
     H3_RETURN_IF_ERROR(backend_->AddLayerNorm(
         {act.mixed.data(), act.residual.data(), true, layer.norm2_w.data(),
          layer.norm2_b.data(), act.normed.data(), rows, d, eps}));
@@ -54,12 +62,6 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
 absl::Status Model::H3Mixer(Layer& layer, int index, const ForwardBatch& batch,
                             Activations& act) {
   const int64_t d = config_.d_model;
-  const int64_t rows = batch.rows;
-  H3_RETURN_IF_ERROR(backend_->Linear({act.normed.data(), &layer.wqkv_w,
-                                       layer.wqkv_b.data(), act.qkv.data(),
-                                       rows}));
-  // The inner output goes to normed (read by the product above; free until
-  // the output projection).
   float* inner = act.normed.data();
   const StepRows& step = batch.step;
   if (step.count > 0) {
@@ -80,23 +82,17 @@ absl::Status Model::H3Mixer(Layer& layer, int index, const ForwardBatch& batch,
     }
     row += s.length;
   }
-  return backend_->Linear(
-      {inner, &layer.out_w, layer.out_b.data(), act.mixed.data(), rows});
+  return absl::OkStatus();
 }
 
 absl::Status Model::AttentionMixer(Layer& layer, int index,
                                    const ForwardBatch& batch,
                                    Activations& act) {
   const int64_t d = config_.d_model;
-  const int64_t rows = batch.rows;
-  H3_RETURN_IF_ERROR(backend_->Linear({act.normed.data(), &layer.wqkv_w,
-                                       layer.wqkv_b.data(), act.qkv.data(),
-                                       rows}));
   const kernels::AttentionShape shape{static_cast<int>(config_.n_heads),
                                       static_cast<int>(d / config_.n_heads),
                                       static_cast<int>(config_.rotary_dim)};
   const float* inv_freq = layer.inv_freq.data();
-  // The attention output goes to normed (free until the output projection).
   float* out = act.normed.data();
   const StepRows& step = batch.step;
   if (step.count > 0) {
@@ -112,8 +108,7 @@ absl::Status Model::AttentionMixer(Layer& layer, int index,
          s.memory.kv[index], out + row * d}));
     row += s.length;
   }
-  return backend_->Linear(
-      {out, &layer.out_w, layer.out_b.data(), act.mixed.data(), rows});
+  return absl::OkStatus();
 }
 
 absl::Status Model::LmHead(const float* normed, int64_t rows, float* logits) {

@@ -134,16 +134,9 @@ absl::StatusOr<ElementType> DTypeFromFlag(absl::string_view flag) {
 }
 
 absl::string_view DTypeFlag(ElementType dtype) {
-  switch (dtype) {
-    case ElementType::kF32:
-      return "fp32";
-    case ElementType::kF16:
-      return "fp16";
-    case ElementType::kBF16:
-      return "bf16";
-    default:
-      return DTypeName(dtype);
-  }
+  const bool flag = dtype == ElementType::kF32 || dtype == ElementType::kF16 ||
+                    dtype == ElementType::kBF16;
+  return flag ? ElementTypeName(dtype) : DTypeName(dtype);
 }
 
 bool IsFloatingPoint(ElementType dtype) {
