@@ -11,7 +11,6 @@
 namespace h3::bench {
 namespace {
 
-
 // 256 threads a block, at most 4096 blocks: a few waves on any current GPU
 // (an H100 holds 132 x 2048 threads); the grid-stride loops cover the rest.
 constexpr int kThreads = 256;

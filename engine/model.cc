@@ -100,7 +100,7 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
     };
     layer.attention = config_.IsAttention(i);
     index_of_layer_.push_back(layer.attention ? attention_layers_++
-                                             : h3_layers_++);
+                                              : h3_layers_++);
     for (auto [rest, buffer] : {std::pair{"norm1.weight", &layer.norm1_w},
                                 std::pair{"norm1.bias", &layer.norm1_b},
                                 std::pair{"norm2.weight", &layer.norm2_w},

@@ -56,7 +56,7 @@ struct Segment {
 // order. Distinct rows belong to distinct sequences except within a
 // segment.
 struct ForwardBatch {
-  int64_t rows = 0;  // step.count + the segments' lengths
+  int64_t rows = 0;              // step.count + the segments' lengths
   const int32_t* ids = nullptr;  // backend memory [rows], in the vocabulary
   StepRows step;
   absl::Span<const Segment> segments;

@@ -31,25 +31,25 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
     Layer& layer = layers_[i];
     H3_RETURN_IF_ERROR(backend_->AddLayerNorm(
         {act.hidden.data(), act.residual.data(), /*add_residual=*/i > 0,
-         layer.norm1_w.data(), layer.norm1_b.data(), act.normed.data(), rows,
-         d, eps}));
+         layer.norm1_w.data(), layer.norm1_b.data(), act.normed.data(), rows, d,
+         eps}));
     // The mixer: q|k|v in one product, the sequence mixing into normed
     // (free once the product has read it), the output projection.
-    H3_RETURN_IF_ERROR(backend_->Linear({act.normed.data(), &layer.wqkv_w,
-                                         layer.wqkv_b.data(), act.qkv.data(),
-                                         rows}));
+    H3_RETURN_IF_ERROR(
+        backend_->Linear({act.normed.data(), &layer.wqkv_w, layer.wqkv_b.data(),
+                          act.qkv.data(), rows}));
     H3_RETURN_IF_ERROR(
         layer.attention ? AttentionMixer(layer, index_of_layer_[i], batch, act)
                         : H3Mixer(layer, index_of_layer_[i], batch, act));
-    H3_RETURN_IF_ERROR(backend_->Linear({act.normed.data(), &layer.out_w,
-                                         layer.out_b.data(), act.mixed.data(),
-                                         rows}));
+    H3_RETURN_IF_ERROR(
+        backend_->Linear({act.normed.data(), &layer.out_w, layer.out_b.data(),
+                          act.mixed.data(), rows}));
     H3_RETURN_IF_ERROR(backend_->AddLayerNorm(
         {act.mixed.data(), act.residual.data(), true, layer.norm2_w.data(),
          layer.norm2_b.data(), act.normed.data(), rows, d, eps}));
-    H3_RETURN_IF_ERROR(backend_->Linear({act.normed.data(), &layer.fc1_w,
-                                         layer.fc1_b.data(), act.mlp.data(),
-                                         rows, Epilogue::kGeluTanh}));
+    H3_RETURN_IF_ERROR(
+        backend_->Linear({act.normed.data(), &layer.fc1_w, layer.fc1_b.data(),
+                          act.mlp.data(), rows, Epilogue::kGeluTanh}));
     H3_RETURN_IF_ERROR(
         backend_->Linear({act.mlp.data(), &layer.fc2_w, layer.fc2_b.data(),
                           act.hidden.data(), rows}));

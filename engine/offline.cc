@@ -31,9 +31,9 @@ absl::StatusOr<OfflineStats> GenerateOffline(
     int64_t step_tokens, std::vector<OfflineResult>* results,
     const std::function<void(size_t, int32_t)>& on_token) {
   if (step_tokens < 1 || step_tokens > runner.options().max_step_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tokens per step: ", step_tokens, "; it must be in [1, ",
-        runner.options().max_step_tokens, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokens per step: ", step_tokens, "; it must be in [1, ",
+                     runner.options().max_step_tokens, "]"));
   }
   SequenceMemory& memory = runner.memory();
   const int64_t vocab = runner.model().config().vocab_size;
@@ -48,7 +48,8 @@ absl::StatusOr<OfflineStats> GenerateOffline(
   // The sampling row of request l's next token.
   auto row = [&](const Live& l) {
     const OfflineRequest& r = requests[l.index];
-    return SamplingRowOf(r.sampling, r.seed, (*results)[l.index].generated.size());
+    return SamplingRowOf(r.sampling, r.seed,
+                         (*results)[l.index].generated.size());
   };
   // Records request l's sampled token; true when it ends the request.
   auto take = [&](Live& l, int32_t id) {
@@ -110,8 +111,8 @@ absl::StatusOr<OfflineStats> GenerateOffline(
         l.prefilled += static_cast<int64_t>(plan.sequences[i].tokens.size());
         if (l.prefilled < static_cast<int64_t>(r.prompt.size())) continue;
         if (const float* logits = step.LogitsOf(i); logits != nullptr) {
-          (*results)[l.index].prompt_logits.assign(
-              logits, logits + step.padded_vocab);
+          (*results)[l.index].prompt_logits.assign(logits,
+                                                   logits + step.padded_vocab);
         }
         if (r.max_new_tokens > 0) {
           take(l, step.ids[i]);
@@ -130,12 +131,11 @@ absl::StatusOr<OfflineStats> GenerateOffline(
       std::vector<Live*> who;
       for (Live& l : live) {
         if (l.done) continue;
-        plan.sequences.push_back(
-            {.slot = l.slot,
-             .tokens = absl::MakeConstSpan(
-                 &(*results)[l.index].generated.back(), 1),
-             .sample = true,
-             .sampling = row(l)});
+        plan.sequences.push_back({.slot = l.slot,
+                                  .tokens = absl::MakeConstSpan(
+                                      &(*results)[l.index].generated.back(), 1),
+                                  .sample = true,
+                                  .sampling = row(l)});
         who.push_back(&l);
       }
       if (who.empty()) break;

@@ -57,8 +57,7 @@ TEST_P(ReferenceTest, LogitsAndGreedyTokensMatchPyTorch) {
           std::max_element(logits.begin(), logits.begin() + vocab) -
           logits.begin());
       greedy.push_back(next);
-      ASSERT_TRUE(
-          h3::testing::Feed(**runner, slot, {&next, 1}, &logits).ok());
+      ASSERT_TRUE(h3::testing::Feed(**runner, slot, {&next, 1}, &logits).ok());
     }
     EXPECT_EQ(greedy, golden["greedy"].get<std::vector<int32_t>>())
         << "chunk " << chunk;

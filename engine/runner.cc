@@ -30,7 +30,9 @@ struct Runner::Layout {
     bytes = states + h3_layers * h3_bytes + kv_layers * kv_bytes;
   }
   int64_t H3States(int i) const { return states + i * h3_bytes; }
-  int64_t KvCaches(int j) const { return states + h3 * h3_bytes + j * kv_bytes; }
+  int64_t KvCaches(int j) const {
+    return states + h3 * h3_bytes + j * kv_bytes;
+  }
 
   int h3;
   int64_t ids = 0, positions, sampling, histories, states, bytes;
@@ -72,8 +74,8 @@ absl::StatusOr<std::unique_ptr<Runner>> Runner::Create(
                                              options.max_sequence_length));
   r->head_capacity_ = r->Bucket(options.slots);
   const loader::ModelConfig& c = r->model_->config();
-  H3_ASSIGN_OR_RETURN(r->logits_,
-                      backend.Allocate(r->head_capacity_ * c.padded_vocab_size));
+  H3_ASSIGN_OR_RETURN(
+      r->logits_, backend.Allocate(r->head_capacity_ * c.padded_vocab_size));
   H3_ASSIGN_OR_RETURN(r->sampled_, backend.Allocate(2 * r->head_capacity_));
   H3_RETURN_IF_ERROR(
       r->Reserve(std::min(options.max_step_tokens, r->head_capacity_)));
@@ -183,8 +185,8 @@ absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
   const bool pure = chunks.empty();
   const int64_t bucket = pure ? Bucket(count) : count;
   if (bucket > count && pad_ == nullptr) {
-    H3_ASSIGN_OR_RETURN(pad_, SequenceMemory::Create(
-                                  *model_, 1, options_.max_sequence_length));
+    H3_ASSIGN_OR_RETURN(
+        pad_, SequenceMemory::Create(*model_, 1, options_.max_sequence_length));
     H3_RETURN_IF_ERROR(pad_->Acquire().status());
   }
   rows += bucket - count;
@@ -282,9 +284,9 @@ absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
     }
     if (s.logits) {
       result->logits_row[i] = next;
-      H3_RETURN_IF_ERROR(backend.CopyToHost(logits_.data() + head_row[i] * vocab,
-                                            vocab,
-                                            result->logits.data() + next * vocab));
+      H3_RETURN_IF_ERROR(
+          backend.CopyToHost(logits_.data() + head_row[i] * vocab, vocab,
+                             result->logits.data() + next * vocab));
       ++next;
     }
   }

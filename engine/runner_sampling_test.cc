@@ -209,7 +209,7 @@ TEST_F(RunnerSamplingTest, BrokenPlansAreRefusedAndChangeNothing) {
     return runner_->Execute(plan, &result).code() ==
            absl::StatusCode::kInvalidArgument;
   };
-  EXPECT_TRUE(refused({}));  // empty
+  EXPECT_TRUE(refused({}));                                      // empty
   EXPECT_TRUE(refused({{{.slot = 3, .tokens = {&token, 1}}}}));  // not taken
   EXPECT_TRUE(refused({{{.slot = slot, .tokens = {}}}}));        // no tokens
   EXPECT_TRUE(refused({{{.slot = slot, .tokens = {&token, 1}},

@@ -69,10 +69,11 @@ class RunnerTest : public ::testing::TestWithParam<std::tuple<int, int>> {
     const SlotId slot = *runner.memory().Acquire();
     std::vector<float> logits;
     size_t k = 0;
-    for (size_t done = 0; done < tokens.size(); k = std::min(k + 1, sizes.size() - 1)) {
+    for (size_t done = 0; done < tokens.size();
+         k = std::min(k + 1, sizes.size() - 1)) {
       const size_t n = std::min<size_t>(sizes[k], tokens.size() - done);
-      EXPECT_TRUE(Feed(runner, slot, absl::MakeConstSpan(tokens).subspan(done, n),
-                       &logits)
+      EXPECT_TRUE(Feed(runner, slot,
+                       absl::MakeConstSpan(tokens).subspan(done, n), &logits)
                       .ok());
       done += n;
     }
@@ -89,8 +90,8 @@ TEST_P(RunnerTest, PromptSplitsGiveTheLogitsOfOnePrefillBitwise) {
   auto runner = Make();
   const auto tokens = Tokens(1100, 1);
   const std::vector<float> whole = Split(*runner, tokens, {1100});
-  for (const std::vector<int64_t>& sizes :
-       std::vector<std::vector<int64_t>>{{1}, {7}, {64}, {1000}, {3, 500, 13}}) {
+  for (const std::vector<int64_t>& sizes : std::vector<std::vector<int64_t>>{
+           {1}, {7}, {64}, {1000}, {3, 500, 13}}) {
     EXPECT_EQ(Split(*runner, tokens, sizes), whole)
         << "steps of " << sizes[0] << ", ...";
   }

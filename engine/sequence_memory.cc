@@ -109,8 +109,8 @@ absl::Status SequenceMemory::Copy(SlotId from, SlotId to) {
     H3_RETURN_IF_ERROR(backend.Copy(s.k, filled, d.k));
     H3_RETURN_IF_ERROR(backend.Copy(s.v, filled, d.v));
   }
-  H3_RETURN_IF_ERROR(backend.Copy(src.history.data(), src.history.size(),
-                                  dst.history.data()));
+  H3_RETURN_IF_ERROR(
+      backend.Copy(src.history.data(), src.history.size(), dst.history.data()));
   dst.position = src.position;
   return absl::OkStatus();
 }
@@ -126,8 +126,8 @@ absl::Status SequenceMemory::SetTokenFlags(SlotId slot,
   // The flags are bytes in a float buffer: copied as whole floats.
   std::vector<float> words(HistoryFloats() - vocab, 0.0f);
   std::memcpy(words.data(), flags.data(), flags.size());
-  return model_.backend().CopyFromHost(
-      words.data(), words.size(), slots_[slot].history.data() + vocab);
+  return model_.backend().CopyFromHost(words.data(), words.size(),
+                                       slots_[slot].history.data() + vocab);
 }
 
 SequenceView SequenceMemory::View(SlotId slot) const {

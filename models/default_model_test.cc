@@ -135,7 +135,8 @@ TEST_F(HeldOutTest, PerplexityBeatsATrigramModelAndMatchesTraining) {
   ASSERT_EQ(int64_t(train.size()), log["train_tokens"].get<int64_t>());
   ASSERT_EQ(int64_t(valid.size()), log["valid_tokens"].get<int64_t>());
 
-  const KneserNeyTrigram trigram(int32_t(l.runner->model().config().vocab_size), train);
+  const KneserNeyTrigram trigram(int32_t(l.runner->model().config().vocab_size),
+                                 train);
   const double ngram_loss = NgramLoss(trigram, valid);
   auto model_loss = ModelLoss(*l.runner, valid, log["seq_len"].get<int64_t>());
   ASSERT_TRUE(model_loss.ok()) << model_loss.status();
@@ -167,10 +168,11 @@ TEST_F(HeldOutTest, GreedyTextIsMadeOfBibleWords) {
   ASSERT_TRUE(h3::testing::Feed(*l.runner, slot, *prompt, &logits).ok());
   std::vector<int32_t> out;
   for (int i = 0; i < 48; ++i) {
-    const int32_t next = int32_t(
-        std::max_element(logits.begin(),
-                         logits.begin() + l.runner->model().config().vocab_size) -
-        logits.begin());
+    const int32_t next =
+        int32_t(std::max_element(
+                    logits.begin(),
+                    logits.begin() + l.runner->model().config().vocab_size) -
+                logits.begin());
     if (next == l.tokenizer->eos_id()) break;
     out.push_back(next);
     ASSERT_TRUE(h3::testing::Feed(*l.runner, slot, {&next, 1}, &logits).ok());

@@ -115,8 +115,9 @@ absl::StatusOr<double> ModelLoss(engine::Runner& runner,
       for (size_t j = 0; j < n; ++j) {
         const int64_t at = starts[first + j] + t;
         if (at + 1 < ends[j]) {
-          plan.sequences.push_back(
-              {.slot = slots[j], .tokens = stream.subspan(at, 1), .logits = true});
+          plan.sequences.push_back({.slot = slots[j],
+                                    .tokens = stream.subspan(at, 1),
+                                    .logits = true});
           which.push_back(j);
         }
       }

@@ -10,7 +10,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-
 #include "clients/h3/bench_dataset.h"
 #include "clients/h3/bench_result.h"
 #include "h3/v1/text_generation.grpc.pb.h"

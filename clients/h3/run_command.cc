@@ -151,10 +151,9 @@ absl::Status Run(const RunFlags& flags) {
     std::cout << step->text << std::flush;
   };
   std::vector<engine::OfflineResult> results;
-  H3_ASSIGN_OR_RETURN(
-      const engine::OfflineStats stats,
-      engine::GenerateOffline(*runner, {request}, step_tokens, &results,
-                              on_token));
+  H3_ASSIGN_OR_RETURN(const engine::OfflineStats stats,
+                      engine::GenerateOffline(*runner, {request}, step_tokens,
+                                              &results, on_token));
   H3_RETURN_IF_ERROR(streamed);
   const engine::OfflineResult& result = results[0];
   const std::vector<int32_t>& generated = result.generated;
@@ -183,9 +182,9 @@ absl::Status Run(const RunFlags& flags) {
   }
   nlohmann::ordered_json out = {{"prompt_ids", prompt}};
   if (flags.logits) {
-    out["prompt_last_logits"] = std::vector<float>(
-        result.prompt_logits.begin(),
-        result.prompt_logits.begin() + config.vocab_size);
+    out["prompt_last_logits"] =
+        std::vector<float>(result.prompt_logits.begin(),
+                           result.prompt_logits.begin() + config.vocab_size);
   }
   out["generated_ids"] = generated;
   if (tok != nullptr) {

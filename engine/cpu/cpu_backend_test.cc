@@ -161,8 +161,8 @@ TEST(CpuH3LayerTest, ChunkingAndDecodingDoNotChangeTheBits) {
   };
   State whole(shape);
   const std::vector<float> want = run({length}, false, &whole);
-  for (const std::vector<int64_t>& chunks :
-       std::vector<std::vector<int64_t>>{{1, 149}, {64, 64, 22}, {7, 120, 23}}) {
+  for (const std::vector<int64_t>& chunks : std::vector<std::vector<int64_t>>{
+           {1, 149}, {64, 64, 22}, {7, 120, 23}}) {
     for (bool decode : {false, true}) {
       State state(shape);
       std::vector<int64_t> prefix = chunks;

@@ -74,9 +74,9 @@ class CudaEngineTest : public h3::testing::GpuTest {
     auto backend = MakeBackend({device, type});
     EXPECT_TRUE(backend.ok()) << backend.status();
     if (!backend.ok()) return nullptr;
-    auto runner = h3::testing::MakeRunner(*file_, *std::move(backend),
-                                          /*slots=*/16, /*context=*/512,
-                                          chunk, graphs);
+    auto runner =
+        h3::testing::MakeRunner(*file_, *std::move(backend),
+                                /*slots=*/16, /*context=*/512, chunk, graphs);
     EXPECT_TRUE(runner.ok()) << runner.status();
     return runner.ok() ? *std::move(runner) : nullptr;
   }
@@ -224,8 +224,7 @@ TEST_F(CudaEngineTest, AMixedStepEqualsEachSequenceAlone) {
     ASSERT_TRUE(Feed(*gpu, alone[i], feeds[i], &logits).ok());
     const float* got = result.LogitsOf(i);
     ASSERT_NE(got, nullptr);
-    EXPECT_LT(NormalisedError(std::vector<float>(got, got + row), logits),
-              1e-5)
+    EXPECT_LT(NormalisedError(std::vector<float>(got, got + row), logits), 1e-5)
         << "entry " << i << " of " << lengths[i] << " tokens";
   }
 }

@@ -50,19 +50,23 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
     SchedulerOptions options) {
   const RunnerOptions& r = runner->options();
   if (options.step_tokens == 0) {
-    options.step_tokens = std::min(
-        DefaultStepTokens(runner->model().backend(), r.slots), r.max_step_tokens);
+    options.step_tokens =
+        std::min(DefaultStepTokens(runner->model().backend(), r.slots),
+                 r.max_step_tokens);
   }
   if (options.max_waiting < 0 || options.stream_buffer < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "scheduler options: max waiting (", options.max_waiting,
         ") must be >= 0 and stream buffer (", options.stream_buffer, ") >= 1"));
   }
-  if (options.step_tokens < r.slots || options.step_tokens > r.max_step_tokens) {
+  if (options.step_tokens < r.slots ||
+      options.step_tokens > r.max_step_tokens) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tokens per step (", options.step_tokens, ") must be at least the ",
-        r.slots, " slots (every running request feeds a token each step) and "
-        "at most the runner's ", r.max_step_tokens));
+        r.slots,
+        " slots (every running request feeds a token each step) and "
+        "at most the runner's ",
+        r.max_step_tokens));
   }
   std::unique_ptr<Scheduler> s(
       new Scheduler(std::move(runner), tokenizer, options));
@@ -120,8 +124,8 @@ absl::Status Scheduler::Validate(const GenerationRequest& r) const {
         absl::StrCat("top logprobs is ", r.logprobs, "; at most ",
                      kMaxTopLogprobs, " are returned"));
   }
-  H3_RETURN_IF_ERROR(Annotate(
-      runner_->model().CheckTokens(r.stop_token_ids), "stop_token_ids"));
+  H3_RETURN_IF_ERROR(Annotate(runner_->model().CheckTokens(r.stop_token_ids),
+                              "stop_token_ids"));
   if (!r.stop_strings.empty() && tokenizer_ == nullptr) {
     return absl::InvalidArgumentError(
         "stop_strings: this model has no tokenizer, so no text to match");
@@ -150,10 +154,10 @@ absl::StatusOr<std::unique_ptr<RequestOutput>> Scheduler::Submit(
       request.sampling.seed.has_value() ? *request.sampling.seed : RandomSeed();
   s->listed = listed;
   s->held = std::move(held);
-  s->flags = RequestTokenFlags(
-      vocab_size_, listed, request.prompt,
-      request.min_new_tokens > 0 ? absl::Span<const int32_t>(s->held)
-                                 : absl::Span<const int32_t>());
+  s->flags = RequestTokenFlags(vocab_size_, listed, request.prompt,
+                               request.min_new_tokens > 0
+                                   ? absl::Span<const int32_t>(s->held)
+                                   : absl::Span<const int32_t>());
   std::vector<std::string> stop_strings = request.stop_strings;
   s->request = std::move(request);
   s->stream = std::make_shared<ResultStream>(options_.stream_buffer);
@@ -324,7 +328,8 @@ absl::Status Scheduler::RunStep() {
   std::vector<Sequence*> who;
   // Every sequence past its prompt feeds its newest token...
   for (auto& s : running_) {
-    if (s->finish != FinishReason::kNone || s->prefilled < s->prompt()) continue;
+    if (s->finish != FinishReason::kNone || s->prefilled < s->prompt())
+      continue;
     plan_.sequences.push_back({.slot = s->slot,
                                .tokens = absl::MakeConstSpan(&s->last, 1),
                                .sample = true,
@@ -378,9 +383,9 @@ void Scheduler::Emit(Sequence& s, int32_t id, float logprob,
   const GenerationRequest& r = s.request;
   SampledToken token{.id = id, .logprob = logprob};
   if (r.logprobs > 0 && logits != nullptr) {
-    token.top = TopLogprobs(absl::MakeConstSpan(logits, padded_vocab_),
-                            static_cast<int32_t>(vocab_size_), s.listed,
-                            r.logprobs);
+    token.top =
+        TopLogprobs(absl::MakeConstSpan(logits, padded_vocab_),
+                    static_cast<int32_t>(vocab_size_), s.listed, r.logprobs);
   }
   const SteadyTime now = std::chrono::steady_clock::now();
   if (s.generated == 0) {

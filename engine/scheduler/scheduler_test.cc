@@ -70,8 +70,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   // Reads a stream to its end: all tokens, and the final delta.
-  static std::pair<std::vector<int32_t>, Delta> Collect(
-      RequestOutput& stream) {
+  static std::pair<std::vector<int32_t>, Delta> Collect(RequestOutput& stream) {
     std::vector<int32_t> tokens;
     while (true) {
       std::optional<Delta> d = stream.Next(milliseconds(20000));

@@ -41,11 +41,11 @@ using testing::Stream;
 // of all steps and of the diagonal states after them. Both sides run the
 // same fp32 operations per element; they differ only in summation order
 // (kbar's N taps and y's M modes: trees over different lanes; the CPU's are
-// 16-float vectors, kernels/cpu/h3_recurrence.cc) and in fused multiply-adds, a few ulps (2^-24 ~ 6e-8) each. The diagonal
-// state feeds its own past through |dA| < 1, which damps old errors instead
-// of compounding them, so 32 steps stay near one step's error, ~1e-6 at
-// N = 64. 1e-5 leaves a margin of ten. The shift ring holds raw inputs, no
-// arithmetic: it must match bitwise.
+// 16-float vectors, kernels/cpu/h3_recurrence.cc) and in fused multiply-adds, a
+// few ulps (2^-24 ~ 6e-8) each. The diagonal state feeds its own past through
+// |dA| < 1, which damps old errors instead of compounding them, so 32 steps
+// stay near one step's error, ~1e-6 at N = 64. 1e-5 leaves a margin of ten. The
+// shift ring holds raw inputs, no arithmetic: it must match bitwise.
 constexpr double kBound = 1e-5;
 // Steps per test: enough for errors to accumulate if they did, and for the
 // small rings (N = 8, 10, 16) to wrap several times.

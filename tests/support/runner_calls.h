@@ -26,8 +26,7 @@ absl::StatusOr<std::unique_ptr<engine::Runner>> MakeRunner(
 // Feeds `tokens` to `slot` in one step; *logits (if not null) receives the
 // last token's logits [padded_vocab].
 absl::Status Feed(engine::Runner& runner, engine::SlotId slot,
-                  absl::Span<const int32_t> tokens,
-                  std::vector<float>* logits);
+                  absl::Span<const int32_t> tokens, std::vector<float>* logits);
 
 // One token to each slot in one step; *logits (if not null) receives
 // [slots.size(), padded_vocab].
@@ -37,8 +36,9 @@ absl::Status FeedEach(engine::Runner& runner,
                       std::vector<float>* logits);
 
 // The first max_tokens greedy ids after `prompt`, in a slot of its own.
-absl::StatusOr<std::vector<int32_t>> GreedyIds(
-    engine::Runner& runner, absl::Span<const int32_t> prompt, int max_tokens);
+absl::StatusOr<std::vector<int32_t>> GreedyIds(engine::Runner& runner,
+                                               absl::Span<const int32_t> prompt,
+                                               int max_tokens);
 
 }  // namespace h3::testing
 
