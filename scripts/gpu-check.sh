@@ -247,7 +247,7 @@ if kind == "table4":
     for row in r.get("results", []):
         e = row.get("h3serve_graphs_on", {}).get("median_tokens_per_s")
         ratios = ", ".join(f"{k} {v:.2f}" for k, v in row.get("ratios", {}).items()
-                           if isinstance(v, (int, float)))
+                           if isinstance(v, (int, float)) and not isinstance(v, bool))
         parts.append(f"prompt {row.get('prompt_len')}: engine {f(e)} tok/s ({ratios})")
     lat = r.get("latency", {}).get("h3serve", {}).get("median_step_ms")
     parts.append(f"batch-1 step {lat:.3f} ms" if lat else "no batch-1 latency")
