@@ -35,6 +35,7 @@
 #   memcheck  600/60  compute-sanitizer memcheck of the engine's GPU tests
 # A phase starts only when its least time is left of the total (less a 5 s
 # reserve) and runs for at most the smaller of its limit and what is left.
+# When h3 devices sees no GPU, the benchmarks and memcheck are skipped.
 # timeout(1) ends it with every process it started (SIGTERM to the process
 # group, SIGKILL 3 s later).
 #
@@ -330,7 +331,7 @@ phase_devices() {
     *) status=failed; detail="h3 devices: status $rc" ;;
   esac
   if [ $rc -eq 0 ] && grep -q '^No GPUs' "$work/devices.out"; then
-    status=failed; detail="h3 devices sees no GPU"
+    status=failed; detail="h3 devices sees no GPU"; no_gpu=1
   fi
 }
 
@@ -462,8 +463,13 @@ phase_memcheck() {
 
 # ---- the run ----------------------------------------------------------------
 exit_status=0
+no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
 for phase in "${selected[@]}"; do
   left=$(( total - SECONDS - reserve ))
+  if [ -n "$no_gpu" ] && [[ " table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
+    record "$phase" skipped - - "h3 devices sees no GPU"
+    continue
+  fi
   if (( left < least[$phase] )); then
     record "$phase" skipped-time - - "$(( left > 0 ? left : 0 )) s left, needs ${least[$phase]}"
     continue

@@ -249,14 +249,21 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(m.phases["memcheck"]["status"], "passed")
         self.assertFalse(os.path.exists(os.path.join(m.out, "table4.json")))
 
-    def test_no_gpu_fails_facts_and_tests_that_skip_for_want_of_a_device(self):
+    def test_no_gpu_fails_facts_devices_and_tests_and_skips_the_benchmarks(self):
         m = FakeMachine(self.tmp, kernels_test=PASSING_TEST + 'echo "no CUDA device: none"\n')
         os.remove(os.path.join(m.bin, "nvidia-smi"))
-        m.run("--phases", "facts,tests")
+        write(os.path.join(m.root, "build", "clients", "h3"),
+              '#!/bin/sh\necho "No GPUs: no NVIDIA driver is installed"\n', True)
+        m.run("--phases", "facts,devices,tests,table4,memcheck")
         self.assertEqual(m.phases["facts"]["status"], "failed")
         self.assertIn("nvidia-smi not found", m.phases["facts"]["detail"])
+        self.assertEqual(m.phases["devices"]["status"], "failed")
         self.assertEqual(m.phases["tests"]["status"], "failed")
         self.assertIn("want of a CUDA device", m.phases["tests"]["detail"])
+        for phase in ("table4", "memcheck"):
+            self.assertEqual(m.phases[phase]["status"], "skipped")
+            self.assertEqual(m.phases[phase]["detail"], "h3 devices sees no GPU")
+        self.assertFalse(os.path.exists(m.model), "no model written without a GPU")
 
     def test_bad_arguments(self):
         m = FakeMachine(self.tmp)
