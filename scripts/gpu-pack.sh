@@ -263,6 +263,8 @@ if awk -v b="$bytes" -v m="$max_mb" 'BEGIN { exit !(b > m * 1e6) }'; then
   exit 1
 fi
 mv "$tmp/archive.tar.xz" "$out"
+note=""
+[ "$dirty" != true ] || note=" (dirty: commit first)"
 echo "gpu-pack.sh: $out: $(mb "$bytes") ($(mb "$unpacked") unpacked;" \
-     "${#programs[@]} programs, ${#libs[@]} libraries; commit ${commit:0:12}" \
-     "$( [ "$dirty" = true ] && echo '(dirty)')); the limit is $max_mb MB"
+     "${#programs[@]} programs, ${#libs[@]} libraries; commit ${commit:0:12}$note);" \
+     "the limit is $max_mb MB"
