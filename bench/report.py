@@ -16,12 +16,30 @@ def machine(**extra):
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip() != ""
+    try:
+        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain",
+                                "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip() != ""
+    except OSError:  # no git (the GPU machine)
+        commit, dirty = "", None
+    if not commit:
+        # Outside a checkout (scripts/gpu-check.sh sets it from the archive).
+        commit, dirty = os.environ.get("H3_GIT_COMMIT", "unknown"), None
     return dict(cpu=cpu, cores=os.cpu_count(), platform=platform.platform(),
                 commit=commit, dirty=dirty, **extra)
+
+
+def gpu():
+    """The GPUs nvidia-smi lists (name, driver, memory), or None without it."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().splitlines() if out.returncode == 0 else None
 
 
 def emit(benchmark, out_path, **fields):

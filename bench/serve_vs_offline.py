@@ -6,7 +6,8 @@ latency (median and p99), with the server's own step statistics.
   /usr/bin/python3 bench/serve_vs_offline.py [--model MODEL.h3 | --shape h3-125m]
       [--concurrency 16] [--num-prompts 32] [--input-len 256] [--output-len 64]
       [--device cpu] [--threads 2] [--reps 2] [--server-args "..."]
-      [--budgets default,32,64] [--out FILE.json]
+      [--budgets default,32,64] [--start-timeout 300] [--client-timeout 600]
+      [--out FILE.json]
 
 The work: --num-prompts requests of --input-len random token ids, each
 generating exactly --output-len tokens (eos ignored), at most --concurrency
@@ -24,10 +25,14 @@ The two alternate, --reps times each, offline first; medians are compared.
 Both sides get --threads engine threads; the client shares the machine.
 Without --model, a random model of --shape is written (h3_engine_bench
 --what write-random) into /tmp/h3-serve-bench/.
+Every wait is bounded: for the server to listen (--start-timeout; its
+output is reported if it exits or stays silent) and for each client or
+offline run (--client-timeout).
 """
 import argparse
 import json
 import os
+import select
 import shlex
 import statistics
 import subprocess
@@ -49,7 +54,10 @@ ap.add_argument("--reps", type=int, default=2)
 ap.add_argument("--server-args", default="", help="extra h3serve flags")
 ap.add_argument("--budgets", default="default",
                 help="comma-separated --prefill-tokens values; default: none given")
-ap.add_argument("--start-timeout", type=float, default=300)
+ap.add_argument("--start-timeout", type=float, default=300,
+                help="seconds to wait for h3serve to listen (its model loaded)")
+ap.add_argument("--client-timeout", type=float, default=600,
+                help="seconds each h3 bench or h3_engine_bench run may take")
 report.add_server_options(ap)
 args = ap.parse_args()
 
@@ -74,7 +82,7 @@ def model_path():
         os.makedirs(os.path.dirname(path), exist_ok=True)
         subprocess.run([binary("bench", "h3_engine_bench"), "--what", "write-random",
                         "--random-shape", args.shape, "--model", path], check=True,
-                       capture_output=True)
+                       capture_output=True, timeout=args.client_timeout)
     return path
 
 
@@ -84,7 +92,8 @@ def offline(model):
          "--device", args.device, "--batch", str(args.concurrency),
          "--prompt-len", str(args.input_len),
          "--decode-steps", str(args.output_len - 1), "--reps", "1"],
-        check=True, capture_output=True, text=True, env=env()).stdout
+        check=True, capture_output=True, text=True, env=env(),
+        timeout=args.client_timeout).stdout
     result = json.loads(out)
     # Output tokens as the server counts them: output_len per sequence.
     total = result["total_s"][0]
@@ -101,21 +110,34 @@ def start_server(model, budget):
                ] + shlex.split(args.server_args)
     if budget != "default":
         command += ["--prefill-tokens", budget]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # Unbuffered reads under select: a wait that ends at the deadline even
+    # when the server prints nothing, and no line left unseen in a buffer.
     deadline = time.monotonic() + args.start_timeout
-    port = metrics = None
-    while time.monotonic() < deadline:
-        line = server.stdout.readline()
-        if not line:
+    fd, pending, lines = server.stdout.fileno(), b"", []
+    while True:
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            line = line.decode(errors="replace")
+            lines.append(line)
+            if line.startswith("listening: grpc="):
+                fields = line.split()
+                port = int(fields[1].rsplit(":", 1)[1])
+                metrics = fields[2].split("=", 1)[1]
+                return server, port, metrics, command
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            reason = f"did not listen within --start-timeout {args.start_timeout:g} s"
             break
-        if line.startswith("listening: grpc="):
-            fields = line.split()
-            port = int(fields[1].rsplit(":", 1)[1])
-            metrics = fields[2].split("=", 1)[1]
-            return server, port, metrics, command
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            reason = f"exited with status {server.wait()}"
+            break
+        pending += chunk
     server.kill()
-    raise RuntimeError("h3serve did not start in time")
+    server.wait()
+    tail = "\n".join(lines[-20:] + ([pending.decode(errors="replace")] if pending else []))
+    raise RuntimeError(f"h3serve {reason}; its output:\n{tail}")
 
 
 def scrape(url):
@@ -152,7 +174,7 @@ def served(port, metrics, rep):
          "--max-concurrency", str(args.concurrency), "--num-prompts", str(args.num_prompts),
          "--input-len", str(args.input_len), "--output-len", str(args.output_len),
          "--seed", str(rep), "--json", out],
-        check=True, capture_output=True, text=True)
+        check=True, capture_output=True, text=True, timeout=args.client_timeout)
     after = scrape(metrics)
     with open(out) as f:
         results = json.load(f)["results"]
@@ -170,7 +192,8 @@ def measure(model, budget):
         # One warm-up request of the same shape.
         subprocess.run([binary("clients", "h3"), "bench", "--server", f"127.0.0.1:{port}",
                         "--num-prompts", "1", "--input-len", str(args.input_len),
-                        "--output-len", "4"], check=True, capture_output=True)
+                        "--output-len", "4"], check=True, capture_output=True,
+                       timeout=args.client_timeout)
         for rep in range(args.reps):
             o = offline(model)
             s = served(port, metrics, rep)
@@ -204,7 +227,9 @@ def main():
     os.makedirs("/tmp/h3-serve-bench", exist_ok=True)
     budgets = [measure(model, b.strip()) for b in args.budgets.split(",")]
     report.emit(
-        "serve_vs_offline", args.out, machine=report.machine(), threads=args.threads,
+        "serve_vs_offline", args.out,
+        machine=report.machine(**({} if args.device == "cpu" else dict(gpu=report.gpu()))),
+        threads=args.threads,
         device=args.device, model=dict(file=os.path.basename(model), shape=args.shape
                                        if not args.model else None),
         work=dict(concurrency=args.concurrency, num_prompts=args.num_prompts,

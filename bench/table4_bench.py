@@ -97,7 +97,8 @@ class Sides:
         sides = args.sides.split(",")
         if "torch_h3" in sides:
             import torch_h3
-            self.torch_h3 = torch_h3
+            # Not self.torch_h3: that would hide the method of the same name.
+            self.h3_module = torch_h3
             log("torch_h3: random weights")
             self.h3_w = torch_h3.to_device(torch_h3.random_weights(CFG, PADDED_VOCAB),
                                            "cuda", self.dtype)
@@ -137,7 +138,7 @@ class Sides:
     def h3_generate(self, length, steps):
         """Prefill then `steps` decode steps, greedy on the GPU:
         (prefill seconds, decode seconds) of one run."""
-        torch, th = self.torch, self.torch_h3
+        torch, th = self.torch, self.h3_module
         prompts = self.prompts(length)
         dec = th.Decoder(self.h3_w, CFG, self.args.batch, length + steps, "cuda", self.dtype)
         torch.cuda.synchronize()
@@ -181,7 +182,7 @@ class Sides:
                        self.args.batch * n)
 
     def torch_h3_latency(self, length, steps):
-        torch, th = self.torch, self.torch_h3
+        torch, th = self.torch, self.h3_module
         prompts = self.prompts(length)[:1]
         ms = []
         for r in range(2):  # the first is the warm-up

@@ -38,6 +38,7 @@ test_packages=(
   python3-grpcio python3-protobuf               # clients/python and its test
   bible-kjv                                     # the default model's held-out text
   prometheus python3-yaml                       # tests/deploy: scrape h3serve, read manifests
+  xz-utils                                      # scripts/gpu-pack.sh and its test
 )
 # What the binaries load (ldd h3serve h3 lib/h3/*.so, less the C and C++
 # runtimes every base image has); their own dependencies come with them.

@@ -3,10 +3,11 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "loader/mapped_file.h"
+#include "tests/support/source_path.h"
 
 namespace h3::testing {
 
-std::string EngineTestdata() { return H3_ENGINE_TESTDATA; }
+std::string EngineTestdata() { return SourcePath("engine/testdata"); }
 
 nlohmann::json Golden(const std::string& name) {
   absl::StatusOr<std::string> text =

@@ -8,7 +8,8 @@
 namespace h3::testing {
 
 // The directory of the PyTorch reference's golden data and checkpoints
-// (engine/testdata, written by tests/reference/h3_reference.py).
+// (engine/testdata, written by tests/reference/h3_reference.py), under
+// $H3_SOURCE_DIR when set (SourcePath, tests/support/source_path.h).
 std::string EngineTestdata();
 
 // The golden data of config `name` in engine/testdata/golden.json: config,

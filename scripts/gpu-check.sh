@@ -1,0 +1,495 @@
+#!/usr/bin/env bash
+# Runs every GPU check of h3serve on a GPU machine (no network, no apt needed):
+# from the archive scripts/gpu-pack.sh writes (this script is inside it), or
+# from a source tree with a CUDA build. Each phase has its own time limit and
+# all of them share a total one; see docs/gpu-machine.md.
+#
+#   scripts/gpu-check.sh [options] OUT_DIR
+#
+#   --total S          seconds for everything (default 540: one 10-minute
+#                      device command, with room to unpack)
+#   --phases LIST      only these phases (comma-separated; they still run in
+#                      the order below)
+#   --limit P=S[:MIN]  phase P's limit in seconds (and the least time worth
+#                      starting it with); repeatable
+#   --build DIR        the build directory (default: ROOT/build, ROOT being
+#                      the folder above this script)
+#   --python EXE       the Python with PyTorch (default: python3)
+#   --model FILE       the random H3-1.3B model the benchmarks share (default
+#                      /tmp/h3-table4/h3-1.3b.h3; written when absent)
+#   --prompt-lens L    Table 4's prompt lengths (default 512)
+#   --serve-budgets L  serve_64's --prefill-tokens values (default: default)
+#
+# Phases, most valuable first (limit / least time worth starting, seconds):
+#   facts      20/5   nvidia-smi, the build (commit, architectures), glibc,
+#                     the CUDA libraries the machine must supply
+#   devices    30/5   h3 devices
+#   tests     180/30  every gpu-labelled test program (--gtest_brief=1)
+#   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
+#                     GPT-2 at batch 64, then batch-1 latency
+#   serve_1    60/30  bench/serve_vs_offline.py --device cuda: h3serve under
+#                     h3 bench against the offline engine, 1 stream, prompts
+#                     of 1536 tokens, 128 generated
+#   serve_64  150/60  the same at 64 streams (128 requests)
+#   flashconv 120/30  bench/flashconv_bench.py
+#   memcheck  600/60  compute-sanitizer memcheck of the engine's GPU tests
+# A phase starts only when its least time is left of the total (less a 5 s
+# reserve) and runs for at most the smaller of its limit and what is left.
+# When h3 devices sees no GPU, the benchmarks and memcheck are skipped.
+# timeout(1) ends it with every process it started (SIGTERM to the process
+# group, SIGKILL 3 s later).
+#
+# OUT_DIR receives at most 8 files, rewritten after every phase: summary.txt
+# (what passed, failed, timed out, was skipped and why), check.json (the
+# same as JSON), tests.log (tests and memcheck), bench.log (everything else),
+# table4.json, serve_1.json, serve_64.json, flashconv.json.
+# Our programs run with the archive's lib/ on LD_LIBRARY_PATH, through small
+# wrappers; nothing else (Python, PyTorch, nvidia-smi) sees those libraries.
+# Exit status: 0 when every phase that ran passed; 1 otherwise; 2 on bad
+# arguments.
+set -uo pipefail
+SECONDS=0
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+die() { echo "gpu-check.sh: $*" >&2; exit 2; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
+
+all_phases=(facts devices tests table4 serve_1 serve_64 flashconv memcheck)
+declare -A limit=([facts]=20 [devices]=30 [tests]=180 [table4]=240 [serve_1]=60
+                  [serve_64]=150 [flashconv]=120 [memcheck]=600)
+declare -A least=([facts]=5 [devices]=5 [tests]=30 [table4]=90 [serve_1]=30
+                  [serve_64]=60 [flashconv]=30 [memcheck]=60)
+reserve=5      # seconds kept back to write the summary
+kill_grace=3   # seconds between SIGTERM and SIGKILL
+
+total=540
+phases=""
+build=""
+python=python3
+model=/tmp/h3-table4/h3-1.3b.h3
+prompt_lens=512
+serve_budgets=default
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --total|--phases|--limit|--build|--python|--model|--prompt-lens|--serve-budgets)
+      [ $# -ge 2 ] || die "$1 needs a value" ;;&
+    --total) total=$2; shift 2 ;;
+    --phases) phases=$2; shift 2 ;;
+    --limit)
+      [[ $2 =~ ^([a-z0-9_]+)=([0-9]+)(:([0-9]+))?$ ]] || die "--limit wants P=S[:MIN], not '$2'"
+      p=${BASH_REMATCH[1]}
+      [ -n "${limit[$p]:-}" ] || die "--limit: no phase '$p' (${all_phases[*]})"
+      limit[$p]=${BASH_REMATCH[2]}
+      [ -z "${BASH_REMATCH[4]}" ] || least[$p]=${BASH_REMATCH[4]}
+      shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --prompt-lens) prompt_lens=$2; shift 2 ;;
+    --serve-budgets) serve_budgets=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    -*) die "unknown option '$1' (try --help)" ;;
+    *) [ -z "$out" ] || die "one OUT_DIR only"; out=$1; shift ;;
+  esac
+done
+[ -n "$out" ] || die "give OUT_DIR (try --help)"
+[[ $total =~ ^[0-9]+$ ]] || die "--total wants seconds, not '$total'"
+selected=()
+for p in "${all_phases[@]}"; do
+  if [ -z "$phases" ] || [[ ",$phases," == *",$p,"* ]]; then selected+=("$p"); fi
+done
+for p in ${phases//,/ }; do
+  [ -n "${limit[$p]:-}" ] || die "--phases: no phase '$p' (${all_phases[*]})"
+done
+
+build=$(cd "${build:-$root/build}" 2>/dev/null && pwd) || die "no build directory ${build:-$root/build}"
+list=$build/gpu_check_files.txt
+[ -f "$list" ] || die "no $list: pack with scripts/gpu-pack.sh, or configure $build with this tree"
+mkdir -p "$out" || die "cannot create $out"
+out=$(cd "$out" && pwd)
+summary=$out/summary.txt
+tests_log=$out/tests.log
+bench_log=$out/bench.log
+rm -f "$summary" "$out/check.json" "$tests_log" "$bench_log" "$out/table4.json" \
+      "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json"
+: >"$tests_log"
+: >"$bench_log"
+
+fact() { awk -v k="$1" '$1 == k { sub(/^[^ ]+ ?/, ""); print; exit }' "$list"; }
+commit=$(fact commit)
+if [ -z "$commit" ]; then
+  commit=$(git -C "$(fact source_dir)" rev-parse HEAD 2>/dev/null || echo unknown)
+fi
+export H3_GIT_COMMIT=$commit    # for the reports (bench/report.py) without git
+# In the archive, the packed tests read their data from it
+# (tests/support/source_path.h); in a source tree, from where they were built.
+[ -f "$root/MANIFEST.json" ] && export H3_SOURCE_DIR=$root
+
+# Wrappers: each program runs with our lib/ first on LD_LIBRARY_PATH, and
+# the usual CUDA library folders last; callers use the wrappers' tree
+# ($shim) as the build directory.
+work=$(mktemp -d "${TMPDIR:-/tmp}/h3-gpu-check.XXXXXX") || die "no temporary folder"
+trap 'rm -rf "$work"' EXIT
+shim=$work/build
+ld_path=""
+[ -d "$root/lib" ] && [ -f "$root/MANIFEST.json" ] && ld_path=$root/lib
+ld_path=$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -d "$d" ] && ld_path=$ld_path:$d
+done
+ld_path=${ld_path#:}
+tests=()          # the gpu-labelled test programs, as wrapper paths
+programs=()       # every program, real paths
+while read -r kind path _; do
+  case "$kind" in tool|bench|test) ;; *) continue ;; esac
+  case "$path" in /*) ;; *) path=$build/$path ;; esac
+  rel=${path#"$build"/}
+  programs+=("$path")
+  mkdir -p "$(dirname "$shim/$rel")"
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "$ld_path" "$path" >"$shim/$rel"
+  chmod +x "$shim/$rel"
+  [ "$kind" = test ] && tests+=("$shim/$rel")
+done <"$list"
+
+# ---- results ----------------------------------------------------------------
+names=() statuses=() seconds_used=() limits=() details=()
+running=""
+facts_lines=()
+
+json_str() {
+  local s=$1
+  s=${s//\\/\\\\}; s=${s//\"/\\\"}; s=${s//$'\n'/\\n}; s=${s//$'\t'/\\t}; s=${s//$'\r'/}
+  printf '"%s"' "$s"
+}
+
+# Rewrites summary.txt and check.json from what has run so far.
+write_summary() {
+  local i p status label listed
+  local -A by=()
+  {
+    echo "h3serve GPU check: $(date '+%Y-%m-%d %H:%M:%S %z'), ${SECONDS} s of --total $total s"
+    echo "build: commit $commit, $(fact build_type), CUDA $(fact cuda_version)," \
+         "architectures $(fact cuda_architectures); $build"
+    printf '%s\n' "${facts_lines[@]}"
+    echo
+    printf '%-10s %-8s %5s %6s  %s\n' phase result secs limit detail
+    for i in "${!names[@]}"; do
+      printf '%-10s %-8s %5s %6s  %s\n' "${names[$i]}" "${statuses[$i]}" \
+        "${seconds_used[$i]}" "${limits[$i]}" "${details[$i]}"
+      by[${statuses[$i]}]+=" ${names[$i]}"
+    done
+    [ -z "$running" ] || printf '%-10s %-8s\n' "$running" "running (no result yet)"
+    echo
+    for status in passed failed timeout skipped-time skipped; do
+      case $status in
+        passed) label="passed:" ;; failed) label="failed:" ;;
+        timeout) label="timed out:" ;; skipped-time) label="skipped for time:" ;;
+        skipped) label="skipped:" ;;
+      esac
+      echo "$label${by[$status]:- none}"
+    done
+    listed=""
+    for p in "${all_phases[@]}"; do
+      [[ " ${selected[*]} " == *" $p "* ]] || listed+=" $p"
+    done
+    echo "not selected:${listed:- none}"
+    echo "files: $(cd "$out" && ls | tr '\n' ' ')"
+  } >"$summary"
+  {
+    printf '{\n "commit": %s,\n "total_limit_s": %s,\n "elapsed_s": %s,\n' \
+      "$(json_str "$commit")" "$total" "$SECONDS"
+    printf ' "build": {"type": %s, "cuda_version": %s, "cuda_architectures": %s},\n' \
+      "$(json_str "$(fact build_type)")" "$(json_str "$(fact cuda_version)")" \
+      "$(json_str "$(fact cuda_architectures)")"
+    printf ' "facts": ['
+    for i in "${!facts_lines[@]}"; do
+      [ "$i" = 0 ] || printf ', '
+      json_str "${facts_lines[$i]}"
+    done
+    printf '],\n "running": %s,\n "phases": [' "$(json_str "$running")"
+    for i in "${!names[@]}"; do
+      [ "$i" = 0 ] || printf ','
+      printf '\n  {"name": %s, "status": %s, "seconds": %s, "limit_s": %s, "detail": %s}' \
+        "$(json_str "${names[$i]}")" "$(json_str "${statuses[$i]}")" \
+        "${seconds_used[$i]/-/null}" "${limits[$i]/-/null}" "$(json_str "${details[$i]}")"
+    done
+    printf '\n ]\n}\n'
+  } >"$out/check.json"
+}
+
+record() {  # name status seconds limit detail
+  names+=("$1"); statuses+=("$2"); seconds_used+=("$3"); limits+=("$4"); details+=("$5")
+}
+
+# bounded LOG CMD...: CMD, its output appended to LOG, stopped at the
+# phase's deadline. Its status; 124 when it ran out of time.
+bounded() {
+  local log=$1 left=$(( deadline - SECONDS )) rc
+  shift
+  (( left > 0 )) || return 124
+  echo "--- $(date +%T) $* (at most $left s)" >>"$log"
+  timeout --kill-after="$kill_grace" "$left" "$@" >>"$log" 2>&1 </dev/null
+  rc=$?
+  [ $rc -ne 137 ] || (( SECONDS < deadline )) || rc=124  # SIGKILLed after the grace
+  return $rc
+}
+
+# The one-line digest of a benchmark's JSON for the summary.
+digest() {
+  [ -f "$out/$1.json" ] || { echo "no $1.json"; return; }
+  "$python" - "$out/$1.json" "$1" <<'EOF' 2>/dev/null || echo "wrote $1.json"
+import json, sys
+r, kind = json.load(open(sys.argv[1])), sys.argv[2]
+def f(x):
+    return f"{x:,.0f}" if isinstance(x, (int, float)) else "?"
+if kind == "table4":
+    parts = []
+    for row in r.get("results", []):
+        e = row.get("h3serve_graphs_on", {}).get("median_tokens_per_s")
+        ratios = ", ".join(f"{k} {v:.2f}" for k, v in row.get("ratios", {}).items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool))
+        parts.append(f"prompt {row.get('prompt_len')}: engine {f(e)} tok/s ({ratios})")
+    lat = r.get("latency", {}).get("h3serve", {}).get("median_step_ms")
+    parts.append(f"batch-1 step {lat:.3f} ms" if lat else "no batch-1 latency")
+    print("; ".join(parts))
+elif kind.startswith("serve"):
+    print("; ".join(
+        f"prefill-tokens {b['prefill_tokens']}: served {f(s['served_tokens_per_s'])} tok/s, "
+        f"{s['served_over_offline']:.2f} of offline, ITL p50 {s['itl_median_ms']:.1f} ms "
+        f"p99 {s['itl_p99_ms']:.1f} ms"
+        for b in r.get("budgets", []) for s in [b["summary"]]))
+else:
+    cases = r.get("cases", [])
+    skipped = sum(1 for c in cases if c.get("skipped"))
+    speedups = sorted(c["speedup_vs_cufft"] for c in cases if c.get("speedup_vs_cufft"))
+    mid = f", fused/cuFFT median speedup {speedups[len(speedups) // 2]:.2f}" if speedups else ""
+    print(f"{len(cases)} timings, {skipped} skipped{mid}")
+EOF
+}
+
+# ---- phases -----------------------------------------------------------------
+# Each sets status (passed, failed, timeout, skipped) and detail.
+
+phase_facts() {
+  local smi missing=() name found glibc need d p line
+  if ! command -v nvidia-smi >/dev/null; then
+    facts_lines+=("gpu: nvidia-smi not found")
+    status=failed; detail="nvidia-smi not found"
+  else
+    bounded "$bench_log" nvidia-smi
+    smi=$(timeout 10 nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap \
+          --format=csv,noheader 2>&1)
+    if [ $? -eq 0 ]; then
+      while read -r line; do facts_lines+=("gpu: $line"); done <<<"$smi"
+      facts_lines+=("driver: $(timeout 10 nvidia-smi | grep -oE 'CUDA Version: [0-9.]+' | head -1)")
+      status=passed; detail="$(wc -l <<<"$smi") GPU(s)"
+    else
+      facts_lines+=("gpu: nvidia-smi failed: ${smi//$'\n'/ }")
+      status=failed; detail="nvidia-smi failed"
+    fi
+  fi
+  glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }')
+  need=$(fact glibc_required)
+  facts_lines+=("glibc: ${glibc:-unknown} here${need:+, the programs need $need}")
+  if [ -n "$need" ] && [ -n "$glibc" ] &&
+     [ "$(printf '%s\n%s\n' "$need" "$glibc" | sort -V | head -1)" != "$need" ]; then
+    status=failed; detail+="; glibc $glibc < $need"
+  fi
+  # Libraries no program can load (ldd), and those opened at run time.
+  for p in "${programs[@]}"; do
+    while read -r name; do missing+=("$name"); done < <(
+      LD_LIBRARY_PATH=$ld_path ldd "$p" 2>/dev/null | awk '$3 == "not" { print $1 }')
+  done
+  while read -r name; do
+    found=""
+    for d in ${ld_path//:/ }; do [ -e "$d/$name" ] && found=1; done
+    { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q "^[[:space:]]$name " &&
+      found=1
+    [ -n "$found" ] || missing+=("$name")
+  done < <(awk '$1 == "machine_library" { print $2 }' "$list")
+  if [ ${#missing[@]} -gt 0 ]; then
+    missing=($(printf '%s\n' "${missing[@]}" | sort -u))
+    facts_lines+=("missing libraries: ${missing[*]}")
+    status=failed; detail+="; missing ${missing[*]}"
+  else
+    facts_lines+=("libraries: every program's found (CUDA's from the machine)")
+  fi
+  printf '%s\n' "--- facts" "${facts_lines[@]}" >>"$bench_log"
+}
+
+phase_devices() {
+  local rc line
+  bounded "$work/devices.out" "$shim/clients/h3" devices
+  rc=$?
+  cat "$work/devices.out" >>"$bench_log"
+  while read -r line; do facts_lines+=("devices: $line"); done < <(
+    grep -v '^--- ' "$work/devices.out" | head -6)
+  case $rc in
+    0) status=passed; detail="" ;;
+    124) status=timeout; detail="h3 devices did not answer" ;;
+    *) status=failed; detail="h3 devices: status $rc" ;;
+  esac
+  if [ $rc -eq 0 ] && grep -q '^No GPUs' "$work/devices.out"; then
+    status=failed; detail="h3 devices sees no GPU"; no_gpu=1
+  fi
+}
+
+# gtest_counts FILE: "ran passed skipped failed" from a --gtest_brief output.
+gtest_counts() {
+  awk '
+    /^\[==========\] [0-9]+ tests? from .* ran/ { ran = $2 }
+    /^\[  PASSED  \] [0-9]+ tests?/ { passed = $4 }
+    /^\[  SKIPPED \] [0-9]+ tests?[.,]/ { skipped = $4 }
+    /^\[  FAILED  \] [0-9]+ tests?, listed below/ { failed = $4 }
+    END { printf "%s %d %d %d\n", (ran == "" ? "-" : ran), passed, skipped, failed }' "$1"
+}
+
+phase_tests() {
+  local t name rc ran passed skipped failed names_failed no_device="" parts=()
+  status=passed
+  [ ${#tests[@]} -gt 0 ] || { status=failed; detail="no gpu-labelled test programs"; return; }
+  for t in "${tests[@]}"; do
+    name=$(basename "$t")
+    if (( deadline - SECONDS <= 0 )); then
+      parts+=("$name: not run (time)"); status=timeout; continue
+    fi
+    echo "=== $name" >>"$tests_log"
+    : >"$work/test.out"
+    bounded "$work/test.out" "$t" --gtest_brief=1
+    rc=$?
+    cat "$work/test.out" >>"$tests_log"
+    read -r ran passed skipped failed < <(gtest_counts "$work/test.out")
+    # GpuTest's skip reason (tests/support/gpu_test.h).
+    grep -q '^no CUDA device: ' "$work/test.out" && no_device=1
+    if [ $rc -eq 124 ]; then
+      parts+=("$name: timed out"); status=timeout
+    elif [ "$ran" = - ]; then
+      parts+=("$name: status $rc, no gtest summary$( ((rc > 128)) && echo " (signal $((rc - 128)))")")
+      status=failed
+    elif [ $rc -ne 0 ] || (( failed > 0 )); then
+      names_failed=$(grep -E '^\[  FAILED  \] [A-Za-z_]' "$work/test.out" | grep -v 'listed below' |
+                     awk '{ print $4 }' | sort -u | head -5 | tr '\n' ' ')
+      parts+=("$name: $failed of $ran failed (${names_failed% })")
+      [ "$status" = timeout ] || status=failed
+    else
+      parts+=("$name: $passed passed, $skipped skipped")
+    fi
+  done
+  if [ -n "$no_device" ]; then
+    status=failed; parts+=("tests skipped for want of a CUDA device")
+  fi
+  detail=$(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')
+}
+
+# ensure_model: the random H3-1.3B model file, written once (5.3 GB) and
+# only renamed into place when complete.
+ensure_model() {
+  [ -f "$model" ] && return 0
+  mkdir -p "$(dirname "$model")" || return 1
+  bounded "$bench_log" "$shim/bench/h3_engine_bench" --what write-random \
+    --random-shape h3-1.3b --model "$model.partial" && mv "$model.partial" "$model"
+}
+
+# bench_result RC NAME: status and detail from a benchmark's exit status.
+bench_result() {
+  case $1 in
+    0) status=passed; detail=$(digest "$2") ;;
+    124) status=timeout; detail="no $2.json (see bench.log)" ;;
+    2) status=failed; detail="no CUDA device, the benchmark says (status 2)" ;;
+    *) status=failed; detail="status $1 (see bench.log)" ;;
+  esac
+}
+
+phase_table4() {
+  local rc
+  ensure_model
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    bounded "$bench_log" "$python" "$root/bench/table4_bench.py" --no-build --build "$shim" \
+      --model "$model" --prompt-lens "$prompt_lens" --out "$out/table4.json"
+    rc=$?
+  fi
+  bench_result $rc table4
+}
+
+serve() {  # NAME CONCURRENCY NUM_PROMPTS BUDGETS
+  local rc left
+  ensure_model
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    left=$(( deadline - SECONDS ))
+    bounded "$bench_log" "$python" "$root/bench/serve_vs_offline.py" --build "$shim" \
+      --device cuda --model "$model" --concurrency "$2" --num-prompts "$3" \
+      --input-len 1536 --output-len 128 --reps 2 --budgets "$4" \
+      --start-timeout $(( left / 2 )) --client-timeout "$left" --out "$out/$1.json"
+    rc=$?
+  fi
+  bench_result $rc "$1"
+}
+phase_serve_1() { serve serve_1 1 4 default; }
+phase_serve_64() { serve serve_64 64 128 "$serve_budgets"; }
+
+phase_flashconv() {
+  bounded "$bench_log" "$python" "$root/bench/flashconv_bench.py" --no-build --build "$shim" \
+    --out "$out/flashconv.json"
+  bench_result $? flashconv
+}
+
+phase_memcheck() {
+  local sanitizer="" d t rc targets=() parts=()
+  sanitizer=$(command -v compute-sanitizer) ||
+    for d in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
+      [ -n "$d" ] && [ -x "$d/bin/compute-sanitizer" ] && sanitizer=$d/bin/compute-sanitizer && break
+    done
+  [ -n "$sanitizer" ] || { status=skipped; detail="compute-sanitizer not found"; return; }
+  for t in "${tests[@]}"; do [[ $(basename "$t") == engine* ]] && targets+=("$t"); done
+  [ ${#targets[@]} -gt 0 ] || { status=skipped; detail="no engine GPU test program"; return; }
+  status=passed
+  for t in "${targets[@]}"; do
+    echo "=== memcheck $(basename "$t")" >>"$tests_log"
+    bounded "$tests_log" "$sanitizer" --tool memcheck --error-exitcode 86 --print-limit 50 \
+      "$t" --gtest_brief=1
+    rc=$?
+    case $rc in
+      0) parts+=("$(basename "$t"): no errors") ;;
+      86) parts+=("$(basename "$t"): memcheck errors (tests.log)"); status=failed ;;
+      124) parts+=("$(basename "$t"): timed out (partial log in tests.log)"); status=timeout ;;
+      *) parts+=("$(basename "$t"): status $rc under memcheck (tests.log)"); status=failed ;;
+    esac
+  done
+  detail=$(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')
+}
+
+# ---- the run ----------------------------------------------------------------
+exit_status=0
+no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
+for phase in "${selected[@]}"; do
+  left=$(( total - SECONDS - reserve ))
+  if [ -n "$no_gpu" ] && [[ " table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
+    record "$phase" skipped - - "h3 devices sees no GPU"
+    continue
+  fi
+  if (( left < least[$phase] )); then
+    record "$phase" skipped-time - - "$(( left > 0 ? left : 0 )) s left, needs ${least[$phase]}"
+    continue
+  fi
+  phase_limit=$(( limit[$phase] < left ? limit[$phase] : left ))
+  deadline=$(( SECONDS + phase_limit ))
+  start=$SECONDS
+  running=$phase
+  write_summary
+  echo "gpu-check.sh: $phase (at most $phase_limit s)" >&2
+  echo "=== phase $phase (at most $phase_limit s)" >>"$bench_log"
+  status=failed
+  detail=""
+  "phase_$phase"
+  running=""
+  record "$phase" "$status" $(( SECONDS - start )) "$phase_limit" "$detail"
+  case $status in failed|timeout) exit_status=1 ;; esac
+  write_summary
+  echo "gpu-check.sh: $phase $status${detail:+: $detail}" >&2
+done
+write_summary
+cat "$summary"
+exit $exit_status

@@ -1,0 +1,279 @@
+#!/usr/bin/python3
+"""scripts/gpu-check.sh on a fake GPU machine: an unpacked archive whose
+programs are small shell scripts (gtest-like output, sleeps, children that
+must be killed), fake bench scripts that write their JSON, and nvidia-smi
+and compute-sanitizer stand-ins on PATH. Checks the phase order, the
+per-phase and total time limits, that a timed-out phase's processes are
+gone, the summary's lists, and that at most 8 files are written.
+
+Environment: H3_SOURCE_DIR (the source tree)."""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import textwrap
+import time
+import unittest
+
+SOURCE = os.environ.get("H3_SOURCE_DIR") or os.path.normpath(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+CHECK = os.path.join(SOURCE, "scripts", "gpu-check.sh")
+PHASES = ["facts", "devices", "tests", "table4", "serve_1", "serve_64", "flashconv", "memcheck"]
+ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "table4.json",
+                 "serve_1.json", "serve_64.json", "flashconv.json"}
+
+PASSING_TEST = """\
+echo "env H3_SOURCE_DIR=$H3_SOURCE_DIR LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+echo "[==========] 3 tests from 1 test suite ran. (5 ms total)"
+echo "[  PASSED  ] 3 tests."
+"""
+FAILING_TEST = """\
+echo "engine/cuda/cuda_engine_test.cc:99: Failure"
+echo "[  FAILED  ] CudaEngineTest.Broken (3 ms)"
+echo "[==========] 4 tests from 2 test suites ran. (9 ms total)"
+echo "[  PASSED  ] 2 tests."
+echo "[  SKIPPED ] 1 test, listed below:"
+echo "[  SKIPPED ] CudaEngineTest.Declined"
+echo "[  FAILED  ] 1 test, listed below:"
+echo "[  FAILED  ] CudaEngineTest.Broken"
+exit 1
+"""
+# Leaves a grandchild behind and hangs: the phase's limit must end both.
+HANGING_TEST = """\
+sleep 300 &
+echo $! > "$FAKE_PIDS/grandchild"
+echo $$ > "$FAKE_PIDS/child"
+sleep 300
+"""
+
+FAKE_BENCH = """\
+import json, sys, time
+args = sys.argv[1:]
+out = args[args.index("--out") + 1]
+name = "{name}"
+time.sleep({sleep})
+reports = dict(
+    table4=dict(results=[dict(prompt_len=512, h3serve_graphs_on=dict(median_tokens_per_s=20000.0),
+                              ratios=dict(h3serve_over_torch_h3_eager=7.5))],
+                latency=dict(h3serve=dict(median_step_ms=0.9))),
+    serve=dict(budgets=[dict(prefill_tokens="default", summary=dict(
+        served_tokens_per_s=9000.0, served_over_offline=0.9, itl_median_ms=7.0,
+        itl_p99_ms=9.0))]),
+    flashconv=dict(cases=[dict(ms=dict(median=1.0), speedup_vs_cufft=1.8),
+                          dict(skipped="out of memory")]))
+with open(out, "w") as f:
+    json.dump(reports[name], f)
+print("argv", " ".join(args))
+"""
+
+
+def write(path, text, executable=False):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    if executable:
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by init) counts as gone.
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
+class FakeMachine:
+    """An unpacked archive of fake programs, and a PATH with fake tools."""
+
+    def __init__(self, tmp, kernels_test=PASSING_TEST, engine_test=PASSING_TEST,
+                 bench_sleep=0):
+        self.root = os.path.join(tmp, "h3-gpu")
+        self.out = os.path.join(tmp, "out")
+        self.pids = os.path.join(tmp, "pids")
+        self.model = os.path.join(tmp, "models", "h3-1.3b.h3")
+        os.makedirs(self.pids)
+        os.makedirs(os.path.join(self.root, "lib"))
+        os.makedirs(os.path.join(self.root, "scripts"))
+        shutil.copy(CHECK, os.path.join(self.root, "scripts", "gpu-check.sh"))
+        write(os.path.join(self.root, "MANIFEST.json"), "{}\n")
+        write(os.path.join(self.root, "build", "gpu_check_files.txt"), textwrap.dedent("""\
+            commit 0123456789ab
+            build_type RelWithDebInfo
+            with_cuda ON
+            cuda_architectures 90a-real
+            cuda_version 13.0.88
+            glibc_required 2.17
+            tool clients/h3
+            bench bench/h3_engine_bench
+            test kernels/kernels_cuda_test
+            test engine/engine_cuda_test
+            """))
+        sh = "#!/bin/sh\n"
+        write(os.path.join(self.root, "build", "clients", "h3"),
+              sh + 'echo "CUDA: built in, driver 13.0, runtime 13.0"\n'
+                   'echo "GPU 0: Fake H100, compute capability 9.0"\n', True)
+        write(os.path.join(self.root, "build", "bench", "h3_engine_bench"),
+              sh + 'while [ $# -gt 0 ]; do [ "$1" = --model ] && echo model > "$2"; shift; done\n',
+              True)
+        write(os.path.join(self.root, "build", "kernels", "kernels_cuda_test"),
+              sh + kernels_test, True)
+        write(os.path.join(self.root, "build", "engine", "engine_cuda_test"),
+              sh + engine_test, True)
+        for script, name in (("table4_bench.py", "table4"), ("serve_vs_offline.py", "serve"),
+                             ("flashconv_bench.py", "flashconv")):
+            write(os.path.join(self.root, "bench", script),
+                  FAKE_BENCH.format(name=name, sleep=bench_sleep))
+        self.bin = os.path.join(tmp, "bin")
+        write(os.path.join(self.bin, "nvidia-smi"), sh + textwrap.dedent("""\
+            case "$*" in
+              *--query-gpu*) echo "0, NVIDIA Fake H100, 580.00, 81559 MiB, 9.0" ;;
+              *) echo "| NVIDIA-SMI 580.00   Driver Version: 580.00   CUDA Version: 13.0 |" ;;
+            esac
+            """), True)
+        write(os.path.join(self.bin, "compute-sanitizer"), sh + textwrap.dedent("""\
+            while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do
+              case "$1" in --tool|--error-exitcode|--print-limit) shift ;; esac
+              shift
+            done
+            "$@"
+            echo "========= ERROR SUMMARY: 0 errors"
+            """), True)
+
+    def run(self, *args):
+        env = dict(PATH=f"{self.bin}:/usr/bin:/bin", HOME=os.environ.get("HOME", "/tmp"),
+                   FAKE_PIDS=self.pids, LD_LIBRARY_PATH="/machine/lib")
+        start = time.monotonic()
+        proc = subprocess.run(
+            [os.path.join(self.root, "scripts", "gpu-check.sh"), "--python", "/usr/bin/python3",
+             "--model", self.model, *args, self.out],
+            env=env, capture_output=True, text=True, timeout=120)
+        self.seconds = time.monotonic() - start
+        self.returncode, self.stderr = proc.returncode, proc.stderr
+        if proc.returncode == 2:
+            return None
+        with open(os.path.join(self.out, "check.json")) as f:
+            self.check = json.load(f)
+        with open(os.path.join(self.out, "summary.txt")) as f:
+            self.summary = f.read()
+        self.phases = {p["name"]: p for p in self.check["phases"]}
+        return self.check
+
+    def read(self, name):
+        with open(os.path.join(self.out, name)) as f:
+            return f.read()
+
+
+class GpuCheckTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpu_check_test.")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_every_phase_in_order_with_a_failing_test(self):
+        m = FakeMachine(self.tmp, engine_test=FAILING_TEST)
+        m.run()
+        self.assertEqual(m.returncode, 1, m.stderr)
+        self.assertEqual([p["name"] for p in m.check["phases"]], PHASES)
+        statuses = {name: p["status"] for name, p in m.phases.items()}
+        self.assertEqual(statuses, dict.fromkeys(PHASES, "passed") | {"tests": "failed"})
+        self.assertIn("kernels_cuda_test: 3 passed, 0 skipped", m.phases["tests"]["detail"])
+        self.assertIn("engine_cuda_test: 1 of 4 failed (CudaEngineTest.Broken)",
+                      m.phases["tests"]["detail"])
+        self.assertIn("engine 20,000 tok/s", m.phases["table4"]["detail"])
+        self.assertIn("0.90 of offline", m.phases["serve_64"]["detail"])
+        self.assertIn("2 timings, 1 skipped", m.phases["flashconv"]["detail"])
+        self.assertEqual(m.check["commit"], "0123456789ab")
+        self.assertTrue(os.path.exists(m.model), "the shared model is written once")
+
+        files = set(os.listdir(m.out))
+        self.assertLessEqual(len(files), 8)
+        self.assertEqual(files, ALLOWED_FILES)
+        self.assertIn("failed: tests", m.summary)
+        self.assertIn("passed: facts devices table4 serve_1 serve_64 flashconv memcheck",
+                      m.summary)
+        self.assertIn("gpu: 0, NVIDIA Fake H100", m.summary)
+
+        # The programs see the archive's data and libraries, the machine's after.
+        log = m.read("tests.log")
+        self.assertIn(f"env H3_SOURCE_DIR={m.root} LD_LIBRARY_PATH={m.root}/lib:/machine/lib",
+                      log)
+        self.assertIn("=== memcheck engine_cuda_test", log)
+        # The bench scripts get the wrappers' tree and the serving shape.
+        bench = m.read("bench.log")
+        self.assertIn("--device cuda", bench)
+        self.assertIn("--concurrency 64 --num-prompts 128 --input-len 1536 --output-len 128",
+                      bench)
+
+    def test_a_phase_past_its_limit_is_stopped_with_its_children(self):
+        m = FakeMachine(self.tmp, kernels_test=HANGING_TEST)
+        m.run("--phases", "tests,flashconv", "--limit", "tests=3")
+        self.assertEqual(m.returncode, 1, m.stderr)
+        self.assertEqual(m.phases["tests"]["status"], "timeout")
+        self.assertIn("kernels_cuda_test: timed out", m.phases["tests"]["detail"])
+        self.assertIn("engine_cuda_test: not run (time)", m.phases["tests"]["detail"])
+        self.assertEqual(m.phases["flashconv"]["status"], "passed")
+        self.assertLess(m.seconds, 3 + 3 + 10)
+        for who in ("child", "grandchild"):
+            with open(os.path.join(m.pids, who)) as f:
+                pid = int(f.read())
+            self.assertFalse(alive(pid), f"the test's {who} {pid} still runs")
+        self.assertIn("timed out: tests", m.summary)
+        self.assertIn("not selected: facts devices table4 serve_1 serve_64 memcheck",
+                      m.summary)
+
+    def test_the_total_limit_cuts_a_phase_and_skips_the_rest(self):
+        m = FakeMachine(self.tmp, kernels_test=HANGING_TEST)
+        m.run("--total", "12", "--phases", "tests,table4,memcheck",
+              "--limit", "tests=60:1", "--limit", "table4=60:1")
+        self.assertEqual(m.returncode, 1, m.stderr)
+        self.assertEqual(m.phases["tests"]["status"], "timeout")
+        self.assertLessEqual(m.phases["tests"]["limit_s"], 12 - 5)
+        self.assertEqual(m.phases["table4"]["status"], "skipped-time")
+        self.assertEqual(m.phases["memcheck"]["status"], "skipped-time")
+        self.assertIn("needs 60", m.phases["memcheck"]["detail"])
+        self.assertIn("skipped for time: table4 memcheck", m.summary)
+        self.assertLess(m.seconds, 12 + 5)
+        self.assertFalse(os.path.exists(os.path.join(m.out, "table4.json")))
+
+    def test_a_slow_benchmark_leaves_no_json_and_the_next_phase_runs(self):
+        m = FakeMachine(self.tmp, bench_sleep=30)
+        m.run("--phases", "table4,memcheck", "--limit", "table4=2")
+        self.assertEqual(m.phases["table4"]["status"], "timeout")
+        self.assertIn("no table4.json", m.phases["table4"]["detail"])
+        self.assertEqual(m.phases["memcheck"]["status"], "passed")
+        self.assertFalse(os.path.exists(os.path.join(m.out, "table4.json")))
+
+    def test_no_gpu_fails_facts_devices_and_tests_and_skips_the_benchmarks(self):
+        m = FakeMachine(self.tmp, kernels_test=PASSING_TEST + 'echo "no CUDA device: none"\n')
+        os.remove(os.path.join(m.bin, "nvidia-smi"))
+        write(os.path.join(m.root, "build", "clients", "h3"),
+              '#!/bin/sh\necho "No GPUs: no NVIDIA driver is installed"\n', True)
+        m.run("--phases", "facts,devices,tests,table4,memcheck")
+        self.assertEqual(m.phases["facts"]["status"], "failed")
+        self.assertIn("nvidia-smi not found", m.phases["facts"]["detail"])
+        self.assertEqual(m.phases["devices"]["status"], "failed")
+        self.assertEqual(m.phases["tests"]["status"], "failed")
+        self.assertIn("want of a CUDA device", m.phases["tests"]["detail"])
+        for phase in ("table4", "memcheck"):
+            self.assertEqual(m.phases[phase]["status"], "skipped")
+            self.assertEqual(m.phases[phase]["detail"], "h3 devices sees no GPU")
+        self.assertFalse(os.path.exists(m.model), "no model written without a GPU")
+
+    def test_bad_arguments(self):
+        m = FakeMachine(self.tmp)
+        self.assertIsNone(m.run("--phases", "tests,bogus"))
+        self.assertEqual(m.returncode, 2)
+        self.assertIn("no phase 'bogus'", m.stderr)
+        self.assertIsNone(m.run("--limit", "tests=soon"))
+        self.assertEqual(m.returncode, 2)
+        self.assertFalse(os.path.exists(m.out))
+
+
+if __name__ == "__main__":
+    unittest.main()
