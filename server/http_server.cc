@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +27,10 @@ using std::chrono::milliseconds;
 thread_local SocketConnection* tls_connection = nullptr;
 // Set while the accept thread runs a job that no worker could take.
 thread_local bool tls_rejecting = false;
+
+// How long, and how many bytes, a closing connection reads and drops.
+constexpr milliseconds kLinger(500);
+constexpr std::size_t kLingerBytes = 1 << 20;
 
 HttpError TransportError(int status, std::string message) {
   HttpError e;
@@ -345,7 +350,22 @@ void HttpServer::Serve(int socket) {
     if (!ok || closed || last || connection.close_after_response()) break;
   }
   tls_connection = nullptr;
-  ::shutdown(socket, SHUT_RDWR);
+  // A lingering close: closing with unread bytes (a refused body) would
+  // reset the connection, and the peer could lose the response before
+  // reading it. So: end our side, then read and drop what the peer still
+  // sends, for a short while.
+  ::shutdown(socket, SHUT_WR);
+  const auto until = std::chrono::steady_clock::now() + kLinger;
+  std::size_t drained = 0;
+  char sink[4096];
+  while (!stopping_.load() && drained < kLingerBytes &&
+         std::chrono::steady_clock::now() < until) {
+    pollfd p = {.fd = socket, .events = POLLIN, .revents = 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n = recv(socket, sink, sizeof sink, 0);
+    if (n <= 0) break;
+    drained += static_cast<std::size_t>(n);
+  }
   ::close(socket);
 }
 
