@@ -45,10 +45,9 @@ bool SocketConnection::Await(short events, milliseconds timeout,
     if (now >= deadline) return false;
     pollfd p = {.fd = socket_, .events = events, .revents = 0};
     const auto slice = std::min<Clock::duration>(deadline - now, kSlice);
-    const int ready = poll(
-        &p, 1,
-        static_cast<int>(
-            std::chrono::ceil<milliseconds>(slice).count()));
+    const int ready =
+        poll(&p, 1,
+             static_cast<int>(std::chrono::ceil<milliseconds>(slice).count()));
     if (ready > 0) return true;  // errors and hang-ups count: the I/O says
     if (ready < 0 && errno != EINTR) return false;
   }
@@ -64,6 +63,7 @@ bool SocketConnection::WaitForRequest() {
 
 void SocketConnection::BeginRequest() {
   budget_ = limits_.header_bytes;
+  deadline_ = Clock::now() + limits_.read_timeout;
   close_after_response_ = false;
   route_ = nullptr;
 }
@@ -89,7 +89,11 @@ ssize_t SocketConnection::read(char* ptr, size_t size) {
     // Past its budget a request cannot be read further: cpp-httplib then
     // fails it (400) and the connection closes.
     if (budget_ == 0) return -1;
-    if (!Await(POLLIN, limits_.read_timeout, *limits_.stopping)) return -1;
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline_ - Clock::now());
+    if (left.count() <= 0 || !Await(POLLIN, left, *limits_.stopping)) {
+      return -1;
+    }
     const ssize_t n =
         recv(socket_, buffer_, std::min(sizeof buffer_, budget_), 0);
     if (n <= 0) return n < 0 ? -1 : 0;
@@ -124,8 +128,7 @@ void SocketConnection::get_remote_ip_and_port(std::string& ip,
   }
 }
 
-void SocketConnection::get_local_ip_and_port(std::string& ip,
-                                             int& port) const {
+void SocketConnection::get_local_ip_and_port(std::string& ip, int& port) const {
   sockaddr_storage address = {};
   socklen_t length = sizeof address;
   if (getsockname(socket_, reinterpret_cast<sockaddr*>(&address), &length) ==

@@ -37,7 +37,9 @@ class SocketConnection final : public httplib::Stream, public HttpConnection {
   // Waits for the first byte of the next request, up to the idle timeout;
   // false when the peer closed, the time is up or the server is closing.
   bool WaitForRequest();
-  // A new request begins: its head may read limits.header_bytes.
+  // A new request begins: its head may read limits.header_bytes, and all of
+  // it (head and body) must arrive within limits.read_timeout, so that a
+  // client trickling bytes cannot hold a worker longer.
   void BeginRequest();
   // The request's head is read and its body of `bytes` admitted.
   void AllowBody(std::size_t bytes) { budget_ += bytes; }
@@ -68,6 +70,7 @@ class SocketConnection final : public httplib::Stream, public HttpConnection {
   const int socket_;
   const ConnectionLimits limits_;
   std::size_t budget_ = 0;  // bytes the current request may still read
+  std::chrono::steady_clock::time_point deadline_;  // to read it by
   char buffer_[4096];
   std::size_t begin_ = 0;  // unread bytes are buffer_[begin_, end_)
   std::size_t end_ = 0;

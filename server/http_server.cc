@@ -150,7 +150,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     const HttpOptions& options, std::vector<HttpRoute> routes,
     ErrorFormatter errors, Admission admission, ResponseObserver observer) {
   if (options.threads < 1 || options.max_queued_connections < 0 ||
-      options.max_header_bytes < 1024 || options.max_requests_per_connection < 1) {
+      options.max_header_bytes < 1024 ||
+      options.max_requests_per_connection < 1) {
     return absl::InvalidArgumentError(
         "HTTP options: threads and requests per connection must be >= 1, "
         "queued connections >= 0, header bytes >= 1024");
@@ -167,10 +168,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   auto listener = std::make_unique<Listener>(*server);
   Listener& l = *listener;
   for (const HttpRoute& route : server->routes_) {
-    httplib::Server::Handler handler =
-        [&route](const httplib::Request& request, httplib::Response& response) {
-          route.handler(request, response, *tls_connection);
-        };
+    httplib::Server::Handler handler = [&route](const httplib::Request& request,
+                                                httplib::Response& response) {
+      route.handler(request, response, *tls_connection);
+    };
     if (route.method == "GET") l.Get(route.pattern, std::move(handler));
     if (route.method == "POST") l.Post(route.pattern, std::move(handler));
   }
@@ -192,9 +193,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
             response.status == 404
                 ? absl::StrCat("no route ", request.method, " ", request.path)
             : response.status == 400
-                ? absl::StrCat("the request could not be read (malformed, or "
-                               "its head is over ",
-                               self->options_.max_header_bytes, " bytes)")
+                ? absl::StrCat(
+                      "the request could not be read (malformed, or "
+                      "its head is over ",
+                      self->options_.max_header_bytes, " bytes)")
                 : absl::StrCat("HTTP ", response.status);
         self->SetError(response, TransportError(response.status, message));
         return httplib::Server::HandlerResponse::Handled;
@@ -330,13 +332,13 @@ bool HttpServer::Refuse(const httplib::Request& request,
 void HttpServer::Serve(int socket) {
   int yes = 1;  // stream each token now, not after Nagle's delay
   setsockopt(socket, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-  SocketConnection connection(
-      socket, {.header_bytes = options_.max_header_bytes,
-               .read_timeout = options_.read_timeout,
-               .write_timeout = options_.write_timeout,
-               .idle_timeout = options_.idle_timeout,
-               .closing = &closing_,
-               .stopping = &stopping_});
+  SocketConnection connection(socket,
+                              {.header_bytes = options_.max_header_bytes,
+                               .read_timeout = options_.read_timeout,
+                               .write_timeout = options_.write_timeout,
+                               .idle_timeout = options_.idle_timeout,
+                               .closing = &closing_,
+                               .stopping = &stopping_});
   tls_connection = &connection;
   for (int n = 0; n < options_.max_requests_per_connection; ++n) {
     if (!connection.WaitForRequest()) break;
@@ -370,14 +372,13 @@ void HttpServer::Serve(int socket) {
 }
 
 void HttpServer::Reject(int socket) const {
-  const std::string body = errors_(TransportError(
-      503, "too many connections; retry shortly"));
+  const std::string body =
+      errors_(TransportError(503, "too many connections; retry shortly"));
   const std::string response = absl::StrCat(
       "HTTP/1.1 503 Service Unavailable\r\n"
       "Content-Type: application/json\r\n"
       "Content-Length: ",
-      body.size(),
-      "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n", body);
+      body.size(), "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n", body);
   // A new socket's send buffer takes this whole; never block the accept
   // thread on it.
   (void)send(socket, response.data(), response.size(),

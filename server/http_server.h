@@ -23,9 +23,9 @@ namespace h3::server {
 // connections are served and `max_queued_connections` wait (further ones
 // get 503 at once, and the kernel's listen backlog holds the rest); a
 // request's head is read within max_header_bytes and its body within
-// max_body_bytes; a peer that stops sending or reading is dropped after the
-// read or write timeout, and an idle keep-alive connection after
-// idle_timeout.
+// max_body_bytes; a request must arrive whole within the read timeout of its
+// first byte, a peer that stops reading is dropped after the write timeout,
+// and an idle keep-alive connection after idle_timeout.
 struct HttpOptions {
   std::string host = "0.0.0.0";
   int port = 0;  // 0: a free port (see HttpServer::port)

@@ -62,8 +62,8 @@ const Json* Field(const Json& body, const char* name) {
 
 absl::Status WrongType(const char* name, const char* expected,
                        const Json& value) {
-  return Invalid(name, absl::StrCat("expected ", expected, ", got ",
-                                    value.type_name()));
+  return Invalid(
+      name, absl::StrCat("expected ", expected, ", got ", value.type_name()));
 }
 
 absl::StatusOr<std::optional<double>> Number(const Json& body,
@@ -99,8 +99,8 @@ absl::StatusOr<std::optional<int64_t>> Integer(const Json& body,
     return WrongType(name, "an integer", *v);
   }
   if (n < lo || n > hi) {
-    return Invalid(name, absl::StrCat(n, "; it must be in [", lo, ", ", hi,
-                                      "]"));
+    return Invalid(name,
+                   absl::StrCat(n, "; it must be in [", lo, ", ", hi, "]"));
   }
   return std::optional<int64_t>(n);
 }
@@ -115,12 +115,12 @@ absl::StatusOr<bool> Bool(const Json& body, const char* name) {
 // One token id of a prompt (the engine checks the vocabulary).
 absl::StatusOr<int32_t> TokenId(const Json& v, const std::string& field) {
   if (!v.is_number_integer()) {
-    return Invalid(field, absl::StrCat("expected a token id, got ",
-                                       v.type_name()));
+    return Invalid(field,
+                   absl::StrCat("expected a token id, got ", v.type_name()));
   }
-  if (v.is_number_unsigned() ? v.get<uint64_t>() > INT32_MAX
-                             : v.get<int64_t>() < 0 ||
-                                   v.get<int64_t>() > INT32_MAX) {
+  if (v.is_number_unsigned()
+          ? v.get<uint64_t>() > INT32_MAX
+          : v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
     return Invalid(field, "not a token id");
   }
   return static_cast<int32_t>(v.get<int64_t>());
@@ -157,8 +157,9 @@ absl::Status SetPrompt(const Json& body, v1::GenerateRequest& out) {
   }
   if (prompt->size() > 1) {
     return Unsupported(
-        "prompt", absl::StrCat(prompt->size(),
-                               " prompts given; h3serve takes one per request"));
+        "prompt",
+        absl::StrCat(prompt->size(),
+                     " prompts given; h3serve takes one per request"));
   }
   if (first.is_string()) {
     out.set_text(first.get<std::string>());
@@ -179,9 +180,9 @@ absl::Status SetStop(const Json& body, v1::StopConditions& stop) {
   if (!v->is_array()) return WrongType("stop", "a string or an array", *v);
   for (size_t i = 0; i < v->size(); ++i) {
     if (!(*v)[i].is_string()) {
-      return Invalid(absl::StrCat("stop[", i, "]"),
-                     absl::StrCat("expected a string, got ",
-                                  (*v)[i].type_name()));
+      return Invalid(
+          absl::StrCat("stop[", i, "]"),
+          absl::StrCat("expected a string, got ", (*v)[i].type_name()));
     }
     stop.add_stop_strings((*v)[i].get<std::string>());
   }
@@ -241,9 +242,10 @@ absl::Status CheckUnsupported(const Json& body) {
     H3_ASSIGN_OR_RETURN(std::optional<int64_t> n,
                         Integer(body, name, 1, INT32_MAX));
     if (n && *n != 1) {
-      return Unsupported(name, absl::StrCat(*n, "; h3serve returns one "
-                                                "completion per request, so "
-                                                "only 1 is supported"));
+      return Unsupported(name, absl::StrCat(*n,
+                                            "; h3serve returns one "
+                                            "completion per request, so "
+                                            "only 1 is supported"));
     }
   }
   if (const Json* suffix = Field(body, "suffix");
@@ -274,8 +276,7 @@ absl::Status SetStreaming(const Json& body, CompletionRequest& r) {
   const Json* usage = Field(*options, "include_usage");
   if (usage != nullptr) {
     if (!usage->is_boolean()) {
-      return WrongType("stream_options.include_usage", "true or false",
-                       *usage);
+      return WrongType("stream_options.include_usage", "true or false", *usage);
     }
     r.include_usage = usage->get<bool>();
   }
@@ -329,8 +330,9 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
   }
   H3_ASSIGN_OR_RETURN(r.echo, Bool(json, "echo"));
   if (r.echo && r.logprobs >= 0) {
-    return Unsupported("echo", "with logprobs it needs the prompt's "
-                               "logprobs, which h3serve does not compute");
+    return Unsupported("echo",
+                       "with logprobs it needs the prompt's "
+                       "logprobs, which h3serve does not compute");
   }
   H3_ASSIGN_OR_RETURN(r.return_token_ids, Bool(json, "return_token_ids"));
   H3_RETURN_IF_ERROR(SetStreaming(json, r));
@@ -347,31 +349,30 @@ HttpError ToOpenAiError(const absl::Status& status) {
   absl::string_view base = name.substr(0, name.find('['));
   const absl::string_view index = name.substr(base.size());
   // The gRPC API's and the engine's names, as the HTTP API calls them.
-  static constexpr std::pair<absl::string_view, absl::string_view> kRenames[] = {
-      {"stop.max_new_tokens", "max_tokens"},
-      {"max_new_tokens", "max_tokens"},
-      {"stop.min_new_tokens", "min_tokens"},
-      {"min_new_tokens", "min_tokens"},
-      {"stop.stop_strings", "stop"},
-      {"stop_strings", "stop"},
-      {"stop.stop_token_ids", "stop_token_ids"},
-      {"logprobs.top_n", "logprobs"},
-      {"top", "logprobs"},  // "top logprobs is ..."
-      {"text", "prompt"},
-      {"token_ids", "prompt"},
-  };
+  static constexpr std::pair<absl::string_view, absl::string_view> kRenames[] =
+      {
+          {"stop.max_new_tokens", "max_tokens"},
+          {"max_new_tokens", "max_tokens"},
+          {"stop.min_new_tokens", "min_tokens"},
+          {"min_new_tokens", "min_tokens"},
+          {"stop.stop_strings", "stop"},
+          {"stop_strings", "stop"},
+          {"stop.stop_token_ids", "stop_token_ids"},
+          {"logprobs.top_n", "logprobs"},
+          {"top", "logprobs"},  // "top logprobs is ..."
+          {"text", "prompt"},
+          {"token_ids", "prompt"},
+      };
   // Names that are already OpenAI's (this file's and the sampler's).
+  // clang-format off
   static constexpr absl::string_view kSame[] = {
-      "prompt",         "model",          "max_tokens",
-      "min_tokens",     "stop",           "stop_token_ids",
-      "logprobs",       "echo",           "n",
-      "best_of",        "suffix",         "logit_bias",
-      "user",           "stream",         "stream_options",
-      "temperature",    "top_p",          "top_k",
-      "min_p",          "seed",           "repetition_penalty",
-      "presence_penalty", "frequency_penalty", "ignore_eos",
-      "return_token_ids",
-  };
+      "prompt", "model", "max_tokens", "min_tokens", "stop", "stop_token_ids",
+      "logprobs", "echo", "n", "best_of", "suffix", "logit_bias", "user",
+      "stream", "stream_options", "temperature", "top_p", "top_k", "min_p",
+      "seed", "repetition_penalty", "presence_penalty", "frequency_penalty",
+      "ignore_eos", "return_token_ids"};
+  // clang-format on
+
   for (const auto& [from, to] : kRenames) {
     if (base != from) continue;
     e.param = std::string(to);

@@ -22,11 +22,11 @@ inline constexpr int kMaxJsonDepth = 32;
 // to both front ends; the rest is what only the HTTP API has.
 struct CompletionRequest {
   v1::GenerateRequest generate;
-  std::string model;           // "" when the body names none
+  std::string model;  // "" when the body names none
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  bool echo = false;           // the prompt's text before the completion
-  int logprobs = -1;           // -1: none; n >= 0: the top n at each token
+  bool include_usage = false;     // stream_options.include_usage
+  bool echo = false;              // the prompt's text before the completion
+  int logprobs = -1;              // -1: none; n >= 0: the top n at each token
   bool return_token_ids = false;  // vLLM's extension: ids in each choice
 };
 

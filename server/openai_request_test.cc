@@ -75,8 +75,8 @@ TEST(OpenAiRequestTest, DefaultsAreOpenAis) {
                    .generate.stop()
                    .has_max_new_tokens());
   // top_k -1 keeps every token.
-  EXPECT_EQ(Parse(R"({"prompt": "x", "top_k": -1})").generate.sampling().top_k(),
-            0u);
+  EXPECT_EQ(
+      Parse(R"({"prompt": "x", "top_k": -1})").generate.sampling().top_k(), 0u);
 }
 
 TEST(OpenAiRequestTest, PromptShapes) {
@@ -160,8 +160,8 @@ TEST(OpenAiRequestTest, EngineMessagesUseOpenAiNames) {
        "stop[2]: empty", 400},
       {absl::InvalidArgumentError("max_new_tokens is 9; with a prompt"),
        "max_tokens", "max_tokens is 9; with a prompt", 400},
-      {absl::InvalidArgumentError("top logprobs is 25; at most 20"),
-       "logprobs", "logprobs is 25; at most 20", 400},
+      {absl::InvalidArgumentError("top logprobs is 25; at most 20"), "logprobs",
+       "logprobs is 25; at most 20", 400},
       {absl::InvalidArgumentError("top_p is 2; it must be in (0, 1]"), "top_p",
        "top_p is 2; it must be in (0, 1]", 400},
       {absl::InvalidArgumentError("prompt: 99 tokens; the context holds 64"),

@@ -25,9 +25,8 @@ int64_t CodePoints(const std::string& text) {
 }
 
 OrderedJson ChoiceJson(const CompletionChoice& choice, bool with_token_ids) {
-  OrderedJson out = {{"index", 0},
-                     {"text", choice.text},
-                     {"logprobs", choice.logprobs}};
+  OrderedJson out = {
+      {"index", 0}, {"text", choice.text}, {"logprobs", choice.logprobs}};
   const char* finish = OpenAiFinishReason(choice.finish);
   out["finish_reason"] = *finish ? OrderedJson(finish) : OrderedJson(nullptr);
   // vLLM's stop_reason: which stop string or stop token id matched; null for
@@ -166,9 +165,12 @@ std::string ErrorJson(const HttpError& error) {
 
 Json ModelJson(const std::string& name, int64_t created,
                int64_t max_model_len) {
-  return {{"id", name},          {"object", "model"},
-          {"created", created},  {"owned_by", "h3serve"},
-          {"root", name},        {"parent", nullptr},
+  return {{"id", name},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "h3serve"},
+          {"root", name},
+          {"parent", nullptr},
           {"max_model_len", max_model_len}};
 }
 

@@ -17,15 +17,15 @@ namespace h3::server {
 
 // What every object of one completion repeats.
 struct CompletionIdentity {
-  std::string id;        // "cmpl-...", also the engine's request id
-  int64_t created = 0;   // Unix seconds
-  std::string model;     // the served model's name
+  std::string id;       // "cmpl-...", also the engine's request id
+  int64_t created = 0;  // Unix seconds
+  std::string model;    // the served model's name
 };
 
 // The one choice (index 0) of a completion, or of one streamed chunk.
 struct CompletionChoice {
   std::string text;
-  std::vector<int32_t> token_ids;  // written only when asked for
+  std::vector<int32_t> token_ids;   // written only when asked for
   nlohmann::ordered_json logprobs;  // null when not asked for
   engine::FinishReason finish = engine::FinishReason::kNone;
   std::string matched_stop;         // the stop string that ended it

@@ -199,10 +199,9 @@ void OpenAiService::Completions(const httplib::Request& request,
   if (!parsed.ok()) return Refuse(response, parsed.status());
   if (!parsed->model.empty() && parsed->model != model_.name) {
     metrics_->OnRejected("http", absl::NotFoundError(""));
-    HttpError e = ToOpenAiError(absl::NotFoundError(
-        absl::StrCat("model: `", parsed->model,
-                     "` does not exist; this server serves `", model_.name,
-                     "`")));
+    HttpError e = ToOpenAiError(absl::NotFoundError(absl::StrCat(
+        "model: `", parsed->model, "` does not exist; this server serves `",
+        model_.name, "`")));
     e.code = "model_not_found";
     return Reply(response, e);
   }
@@ -268,8 +267,8 @@ void OpenAiService::ChatCompletions(const httplib::Request& request,
 void OpenAiService::Models(httplib::Response& response) const {
   std::vector<nlohmann::ordered_json> models;
   if (model_.scheduler != nullptr) {
-    models.push_back(ModelJson(model_.name, created_,
-                               model_.limits.max_sequence_length));
+    models.push_back(
+        ModelJson(model_.name, created_, model_.limits.max_sequence_length));
   }
   response.set_content(ModelListJson(models), kJson);
 }
@@ -278,8 +277,8 @@ void OpenAiService::Model(const httplib::Request& request,
                           httplib::Response& response) const {
   const std::string name = request.matches[1];
   if (model_.scheduler == nullptr || name != model_.name) {
-    HttpError e = ToOpenAiError(absl::NotFoundError(
-        absl::StrCat("model `", name, "` does not exist")));
+    HttpError e = ToOpenAiError(
+        absl::NotFoundError(absl::StrCat("model `", name, "` does not exist")));
     e.param = "model";
     e.code = "model_not_found";
     return Reply(response, e);
@@ -292,8 +291,9 @@ void OpenAiService::Model(const httplib::Request& request,
 void OpenAiService::Health(httplib::Response& response) const {
   if (model_.scheduler == nullptr) return Reply(response, NoModel());
   if (draining_.load()) {
-    return Reply(response, ToOpenAiError(absl::UnavailableError(
-                               "the server is shutting down")));
+    return Reply(
+        response,
+        ToOpenAiError(absl::UnavailableError("the server is shutting down")));
   }
   response.status = 200;
 }

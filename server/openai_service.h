@@ -46,8 +46,7 @@ class OpenAiService {
   void SetDraining() { draining_.store(true); }
 
  private:
-  void Completions(const httplib::Request& request,
-                   httplib::Response& response,
+  void Completions(const httplib::Request& request, httplib::Response& response,
                    const HttpConnection& connection);
   void ChatCompletions(const httplib::Request& request,
                        httplib::Response& response);

@@ -158,7 +158,8 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
   // Both wait up to `grace` for what is in flight; HTTP's Shutdown, like
   // gRPC's, is idempotent, and gRPC marks every health status NOT_SERVING.
   std::thread http;
-  if (http_ != nullptr) http = std::thread([this, grace] { http_->Shutdown(grace); });
+  if (http_ != nullptr)
+    http = std::thread([this, grace] { http_->Shutdown(grace); });
   grpc_server_->Shutdown(std::chrono::system_clock::now() + grace);
   if (http.joinable()) http.join();
 }

@@ -64,26 +64,27 @@ struct BenchFlags {
 };
 
 nlohmann::ordered_json OptionsJson(const BenchFlags& f, double rate) {
-  return {{"server", f.server},
-          {"backend", f.backend},
-          {"base_url", f.backend == "openai" ? nlohmann::ordered_json(f.base_url)
-                                             : nlohmann::ordered_json(nullptr)},
-          {"num_prompts", f.num_prompts},
-          // JSON has no infinity: an unlimited rate is written as null.
-          {"request_rate", std::isinf(rate) ? nlohmann::ordered_json(nullptr)
-                                            : nlohmann::ordered_json(rate)},
-          {"burstiness", f.burstiness},
-          {"max_concurrency", f.max_concurrency},
-          {"num_warmups", f.num_warmups},
-          {"time_limit_s", f.time_limit_s},
-          {"dataset", f.dataset},
-          {"input_len", f.input_len},
-          {"output_len", f.output_len},
-          {"random_range_ratio", f.random_range_ratio},
-          {"prefix_len", f.prefix_len},
-          {"num_prefixes", f.num_prefixes},
-          {"temperature", f.temperature},
-          {"seed", f.seed}};
+  return {
+      {"server", f.server},
+      {"backend", f.backend},
+      {"base_url", f.backend == "openai" ? nlohmann::ordered_json(f.base_url)
+                                         : nlohmann::ordered_json(nullptr)},
+      {"num_prompts", f.num_prompts},
+      // JSON has no infinity: an unlimited rate is written as null.
+      {"request_rate", std::isinf(rate) ? nlohmann::ordered_json(nullptr)
+                                        : nlohmann::ordered_json(rate)},
+      {"burstiness", f.burstiness},
+      {"max_concurrency", f.max_concurrency},
+      {"num_warmups", f.num_warmups},
+      {"time_limit_s", f.time_limit_s},
+      {"dataset", f.dataset},
+      {"input_len", f.input_len},
+      {"output_len", f.output_len},
+      {"random_range_ratio", f.random_range_ratio},
+      {"prefix_len", f.prefix_len},
+      {"num_prefixes", f.num_prefixes},
+      {"temperature", f.temperature},
+      {"seed", f.seed}};
 }
 
 // A protobuf message as JSON, every field present, with the .proto names.

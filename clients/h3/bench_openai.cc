@@ -77,7 +77,8 @@ class OpenAiBenchBackend::Call final : public BenchCall {
   }
 
   void Begin(std::string body, size_t prompt_ids, int32_t output_len) {
-    if (prompt_ids > 0) record_->input_tokens = static_cast<int64_t>(prompt_ids);
+    if (prompt_ids > 0)
+      record_->input_tokens = static_cast<int64_t>(prompt_ids);
     record_->chunk_times_s.reserve(output_len);
     record_->chunk_tokens.reserve(output_len);
     thread_ = std::thread([this, body = std::move(body)] { Run(body); });
@@ -109,7 +110,8 @@ class OpenAiBenchBackend::Call final : public BenchCall {
     httplib::Response response;
     httplib::Error error = httplib::Error::Success;
     record_->start_s = Now();
-    const bool sent = !cancelled_.load() && client_.send(request, response, error);
+    const bool sent =
+        !cancelled_.load() && client_.send(request, response, error);
     record_->end_s = Now();
     CallEnd end;
     end.cancelled = cancelled_.load();
@@ -181,14 +183,14 @@ class OpenAiBenchBackend::Call final : public BenchCall {
   bool stream_error_ = false;
 };
 
-OpenAiBenchBackend::OpenAiBenchBackend(HttpEndpoint endpoint,
-                                       std::string model)
+OpenAiBenchBackend::OpenAiBenchBackend(HttpEndpoint endpoint, std::string model)
     : endpoint_(std::move(endpoint)), model_(std::move(model)) {}
 
 std::shared_ptr<BenchCall> OpenAiBenchBackend::Start(
     const BenchPrompt& prompt, float temperature, RequestRecord* record,
     Clock::time_point start, std::function<void(const CallEnd&)> ended) {
-  auto call = std::make_shared<Call>(endpoint_, record, start, std::move(ended));
+  auto call =
+      std::make_shared<Call>(endpoint_, record, start, std::move(ended));
   call->Begin(RequestBody(prompt, temperature, model_), prompt.ids.size(),
               prompt.output_len);
   return call;

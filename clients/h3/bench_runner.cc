@@ -217,7 +217,8 @@ RunRecord BenchRunner::Run(const std::vector<BenchPrompt>& prompts,
 }
 
 bool BenchRunner::StopLocked(
-    const std::string& why, std::vector<std::shared_ptr<BenchCall>>* to_cancel) {
+    const std::string& why,
+    std::vector<std::shared_ptr<BenchCall>>* to_cancel) {
   if (stopped_) return false;
   stopped_ = true;
   stopped_by_ = why;

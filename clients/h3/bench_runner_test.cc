@@ -262,7 +262,8 @@ TEST_F(BenchRunnerTest, OpenAiBackendStopCancelsInFlight) {
 }
 
 TEST(BaseUrlTest, HostPortAndPath) {
-  const absl::StatusOr<HttpEndpoint> e = ParseBaseUrl("http://127.0.0.2:8080/v1");
+  const absl::StatusOr<HttpEndpoint> e =
+      ParseBaseUrl("http://127.0.0.2:8080/v1");
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->host, "127.0.0.2");
   EXPECT_EQ(e->port, 8080);

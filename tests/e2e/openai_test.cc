@@ -21,7 +21,7 @@
 #include "h3/v1/text_generation.grpc.pb.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
-#include "tests/e2e/raw_http.h"
+#include "tests/support/raw_http.h"
 #include "tests/support/subprocess.h"
 
 namespace h3 {
@@ -57,9 +57,9 @@ int PortAfter(const std::string& line, const std::string& key) {
 }
 
 Server Start(const std::vector<std::string>& flags = {}) {
-  std::vector<std::string> argv = {kH3serve,        "--host", "127.0.0.1",
-                                   "--port",        "0",      "--http-port",
-                                   "0",             "--metrics-port", "0"};
+  std::vector<std::string> argv = {
+      kH3serve,      "--host", "127.0.0.1",      "--port", "0",
+      "--http-port", "0",      "--metrics-port", "0"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   Server s;
   s.process = std::make_unique<Subprocess>(argv);
@@ -151,8 +151,8 @@ TEST_F(OpenAiTest, ModelsHealthAndNoChatForABaseModel) {
 // The same greedy request over gRPC and over HTTP, whole and streamed, with
 // a text prompt and a token-id prompt.
 TEST_F(OpenAiTest, GreedyOutputEqualsGrpcs) {
-  auto stub = v1::TextGeneration::NewStub(grpc::CreateChannel(
-      server_->grpc, grpc::InsecureChannelCredentials()));
+  auto stub = v1::TextGeneration::NewStub(
+      grpc::CreateChannel(server_->grpc, grpc::InsecureChannelCredentials()));
   for (const Json& prompt : {Json("And God said"), Json({6, 7, 8, 9})}) {
     v1::GenerateRequest request;
     if (prompt.is_string()) {
@@ -168,8 +168,10 @@ TEST_F(OpenAiTest, GreedyOutputEqualsGrpcs) {
     const std::vector<int> grpc_ids(grpc_out.token_ids().begin(),
                                     grpc_out.token_ids().end());
 
-    const Json body = {{"model", "h3-kjv"},      {"prompt", prompt},
-                       {"max_tokens", 40},       {"temperature", 0},
+    const Json body = {{"model", "h3-kjv"},
+                       {"prompt", prompt},
+                       {"max_tokens", 40},
+                       {"temperature", 0},
                        {"return_token_ids", true}};
     const httplib::Result whole = Complete(port(), body);
     ASSERT_EQ(whole->status, 200) << whole->body;
@@ -208,8 +210,8 @@ TEST_F(OpenAiTest, GreedyOutputEqualsGrpcs) {
 }
 
 TEST_F(OpenAiTest, StopStringsLogprobsAndEcho) {
-  const Json base = {{"prompt", "And God said"}, {"max_tokens", 12},
-                     {"temperature", 0}};
+  const Json base = {
+      {"prompt", "And God said"}, {"max_tokens", 12}, {"temperature", 0}};
   const std::string text =
       Body(Complete(port(), base))["choices"][0]["text"].get<std::string>();
   const size_t cut = text.find(' ', 4);
@@ -258,8 +260,10 @@ TEST_F(OpenAiTest, ErrorsAreOpenAiJsonWithTheirStatus) {
       {{{"prompt", "x"}, {"stop", {""}}}, 400, "stop", "stop[0]: empty"},
       {{{"prompt", "x"}, {"n", 3}}, 400, "n", "only 1"},
       {{{"prompt", "x"}, {"echo", true}, {"logprobs", 1}}, 400, "echo", ""},
-      {{{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}, 400,
-       "stream_options", "stream: true"},
+      {{{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}},
+       400,
+       "stream_options",
+       "stream: true"},
       {{{"prompt", "x"}, {"model", "gpt-4"}}, 404, "model", "gpt-4"},
   };
   for (const Case& c : cases) {
@@ -313,9 +317,9 @@ TEST_F(OpenAiTest, ErrorsAreOpenAiJsonWithTheirStatus) {
 // waiting, a third is 429; after SIGTERM the server drains (503) and lets
 // the stream run out its grace.
 TEST(OpenAiServerTest, QueueFullIs429AndDrainingIs503) {
-  Server s = Start({"--slots", "1", "--max-waiting", "1",
-                    "--max-sequence-length", "16384", "--max-new-tokens",
-                    "16000", "--shutdown-grace", "1"});
+  Server s =
+      Start({"--slots", "1", "--max-waiting", "1", "--max-sequence-length",
+             "16384", "--max-new-tokens", "16000", "--shutdown-grace", "1"});
   ASSERT_GT(s.http, 0) << s.process->output();
   RawHttp stream(s.http);
   stream.PostJson("/v1/completions", R"({"prompt": "And", "max_tokens": 16000,
@@ -323,8 +327,8 @@ TEST(OpenAiServerTest, QueueFullIs429AndDrainingIs503) {
   ASSERT_THAT(stream.ReadUntil("data: ", 10s), HasSubstr("200 OK"));
   RawHttp waiting(s.http);
   waiting.PostJson("/v1/completions", R"({"prompt": "And"})");
-  ASSERT_TRUE(WaitFor([&] { return Info(s.grpc).waiting_requests() == 1; },
-                      10s));
+  ASSERT_TRUE(
+      WaitFor([&] { return Info(s.grpc).waiting_requests() == 1; }, 10s));
 
   const httplib::Result full = Complete(s.http, {{"prompt", "x"}});
   ASSERT_TRUE(full);
@@ -360,9 +364,9 @@ TEST(OpenAiServerTest, NoModelIs503) {
 // A client that leaves frees its slot (streaming) or its place in the queue
 // (waiting for a slot) within an engine iteration or so.
 TEST(OpenAiServerTest, ClientThatLeavesFreesItsSlotAndItsPlace) {
-  Server s = Start({"--slots", "1", "--max-waiting", "1",
-                    "--max-sequence-length", "16384", "--max-new-tokens",
-                    "16000"});
+  Server s =
+      Start({"--slots", "1", "--max-waiting", "1", "--max-sequence-length",
+             "16384", "--max-new-tokens", "16000"});
   ASSERT_GT(s.http, 0) << s.process->output();
   const std::string long_request = R"({"prompt": "And", "max_tokens": 16000,
       "ignore_eos": true, "stream": true})";
@@ -372,8 +376,8 @@ TEST(OpenAiServerTest, ClientThatLeavesFreesItsSlotAndItsPlace) {
   auto waiting = std::make_unique<RawHttp>(s.http);
   waiting->PostJson("/v1/completions",
                     R"({"prompt": "And", "max_tokens": 10})");
-  ASSERT_TRUE(WaitFor([&] { return Info(s.grpc).waiting_requests() == 1; },
-                      10s));
+  ASSERT_TRUE(
+      WaitFor([&] { return Info(s.grpc).waiting_requests() == 1; }, 10s));
 
   waiting.reset();  // closes the connection
   EXPECT_TRUE(
@@ -394,7 +398,8 @@ TEST(OpenAiServerTest, ClientThatLeavesFreesItsSlotAndItsPlace) {
 
   httplib::Client metrics("127.0.0.1", s.metrics);
   const std::string text = metrics.Get("/metrics")->body;
-  EXPECT_THAT(text, HasSubstr("h3_requests_total{finish_reason=\"cancelled\"} 2"));
+  EXPECT_THAT(text,
+              HasSubstr("h3_requests_total{finish_reason=\"cancelled\"} 2"));
   EXPECT_THAT(text, HasSubstr("h3_http_responses_total{code=\"200\",route="
                               "\"/v1/completions\"}"));
 }
@@ -416,7 +421,7 @@ TEST(OpenAiServerTest, RefusalsAreCountedByProtocol) {
 TEST(OpenAiServerTest, ConnectionsPastTheBoundGet503) {
   Server s = Start({"--http-threads", "1"});
   ASSERT_GT(s.http, 0) << s.process->output();
-  RawHttp idle(s.http);    // taken by the worker, waiting for a request
+  RawHttp idle(s.http);  // taken by the worker, waiting for a request
   std::this_thread::sleep_for(100ms);
   RawHttp queued(s.http);  // waits in the queue
   std::this_thread::sleep_for(100ms);
@@ -425,16 +430,18 @@ TEST(OpenAiServerTest, ConnectionsPastTheBoundGet503) {
 }
 
 TEST_F(OpenAiTest, OfficialOpenAiJavaScriptClient) {
-  const std::string dir = ::testing::TempDir() + "/openai_client_" +
-                          std::to_string(getpid());
+  const std::string dir =
+      ::testing::TempDir() + "/openai_client_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   const RunResult npm = RunCommand(
       {"/bin/sh", "-c",
        "command -v node >/dev/null && command -v npm >/dev/null || "
-       "{ echo 'node or npm is not installed'; exit 1; }; cd '" + dir +
+       "{ echo 'node or npm is not installed'; exit 1; }; cd '" +
+           dir +
            "' && timeout 120 npm install --no-audit --no-fund --loglevel=error "
            "--prefer-offline --fetch-retries=1 --fetch-retry-maxtimeout=2000 "
-           "--fetch-timeout=20000 " + kOpenAiPackage + " 2>&1"},
+           "--fetch-timeout=20000 " +
+           kOpenAiPackage + " 2>&1"},
       150s);
   if (npm.exit_code != 0) {
     std::filesystem::remove_all(dir);
@@ -442,11 +449,11 @@ TEST_F(OpenAiTest, OfficialOpenAiJavaScriptClient) {
                  << " from the npm registry: " << npm.out;
   }
   std::filesystem::copy_file(kClientScript, dir + "/client.mjs");
-  const RunResult node = RunCommand(
-      {"/bin/sh", "-c",
-       "node '" + dir + "/client.mjs' http://127.0.0.1:" +
-           std::to_string(port()) + "/v1 2>&1"},
-      120s);
+  const RunResult node =
+      RunCommand({"/bin/sh", "-c",
+                  "node '" + dir + "/client.mjs' http://127.0.0.1:" +
+                      std::to_string(port()) + "/v1 2>&1"},
+                 120s);
   std::filesystem::remove_all(dir);
   EXPECT_EQ(node.exit_code, 0) << node.out;
   EXPECT_THAT(node.out, HasSubstr("all checks passed"));

@@ -1,4 +1,4 @@
-#include "tests/e2e/raw_http.h"
+#include "tests/support/raw_http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,5 +1,5 @@
-#ifndef H3_TESTS_E2E_RAW_HTTP_H_
-#define H3_TESTS_E2E_RAW_HTTP_H_
+#ifndef H3_TESTS_SUPPORT_RAW_HTTP_H_
+#define H3_TESTS_SUPPORT_RAW_HTTP_H_
 
 #include <chrono>
 #include <string>
@@ -33,4 +33,4 @@ class RawHttp {
 
 }  // namespace h3::testing
 
-#endif  // H3_TESTS_E2E_RAW_HTTP_H_
+#endif  // H3_TESTS_SUPPORT_RAW_HTTP_H_
