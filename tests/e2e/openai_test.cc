@@ -1,9 +1,10 @@
 // The OpenAI-compatible HTTP API of the h3serve binary, on the embedded
-// default model h3-kjv: routes, greedy output equal to gRPC's, streaming,
-// every error status in OpenAI's JSON shape, the connection bounds, a
-// client leaving mid-stream or while queued, the metrics, and the official
-// `openai` JavaScript client from the npm registry (skipped, with the
-// reason, when npm cannot install it).
+// default model h3-kjv, one server for the suite: routes, greedy output
+// equal to gRPC's, streaming, stop strings, logprobs, echo, every error
+// status of a request in OpenAI's JSON shape, and the official `openai`
+// JavaScript client from the npm registry (skipped, with the reason, when
+// npm cannot install it). openai_server_test.cc has the cases that need a
+// server of their own.
 #include <signal.h>
 #include <unistd.h>
 
@@ -21,101 +22,36 @@
 #include "h3/v1/text_generation.grpc.pb.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "tests/e2e/openai_support.h"
 #include "tests/support/raw_http.h"
 #include "tests/support/subprocess.h"
 
 namespace h3 {
 namespace {
 
+using ::h3::testing::Body;
+using ::h3::testing::Complete;
+using ::h3::testing::Events;
+using ::h3::testing::OpenAiServer;
 using ::h3::testing::RawHttp;
 using ::h3::testing::RunCommand;
 using ::h3::testing::RunResult;
+using ::h3::testing::StartOpenAiServer;
 using ::h3::testing::Subprocess;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
 
-const std::string kH3serve = H3SERVE_BIN;
 const std::string kClientScript = H3_OPENAI_CLIENT_SCRIPT;
 // The openai package's version the client test installs (one that runs on
 // Node 20).
 const std::string kOpenAiPackage = "openai@6.30.1";
 
-// An h3serve on the embedded model, on free loopback ports.
-struct Server {
-  std::unique_ptr<Subprocess> process;
-  std::string grpc;  // HOST:PORT
-  int http = -1;
-  int metrics = -1;
-};
-
-int PortAfter(const std::string& line, const std::string& key) {
-  const size_t at = line.find(key);
-  if (at == std::string::npos) return -1;
-  const size_t colon = line.find(':', at + key.size());
-  return std::atoi(line.c_str() + colon + 1);
-}
-
-Server Start(const std::vector<std::string>& flags = {}) {
-  std::vector<std::string> argv = {
-      kH3serve,      "--host", "127.0.0.1",      "--port", "0",
-      "--http-port", "0",      "--metrics-port", "0"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  Server s;
-  s.process = std::make_unique<Subprocess>(argv);
-  s.grpc = testing::WaitForGrpcAddress(*s.process, 60s);
-  const std::string& out = s.process->output();
-  s.http = PortAfter(out, "http=http://127.0.0.1");
-  s.metrics = PortAfter(out, "metrics=http://127.0.0.1");
-  return s;
-}
-
-Json Body(const httplib::Result& result) {
-  if (!result) return nullptr;
-  return Json::parse(result->body, nullptr, false);
-}
-
-// POSTs `body` to /v1/completions.
-httplib::Result Complete(int port, const Json& body) {
-  httplib::Client client("127.0.0.1", port);
-  client.set_read_timeout(60, 0);
-  return client.Post("/v1/completions", body.dump(), "application/json");
-}
-
-// The "data:" payloads of an event stream, in order.
-std::vector<std::string> Events(const std::string& stream) {
-  std::vector<std::string> events;
-  size_t at = 0;
-  while ((at = stream.find("data: ", at)) != std::string::npos) {
-    const size_t end = stream.find("\n\n", at);
-    events.push_back(stream.substr(at + 6, end - at - 6));
-    at = end;
-  }
-  return events;
-}
-
-v1::ServerInfo Info(const std::string& grpc) {
-  auto stub = v1::TextGeneration::NewStub(
-      grpc::CreateChannel(grpc, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  v1::ServerInfo info;
-  EXPECT_TRUE(stub->GetServerInfo(&context, {}, &info).ok());
-  return info;
-}
-
-bool WaitFor(const std::function<bool()>& condition,
-             std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return condition();
-}
-
 class OpenAiTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { server_ = new Server(Start()); }
+  static void SetUpTestSuite() {
+    server_ = new OpenAiServer(StartOpenAiServer());
+  }
   static void TearDownTestSuite() {
     if (server_->process != nullptr) server_->process->Stop(SIGTERM, 20s);
     delete server_;
@@ -125,7 +61,7 @@ class OpenAiTest : public ::testing::Test {
   }
   static int port() { return server_->http; }
 
-  static inline Server* server_ = nullptr;
+  static inline OpenAiServer* server_ = nullptr;
 };
 
 TEST_F(OpenAiTest, ModelsHealthAndNoChatForABaseModel) {
@@ -311,122 +247,6 @@ TEST_F(OpenAiTest, ErrorsAreOpenAiJsonWithTheirStatus) {
   headers.Send("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " +
                std::string(70 * 1024, 'a') + "\r\n\r\n");
   EXPECT_THAT(headers.ReadAll(5s), HasSubstr("HTTP/1.1 400"));
-}
-
-// One slot and one place in the queue: with a stream running and a request
-// waiting, a third is 429; after SIGTERM the server drains (503) and lets
-// the stream run out its grace.
-TEST(OpenAiServerTest, QueueFullIs429AndDrainingIs503) {
-  Server s =
-      Start({"--slots", "1", "--max-waiting", "1", "--max-sequence-length",
-             "16384", "--max-new-tokens", "16000", "--shutdown-grace", "1"});
-  ASSERT_GT(s.http, 0) << s.process->output();
-  RawHttp stream(s.http);
-  stream.PostJson("/v1/completions", R"({"prompt": "And", "max_tokens": 16000,
-      "ignore_eos": true, "stream": true})");
-  ASSERT_THAT(stream.ReadUntil("data: ", 10s), HasSubstr("200 OK"));
-  RawHttp waiting(s.http);
-  waiting.PostJson("/v1/completions", R"({"prompt": "And"})");
-  ASSERT_TRUE(
-      WaitFor([&] { return Info(s.grpc).waiting_requests() == 1; }, 10s));
-
-  const httplib::Result full = Complete(s.http, {{"prompt", "x"}});
-  ASSERT_TRUE(full);
-  EXPECT_EQ(full->status, 429) << full->body;
-  EXPECT_EQ(Body(full)["error"]["type"], "rate_limit_error");
-  EXPECT_EQ(Body(full)["error"]["code"], "queue_full");
-
-  ASSERT_EQ(kill(s.process->pid(), SIGTERM), 0);
-  ASSERT_NE(s.process->WaitForLine("draining", 10s), "");
-  httplib::Client client("127.0.0.1", s.http);
-  const httplib::Result health = client.Get("/health");
-  ASSERT_TRUE(health);
-  EXPECT_EQ(health->status, 503);
-  const httplib::Result refused = Complete(s.http, {{"prompt", "x"}});
-  ASSERT_TRUE(refused);
-  EXPECT_EQ(refused->status, 503);
-  EXPECT_EQ(Body(refused)["error"]["code"], "unavailable");
-  EXPECT_EQ(s.process->Stop(0, 30s), 0) << s.process->output();
-}
-
-TEST(OpenAiServerTest, NoModelIs503) {
-  Server s = Start({"--no-model"});
-  ASSERT_GT(s.http, 0) << s.process->output();
-  httplib::Client client("127.0.0.1", s.http);
-  EXPECT_EQ(client.Get("/health")->status, 503);
-  EXPECT_TRUE(Body(client.Get("/v1/models"))["data"].empty());
-  const httplib::Result r = Complete(s.http, {{"prompt", "x"}});
-  EXPECT_EQ(r->status, 503);
-  EXPECT_THAT(Body(r)["error"]["message"].get<std::string>(),
-              HasSubstr("no model"));
-}
-
-// A client that leaves frees its slot (streaming) or its place in the queue
-// (waiting for a slot) within an engine iteration or so.
-TEST(OpenAiServerTest, ClientThatLeavesFreesItsSlotAndItsPlace) {
-  Server s =
-      Start({"--slots", "1", "--max-waiting", "1", "--max-sequence-length",
-             "16384", "--max-new-tokens", "16000"});
-  ASSERT_GT(s.http, 0) << s.process->output();
-  const std::string long_request = R"({"prompt": "And", "max_tokens": 16000,
-      "ignore_eos": true, "stream": true})";
-  auto stream = std::make_unique<RawHttp>(s.http);
-  stream->PostJson("/v1/completions", long_request);
-  ASSERT_THAT(stream->ReadUntil("data: ", 10s), HasSubstr("200 OK"));
-  auto waiting = std::make_unique<RawHttp>(s.http);
-  waiting->PostJson("/v1/completions",
-                    R"({"prompt": "And", "max_tokens": 10})");
-  ASSERT_TRUE(
-      WaitFor([&] { return Info(s.grpc).waiting_requests() == 1; }, 10s));
-
-  waiting.reset();  // closes the connection
-  EXPECT_TRUE(
-      WaitFor([&] { return Info(s.grpc).waiting_requests() == 0; }, 2s));
-  EXPECT_EQ(Info(s.grpc).running_requests(), 1);
-  const auto left = std::chrono::steady_clock::now();
-  stream.reset();
-  EXPECT_TRUE(
-      WaitFor([&] { return Info(s.grpc).running_requests() == 0; }, 2s));
-  std::cout << "slot freed "
-            << std::chrono::duration<double, std::milli>(
-                   std::chrono::steady_clock::now() - left)
-                   .count()
-            << " ms after the client left\n";
-  // The slot serves the next request.
-  EXPECT_EQ(Complete(s.http, {{"prompt", "x"}, {"max_tokens", 2}})->status,
-            200);
-
-  httplib::Client metrics("127.0.0.1", s.metrics);
-  const std::string text = metrics.Get("/metrics")->body;
-  EXPECT_THAT(text,
-              HasSubstr("h3_requests_total{finish_reason=\"cancelled\"} 2"));
-  EXPECT_THAT(text, HasSubstr("h3_http_responses_total{code=\"200\",route="
-                              "\"/v1/completions\"}"));
-}
-
-TEST(OpenAiServerTest, RefusalsAreCountedByProtocol) {
-  Server s = Start();
-  ASSERT_GT(s.http, 0) << s.process->output();
-  EXPECT_EQ(Complete(s.http, {{"prompt", "x"}, {"top_p", 5}})->status, 400);
-  httplib::Client metrics("127.0.0.1", s.metrics);
-  const std::string text = metrics.Get("/metrics")->body;
-  EXPECT_THAT(text, HasSubstr("h3_requests_rejected_total{code=\"invalid_"
-                              "argument\",protocol=\"http\"} 1"));
-  EXPECT_THAT(text, HasSubstr("h3_http_responses_total{code=\"400\",route="
-                              "\"/v1/completions\"} 1"));
-}
-
-// With one worker and one queued connection, a third connection is told
-// 503 at once instead of waiting.
-TEST(OpenAiServerTest, ConnectionsPastTheBoundGet503) {
-  Server s = Start({"--http-threads", "1"});
-  ASSERT_GT(s.http, 0) << s.process->output();
-  RawHttp idle(s.http);  // taken by the worker, waiting for a request
-  std::this_thread::sleep_for(100ms);
-  RawHttp queued(s.http);  // waits in the queue
-  std::this_thread::sleep_for(100ms);
-  RawHttp third(s.http);
-  EXPECT_THAT(third.ReadAll(5s), HasSubstr("HTTP/1.1 503"));
 }
 
 TEST_F(OpenAiTest, OfficialOpenAiJavaScriptClient) {
