@@ -51,7 +51,8 @@ def startup():
     start = time.perf_counter()
     server = subprocess.Popen(
         [os.path.join(args.build, "server", "h3serve"), "--host", "127.0.0.1",
-         "--port", str(PORT), "--metrics-port", "-1", "--threads", str(args.threads)],
+         "--port", str(PORT), "--metrics-port", "-1", "--http-port", "-1",
+         "--threads", str(args.threads)],
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     request = pb.GenerateRequest(text="And God said",
                                  sampling=pb.SamplingParams(temperature=0),

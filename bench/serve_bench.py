@@ -50,7 +50,7 @@ def log(*a):
 def start_server(slots):
     server = subprocess.Popen(
         [os.path.join(args.build, "server", "h3serve"), "--model", args.model,
-         "--host", "127.0.0.1", "--port", "0", "--metrics-port", "-1",
+         "--host", "127.0.0.1", "--port", "0", "--metrics-port", "-1", "--http-port", "-1",
          "--slots", str(slots), "--threads", str(args.threads)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in server.stdout:

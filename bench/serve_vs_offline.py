@@ -105,7 +105,8 @@ def offline(model):
 
 def start_server(model, budget):
     command = [binary("server", "h3serve"), "--model", model, "--host", "127.0.0.1",
-               "--port", "0", "--metrics-port", "0", "--slots", str(args.concurrency),
+               "--port", "0", "--metrics-port", "0", "--http-port", "-1",
+               "--slots", str(args.concurrency),
                "--device", args.device, "--threads", str(args.threads),
                ] + shlex.split(args.server_args)
     if budget != "default":

@@ -34,6 +34,12 @@ if(H3_BUILD_SERVER)
   find_package(gRPC CONFIG REQUIRED)
   find_package(prometheus-cpp CONFIG REQUIRED)
   find_program(H3_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+  # cpp-httplib (Debian's libcpp-httplib-dev, a shared library): the
+  # OpenAI-compatible HTTP API and `h3 bench --backend openai`. Its
+  # pkg-config file carries the -D flags the library was built with, which
+  # change its classes' layout, so it is found only through it.
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(H3_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 endif()
 
 if(H3_BUILD_TESTS)

@@ -25,6 +25,7 @@ build_packages=(
   libgrpc++-dev protobuf-compiler-grpc          # the API's service
   grpc-proto                                    # health/reflection .proto files
   prometheus-cpp-dev                            # /metrics
+  libcpp-httplib-dev                            # the OpenAI-compatible HTTP API
   libcli11-dev                                  # command-line flags
   nlohmann-json3-dev                            # JSON (model metadata, CLI)
   libzip-dev                                    # PyTorch checkpoints are zips
@@ -47,11 +48,13 @@ runtime_packages_bookworm=(
   libabsl20220623 libprotobuf32 libgrpc29 libgrpc++1.51
   libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
   libzip4 libre2-9 libsentencepiece0 libopenblas0-pthread libkissfft-float131
+  libcpp-httplib0.11
 )
 runtime_packages_noble=(                        # Ubuntu 24.04: the 64-bit time_t renames
   libabsl20220623t64 libprotobuf32t64 libgrpc29t64 libgrpc++1.51t64
   libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
   libzip4t64 libre2-10 libsentencepiece0 libopenblas0-pthread libkissfft-float131
+  libcpp-httplib0.14t64
 )
 
 mode=install

@@ -51,19 +51,35 @@ int WaitForStopSignal() {
 
 int main(int argc, char** argv) {
   h3::server::ServerOptions options;
+  options.http.port = 8080;
   double grace_seconds = 30;
   int threads = 0;
 
   CLI::App app{
       "h3serve: an inference server for hybrid H3 language models.\n"
       "Serves h3.v1.TextGeneration, grpc.health.v1.Health and server "
-      "reflection over gRPC, and Prometheus metrics over HTTP.",
+      "reflection over gRPC, an OpenAI-compatible API (/v1/completions, "
+      "/v1/models, /health) over HTTP, and Prometheus metrics.",
       "h3serve"};
   app.set_version_flag("--version", h3::VersionLine("h3serve"));
   app.add_option("--host", options.host, "Address to listen on")
       ->capture_default_str();
   app.add_option("--port", options.port, "gRPC port (0: any free port)")
       ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--http-port", options.http.port,
+                 "Port of the OpenAI-compatible HTTP API, on --host too (0: "
+                 "any free port, -1: none)")
+      ->check(CLI::Range(-1, 65535))
+      ->capture_default_str();
+  app.add_option("--http-threads", options.http.threads,
+                 "HTTP connections served at once (one thread each); as many "
+                 "more may wait, later ones get 503")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--http-max-body", options.http.max_body_bytes,
+                 "Largest HTTP request body in bytes (larger: 413)")
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 30))
       ->capture_default_str();
   app.add_option("--metrics-port", options.metrics_port,
                  "Port of the Prometheus /metrics endpoint (0: any free "
@@ -132,6 +148,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
   options.default_model = !no_model;
+  options.http.max_queued_connections = options.http.threads;
   options.backend.weight_type = *h3::engine::ParseWeightType(dtype);
   if (threads > 0) setenv("H3_NUM_THREADS", std::to_string(threads).c_str(), 1);
 
@@ -146,6 +163,10 @@ int main(int argc, char** argv) {
   }
   std::cout << h3::VersionLine("h3serve") << "\n"
             << "listening: grpc=" << options.host << ":" << (*server)->port();
+  if ((*server)->http_port() >= 0) {
+    std::cout << " http=http://" << options.host << ":"
+              << (*server)->http_port();
+  }
   if ((*server)->metrics_port() >= 0) {
     std::cout << " metrics=http://" << options.host << ":"
               << (*server)->metrics_port() << "/metrics";

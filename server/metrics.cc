@@ -3,6 +3,7 @@
 #include <chrono>
 #include <exception>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/build_info.h"
 #include "server/thread_stack.h"
@@ -68,8 +69,13 @@ Metrics::Metrics()
       rejected_(prometheus::BuildCounter()
                     .Name("h3_requests_rejected_total")
                     .Help("Generation requests refused before running, by "
-                          "gRPC status code")
+                          "front end (grpc, http) and canonical status code")
                     .Register(*registry_)),
+      http_responses_(prometheus::BuildCounter()
+                          .Name("h3_http_responses_total")
+                          .Help("Responses of the OpenAI-compatible HTTP API, "
+                                "by route and HTTP status code")
+                          .Register(*registry_)),
       prompt_tokens_(NewCounter(*registry_, "h3_prompt_tokens_total",
                                 "Prompt tokens prefilled")),
       generation_tokens_(NewCounter(*registry_, "h3_generation_tokens_total",
@@ -147,8 +153,18 @@ void Metrics::SetSlots(int slots) {
   slots_used_.Set(0);
 }
 
-void Metrics::OnRejected(const std::string& code) {
-  rejected_.Add({{"code", code}}).Increment();
+void Metrics::OnRejected(const std::string& protocol,
+                         const absl::Status& status) {
+  rejected_
+      .Add({{"protocol", protocol},
+            {"code",
+             absl::AsciiStrToLower(absl::StatusCodeToString(status.code()))}})
+      .Increment();
+}
+
+void Metrics::OnHttpResponse(const std::string& route, int status) {
+  http_responses_.Add({{"route", route}, {"code", absl::StrCat(status)}})
+      .Increment();
 }
 
 void Metrics::OnIteration(const engine::IterationReport& r) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/scheduler/observer.h"
 #include "prometheus/counter.h"
@@ -20,8 +21,10 @@ namespace h3::server {
 // names, as Prometheus' conventions say) and, optionally, the HTTP endpoint
 // serving them at /metrics. It observes the engine loop: requests by finish
 // reason, token counters, latency histograms (time to first token,
-// inter-token, end to end, queue), batch sizes and the load gauges; the
-// service adds refused requests. Thread-safe.
+// inter-token, end to end, queue), batch sizes and the load gauges, for
+// every request whichever front end (gRPC, HTTP) sent it; the front ends add
+// refused requests (labelled by protocol) and the HTTP API its responses by
+// route and status. Thread-safe.
 class Metrics : public engine::SchedulerObserver {
  public:
   // Listens on "host:port" (0 picks a free port; see port()); port -1 keeps
@@ -35,9 +38,14 @@ class Metrics : public engine::SchedulerObserver {
 
   // The slot pool's size, for the slot gauges before the first iteration.
   void SetSlots(int slots);
-  // A request refused before it reached the engine loop; `code` is the
-  // gRPC status code name in lower case, e.g. "invalid_argument".
-  void OnRejected(const std::string& code);
+  // A generation request refused before it reached the engine loop, by the
+  // front end `protocol` ("grpc" or "http"), counted under the canonical
+  // code of `status` in lower case, e.g. "invalid_argument", the same for
+  // both protocols.
+  void OnRejected(const std::string& protocol, const absl::Status& status);
+  // An HTTP response of the OpenAI-compatible API: `route` is one of the
+  // server's routes (a fixed set, or "other"), `status` the HTTP status.
+  void OnHttpResponse(const std::string& route, int status);
 
   void OnIteration(const engine::IterationReport& report) override;
   void OnFinish(engine::FinishReason reason,
@@ -52,6 +60,7 @@ class Metrics : public engine::SchedulerObserver {
 
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Counter>& rejected_;
+  prometheus::Family<prometheus::Counter>& http_responses_;
   prometheus::Counter& prompt_tokens_;
   prometheus::Counter& generation_tokens_;
   prometheus::Counter& iterations_;

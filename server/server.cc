@@ -14,6 +14,7 @@
 #include "grpcpp/server_builder.h"
 #include "loader/model_file.h"
 #include "models/default_model.h"
+#include "server/openai_response.h"
 #include "tokenizer/load.h"
 
 namespace h3::server {
@@ -83,6 +84,25 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     }
   }
 
+  if (options.http.port >= 0) {
+    server->openai_ =
+        std::make_unique<OpenAiService>(served, server->metrics_.get());
+    HttpOptions http = options.http;
+    http.host = options.host;
+    Metrics* metrics = server->metrics_.get();
+    H3_ASSIGN_OR_RETURN(
+        server->http_,
+        HttpServer::Start(
+            http, server->openai_->Routes(),
+            [](const HttpError& error) { return ErrorJson(error); },
+            // The one check of every HTTP request before the engine: API
+            // keys (Authorization: Bearer, 401) will be checked here.
+            nullptr,
+            [metrics](const std::string& route, int status) {
+              metrics->OnHttpResponse(route, status);
+            }));
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   server->service_ = std::make_unique<TextGenerationService>(
@@ -121,6 +141,7 @@ Server::~Server() {
 bool Server::Drain(std::chrono::milliseconds timeout) {
   grpc_server_->GetHealthCheckService()->SetServingStatus(false);
   service_->SetDraining();
+  if (openai_ != nullptr) openai_->SetDraining();
   if (scheduler_ == nullptr) return true;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
@@ -133,8 +154,14 @@ bool Server::Drain(std::chrono::milliseconds timeout) {
 
 void Server::Shutdown(std::chrono::milliseconds grace) {
   service_->SetDraining();
-  // gRPC marks every health status NOT_SERVING and makes Shutdown idempotent.
+  if (openai_ != nullptr) openai_->SetDraining();
+  // Both wait up to `grace` for what is in flight; HTTP's Shutdown, like
+  // gRPC's, is idempotent, and gRPC marks every health status NOT_SERVING.
+  std::thread http;
+  if (http_ != nullptr)
+    http = std::thread([this, grace] { http_->Shutdown(grace); });
   grpc_server_->Shutdown(std::chrono::system_clock::now() + grace);
+  if (http.joinable()) http.join();
 }
 
 void Server::Wait() { grpc_server_->Wait(); }

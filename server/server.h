@@ -9,7 +9,9 @@
 #include "absl/status/statusor.h"
 #include "engine/scheduler/scheduler.h"
 #include "grpcpp/server.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/openai_service.h"
 #include "server/text_generation_service.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,11 +34,18 @@ struct ServerOptions {
   int slots = 8;                       // requests generating at once
   engine::BackendOptions backend;      // --device, --dtype
   engine::SchedulerOptions scheduler;  // its observer is set by Start
+  // The OpenAI-compatible HTTP API, on `host` too. http.host is ignored;
+  // port -1 (the default here, so that programs and tests embedding the
+  // server open no fixed port; h3serve's --http-port defaults to 8080) serves
+  // none, 0 picks a free port.
+  HttpOptions http = {.port = -1};
 };
 
 // h3serve: loads the model, starts the engine loop, and serves the
 // TextGeneration service, the standard grpc.health.v1.Health service and
-// server reflection on one gRPC port, and /metrics on another.
+// server reflection on one gRPC port, the OpenAI-compatible HTTP API
+// (OpenAiService) on another, and /metrics on a third. Both APIs submit to
+// the one engine loop.
 //
 // Health: the overall status ("") and "h3.v1.TextGeneration" are SERVING
 // while a model is loaded and the server is not draining, NOT_SERVING
@@ -52,17 +61,19 @@ class Server {
   ~Server();
 
   int port() const { return port_; }
+  // -1 when the HTTP API is off.
+  int http_port() const { return http_ != nullptr ? http_->port() : -1; }
   // -1 when metrics are disabled.
   int metrics_port() const { return metrics_->port(); }
   bool model_loaded() const { return scheduler_ != nullptr; }
 
-  // Health goes NOT_SERVING and new generation requests are refused
-  // (UNAVAILABLE); waits up to `timeout` for the running and waiting ones to
-  // finish. True when none is left.
+  // Health goes NOT_SERVING (HTTP /health 503) and new generation requests
+  // are refused (UNAVAILABLE, HTTP 503); waits up to `timeout` for the
+  // running and waiting ones to finish. True when none is left.
   bool Drain(std::chrono::milliseconds timeout);
 
-  // Stops accepting calls, lets calls in flight finish for up to `grace`,
-  // then cancels the rest. Idempotent.
+  // Stops accepting calls and HTTP requests, lets those in flight finish for
+  // up to `grace`, then cancels the rest. Idempotent.
   void Shutdown(std::chrono::milliseconds grace);
 
   // Blocks until Shutdown has completed.
@@ -74,13 +85,15 @@ class Server {
   // the model.
   absl::Status LoadModel(const ServerOptions& options, ServedModel* served);
 
-  // Destroyed bottom-up: gRPC first (no handler runs afterwards), then the
-  // engine loop, then what it uses.
+  // Destroyed bottom-up: HTTP and gRPC first (no handler runs afterwards),
+  // then the engine loop, then what it uses.
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<engine::Scheduler> scheduler_;
   std::unique_ptr<TextGenerationService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<OpenAiService> openai_;
+  std::unique_ptr<HttpServer> http_;
   int port_ = 0;
 };
 

@@ -165,8 +165,9 @@ TEST_F(ServingTest, FullQueueIsResourceExhausted) {
   const Generation d = Generate(*stub_, Long("d"));
   EXPECT_EQ(d.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(d.status.error_message(), HasSubstr("waiting"));
-  EXPECT_GE(
-      Metrics()["h3_requests_rejected_total{code=\"resource_exhausted\"}"], 1);
+  EXPECT_GE(Metrics()["h3_requests_rejected_total{code=\"resource_exhausted\","
+                      "protocol=\"grpc\"}"],
+            1);
   // Cancelling the waiting one frees its place in the queue.
   Close(*c);
   EXPECT_TRUE(WaitFor([&] { return Info(*stub_).waiting_requests() == 0; }));

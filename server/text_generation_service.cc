@@ -2,21 +2,15 @@
 
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/build_info.h"
 #include "base/status_macros.h"
 #include "loader/dtype.h"
+#include "server/relay.h"
 #include "server/status.h"
 
 namespace h3::server {
 namespace {
-
-using std::chrono::milliseconds;
-
-// How often a handler waiting for the engine checks that its client is
-// still there.
-constexpr milliseconds kPollInterval(50);
 
 grpc::Status NoModel() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -54,8 +48,7 @@ void TextGenerationService::SetDraining() {
 }
 
 grpc::Status TextGenerationService::Refuse(const absl::Status& status) {
-  metrics_->OnRejected(
-      absl::AsciiStrToLower(absl::StatusCodeToString(status.code())));
+  metrics_->OnRejected("grpc", status);
   return ToGrpcStatus(status);
 }
 
@@ -81,28 +74,15 @@ grpc::Status TextGenerationService::Run(
       model_.scheduler->Submit(*std::move(r));
   if (!output.ok()) return Refuse(output.status());
 
-  while (true) {
-    std::optional<engine::Delta> delta = (*output)->Next(kPollInterval);
-    if (!delta.has_value()) {
-      if (context->IsCancelled()) {
-        (*output)->Cancel();
-        return grpc::Status(grpc::StatusCode::CANCELLED,
-                            "the call was cancelled");
-      }
-      continue;
-    }
-    if (delta->finish == engine::FinishReason::kError) {
-      return grpc::Status(
-          grpc::StatusCode::INTERNAL,
-          absl::StrCat("the engine failed: ", delta->error.message()));
-    }
-    const bool last = delta->finish != engine::FinishReason::kNone;
-    if (!sink(*delta)) {
-      (*output)->Cancel();
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
-    }
-    if (last) return grpc::Status::OK;
+  const absl::Status relayed = Relay(
+      **output, [context] { return context->IsCancelled(); }, sink);
+  if (relayed.ok()) return grpc::Status::OK;
+  if (relayed.code() == absl::StatusCode::kCancelled) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        context->IsCancelled() ? "the call was cancelled"
+                                               : "the client went away");
   }
+  return ToGrpcStatus(relayed);
 }
 
 grpc::Status TextGenerationService::Generate(

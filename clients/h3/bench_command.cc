@@ -20,7 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/build_info.h"
+#include "clients/h3/bench_backend.h"
 #include "clients/h3/bench_dataset.h"
+#include "clients/h3/bench_openai.h"
 #include "clients/h3/bench_report.h"
 #include "clients/h3/bench_runner.h"
 #include "clients/h3/grpc_status.h"
@@ -41,6 +43,8 @@ constexpr auto kInfoTimeout = std::chrono::seconds(10);
 
 struct BenchFlags {
   std::string server = "localhost:50051";
+  std::string backend = "grpc";
+  std::string base_url = "http://localhost:8080";
   int num_prompts = 100;
   std::string request_rate = "inf";
   double burstiness = 1;
@@ -60,23 +64,27 @@ struct BenchFlags {
 };
 
 nlohmann::ordered_json OptionsJson(const BenchFlags& f, double rate) {
-  return {{"server", f.server},
-          {"num_prompts", f.num_prompts},
-          // JSON has no infinity: an unlimited rate is written as null.
-          {"request_rate", std::isinf(rate) ? nlohmann::ordered_json(nullptr)
-                                            : nlohmann::ordered_json(rate)},
-          {"burstiness", f.burstiness},
-          {"max_concurrency", f.max_concurrency},
-          {"num_warmups", f.num_warmups},
-          {"time_limit_s", f.time_limit_s},
-          {"dataset", f.dataset},
-          {"input_len", f.input_len},
-          {"output_len", f.output_len},
-          {"random_range_ratio", f.random_range_ratio},
-          {"prefix_len", f.prefix_len},
-          {"num_prefixes", f.num_prefixes},
-          {"temperature", f.temperature},
-          {"seed", f.seed}};
+  return {
+      {"server", f.server},
+      {"backend", f.backend},
+      {"base_url", f.backend == "openai" ? nlohmann::ordered_json(f.base_url)
+                                         : nlohmann::ordered_json(nullptr)},
+      {"num_prompts", f.num_prompts},
+      // JSON has no infinity: an unlimited rate is written as null.
+      {"request_rate", std::isinf(rate) ? nlohmann::ordered_json(nullptr)
+                                        : nlohmann::ordered_json(rate)},
+      {"burstiness", f.burstiness},
+      {"max_concurrency", f.max_concurrency},
+      {"num_warmups", f.num_warmups},
+      {"time_limit_s", f.time_limit_s},
+      {"dataset", f.dataset},
+      {"input_len", f.input_len},
+      {"output_len", f.output_len},
+      {"random_range_ratio", f.random_range_ratio},
+      {"prefix_len", f.prefix_len},
+      {"num_prefixes", f.num_prefixes},
+      {"temperature", f.temperature},
+      {"seed", f.seed}};
 }
 
 // A protobuf message as JSON, every field present, with the .proto names.
@@ -219,12 +227,23 @@ int Bench(const BenchFlags& f, double rate) {
   }
   WarnAboutLimits(f, model);
 
+  std::unique_ptr<BenchBackend> backend;
+  if (f.backend == "openai") {
+    absl::StatusOr<HttpEndpoint> endpoint = ParseBaseUrl(f.base_url);
+    if (!endpoint.ok()) {
+      std::cerr << "h3 bench: " << endpoint.status().message() << "\n";
+      return kFailedExit;
+    }
+    backend = std::make_unique<OpenAiBenchBackend>(*endpoint, model.name());
+  } else {
+    backend = std::make_unique<GrpcBenchBackend>(stub.get());
+  }
   LoadOptions load;
   load.max_concurrency = f.max_concurrency;
   load.temperature = f.temperature;
-  BenchRunner warmup(stub.get(), load);
+  BenchRunner warmup(backend.get(), load);
   load.time_limit_s = f.time_limit_s;
-  BenchRunner runner(stub.get(), load);
+  BenchRunner runner(backend.get(), load);
   CancelOnInterrupt interrupt([&warmup, &runner] {
     warmup.Stop("interrupted");
     runner.Stop("interrupted");
@@ -233,7 +252,9 @@ int Bench(const BenchFlags& f, double rate) {
   std::cerr << absl::StrFormat(
       "h3 bench: %d requests to %s (model %s on %s), %s, max concurrency "
       "%s\n",
-      f.num_prompts, f.server, model.name(), model.device(),
+      f.num_prompts,
+      f.backend == "openai" ? f.base_url + " (OpenAI API)" : f.server,
+      model.name(), model.device(),
       std::isinf(rate) ? "all at once" : absl::StrFormat("%g per second", rate),
       f.max_concurrency > 0 ? std::to_string(f.max_concurrency) : "none");
 
@@ -297,7 +318,18 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure a running h3serve's throughput and latency under load");
-  cmd->add_option("--server", f->server, "h3serve address HOST:PORT")
+  cmd->add_option("--server", f->server,
+                  "h3serve's gRPC address HOST:PORT (asked for the model "
+                  "and its vocabulary with either backend)")
+      ->capture_default_str();
+  cmd->add_option("--backend", f->backend,
+                  "grpc: Generate calls; openai: POST /v1/completions "
+                  "streams at --base-url")
+      ->check(CLI::IsMember({"grpc", "openai"}))
+      ->capture_default_str();
+  cmd->add_option("--base-url", f->base_url,
+                  "The OpenAI-compatible API (--backend openai): "
+                  "http://HOST:PORT")
       ->capture_default_str();
   cmd->add_option("--num-prompts", f->num_prompts, "Requests to send")
       ->check(CLI::PositiveNumber)

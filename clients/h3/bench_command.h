@@ -5,13 +5,20 @@
 
 namespace h3::cli {
 
-// `h3 bench [--server HOST:PORT] [--num-prompts N] [--request-rate R]
+// `h3 bench [--server HOST:PORT] [--backend grpc|openai] [--base-url URL]
+// [--num-prompts N] [--request-rate R]
 // [--burstiness B] [--max-concurrency N] [--num-warmups N] [--time-limit S]
 // [--dataset random|FILE.jsonl] [--input-len N] [--output-len N]
 // [--random-range-ratio R] [--prefix-len N] [--num-prefixes N]
 // [--temperature T] [--seed S] [--json OUT] [--progress]`: a load generator
 // for a running h3serve, measuring throughput and latency on the client
 // side as vLLM's serving benchmark does.
+//
+// Front end: --backend grpc (the default) sends Generate calls to
+// --server; --backend openai sends streamed POST /v1/completions to
+// --base-url (h3serve's OpenAI-compatible API), asking --server for the
+// model and its vocabulary first either way, so that the same load measures
+// both front ends. Failures are counted by gRPC code, or HTTP_<status>.
 //
 // Prompts: `random` (the default) draws token ids uniformly from the
 // server's vocabulary (GetModelInfo) without its eos and bos ids, so that

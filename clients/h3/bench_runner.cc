@@ -56,30 +56,32 @@ std::vector<double> ArrivalTimes(int n, double rate, double burstiness,
 }
 
 // One Generate call: records the arrival of each streamed message on the
-// run's clock, and tells the runner when the call has ended. Owned by the
-// runner; gRPC does not touch it after OnDone.
-class BenchRunner::Call final
-    : public grpc::ClientReadReactor<v1::GenerateResponse> {
+// run's clock, and says when the call has ended. Kept alive by the runner;
+// gRPC does not touch it after OnDone.
+class GrpcBenchBackend::Call final
+    : public BenchCall,
+      public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
-  Call(BenchRunner* runner, RequestRecord* record, Clock::time_point start)
-      : runner_(runner), record_(record), start_(start) {}
+  Call(RequestRecord* record, Clock::time_point start,
+       std::function<void(const CallEnd&)> ended)
+      : record_(record), start_(start), ended_(std::move(ended)) {}
 
   // Sends the request. REQUIRES: called once.
-  void Start(v1::GenerateRequest request) {
+  void Start(v1::TextGeneration::Stub* stub, v1::GenerateRequest request) {
     request_ = std::move(request);
     if (request_.has_token_ids()) {
       record_->input_tokens = request_.token_ids().ids_size();
     }
     record_->chunk_times_s.reserve(request_.stop().max_new_tokens());
     record_->chunk_tokens.reserve(request_.stop().max_new_tokens());
-    runner_->stub_->async()->Generate(&context_, &request_, this);
+    stub->async()->Generate(&context_, &request_, this);
     StartRead(&response_);
     record_->start_s = Now();
     StartCall();
   }
 
   // Thread-safe; the call ends with CANCELLED unless it has already ended.
-  void Cancel() { context_.TryCancel(); }
+  void Cancel() override { context_.TryCancel(); }
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // the stream has ended; OnDone follows
@@ -101,7 +103,11 @@ class BenchRunner::Call final
 
   void OnDone(const grpc::Status& status) override {
     record_->end_s = Now();
-    runner_->Ended(status, record_);
+    CallEnd end;
+    end.ok = status.ok();
+    end.cancelled = status.error_code() == grpc::StatusCode::CANCELLED;
+    if (!end.ok) end.error_code = GrpcCodeName(status.error_code());
+    ended_(end);
   }
 
  private:
@@ -109,16 +115,29 @@ class BenchRunner::Call final
     return std::chrono::duration<double>(Clock::now() - start_).count();
   }
 
-  BenchRunner* runner_;
   RequestRecord* record_;
   const Clock::time_point start_;
+  const std::function<void(const CallEnd&)> ended_;
   grpc::ClientContext context_;
   v1::GenerateRequest request_;
   v1::GenerateResponse response_;
 };
 
+std::shared_ptr<BenchCall> GrpcBenchBackend::Start(
+    const BenchPrompt& prompt, float temperature, RequestRecord* record,
+    Clock::time_point start, std::function<void(const CallEnd&)> ended) {
+  auto call = std::make_shared<Call>(record, start, std::move(ended));
+  call->Start(stub_, MakeRequest(prompt, temperature));
+  return call;
+}
+
 BenchRunner::BenchRunner(v1::TextGeneration::Stub* stub, LoadOptions options)
-    : stub_(stub), options_(options) {}
+    : owned_backend_(std::make_unique<GrpcBenchBackend>(stub)),
+      backend_(owned_backend_.get()),
+      options_(options) {}
+
+BenchRunner::BenchRunner(BenchBackend* backend, LoadOptions options)
+    : backend_(backend), options_(options) {}
 
 BenchRunner::~BenchRunner() = default;
 
@@ -142,7 +161,7 @@ RunRecord BenchRunner::Run(const std::vector<BenchPrompt>& prompts,
   // At the time limit, stops the run; the calls are cancelled without the
   // lock.
   auto stop_at_limit = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::vector<std::shared_ptr<Call>> to_cancel;
+    std::vector<std::shared_ptr<BenchCall>> to_cancel;
     if (Clock::now() < limit || !StopLocked("time limit", &to_cancel)) {
       return;
     }
@@ -166,13 +185,19 @@ RunRecord BenchRunner::Run(const std::vector<BenchPrompt>& prompts,
     }
     if (stopped_) break;
     ++in_flight_;
-    calls_[i] = std::make_shared<Call>(this, &run.requests[i], start_);
-    Call* call = calls_[i].get();
-    // Stop may cancel the call before it starts; gRPC then cancels it on
-    // start.
+    RequestRecord* record = &run.requests[i];
+    const Clock::time_point start = start_;
     mu_.Unlock();
-    call->Start(MakeRequest(prompts[i], options_.temperature));
+    std::shared_ptr<BenchCall> call = backend_->Start(
+        prompts[i], options_.temperature, record, start,
+        [this, record](const CallEnd& end) { Ended(end, record); });
     mu_.Lock();
+    calls_[i] = call;
+    if (stopped_) {  // Stop came while it started, and did not see it
+      mu_.Unlock();
+      call->Cancel();
+      mu_.Lock();
+    }
   }
   while (in_flight_ > 0) {
     stop_at_limit();
@@ -191,12 +216,13 @@ RunRecord BenchRunner::Run(const std::vector<BenchPrompt>& prompts,
   return run;
 }
 
-bool BenchRunner::StopLocked(const std::string& why,
-                             std::vector<std::shared_ptr<Call>>* to_cancel) {
+bool BenchRunner::StopLocked(
+    const std::string& why,
+    std::vector<std::shared_ptr<BenchCall>>* to_cancel) {
   if (stopped_) return false;
   stopped_ = true;
   stopped_by_ = why;
-  for (const std::shared_ptr<Call>& call : calls_) {
+  for (const std::shared_ptr<BenchCall>& call : calls_) {
     if (call != nullptr) to_cancel->push_back(call);
   }
   changed_.SignalAll();
@@ -204,7 +230,7 @@ bool BenchRunner::StopLocked(const std::string& why,
 }
 
 void BenchRunner::Stop(const std::string& why) {
-  std::vector<std::shared_ptr<Call>> to_cancel;
+  std::vector<std::shared_ptr<BenchCall>> to_cancel;
   {
     absl::MutexLock lock(&mu_);
     if (!StopLocked(why, &to_cancel)) return;
@@ -212,16 +238,16 @@ void BenchRunner::Stop(const std::string& why) {
   for (const auto& call : to_cancel) call->Cancel();
 }
 
-void BenchRunner::Ended(const grpc::Status& status, RequestRecord* record) {
+void BenchRunner::Ended(const CallEnd& end, RequestRecord* record) {
   absl::MutexLock lock(&mu_);
   using Outcome = RequestRecord::Outcome;
-  if (status.ok()) {
+  if (end.ok) {
     record->outcome = Outcome::kSucceeded;
-  } else if (stopped_ && status.error_code() == grpc::StatusCode::CANCELLED) {
+  } else if (stopped_ && end.cancelled) {
     record->outcome = Outcome::kStopped;
   } else {
     record->outcome = Outcome::kFailed;
-    record->error_code = GrpcCodeName(status.error_code());
+    record->error_code = end.error_code;
     ++failed_;
   }
   --in_flight_;

@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "clients/h3/bench_backend.h"
 #include "clients/h3/bench_dataset.h"
 #include "clients/h3/bench_result.h"
 #include "h3/v1/text_generation.grpc.pb.h"
@@ -45,22 +46,41 @@ struct Progress {
   double elapsed_s = 0;
 };
 
-// The load generator of `h3 bench`: sends Generate requests at given arrival
-// times through the asynchronous (callback) gRPC API, so that one thread
-// dispatches and gRPC's threads record each streamed message's arrival on
-// the monotonic clock, however many calls are open.
+// The gRPC front end: Generate calls through the asynchronous (callback)
+// gRPC API, so that gRPC's threads record each streamed message's arrival
+// however many calls are open. A failed call ends with its gRPC code name.
+class GrpcBenchBackend final : public BenchBackend {
+ public:
+  // `stub` must outlive the backend.
+  explicit GrpcBenchBackend(v1::TextGeneration::Stub* stub) : stub_(stub) {}
+  std::shared_ptr<BenchCall> Start(
+      const BenchPrompt& prompt, float temperature, RequestRecord* record,
+      Clock::time_point start,
+      std::function<void(const CallEnd&)> ended) override;
+
+ private:
+  class Call;
+  v1::TextGeneration::Stub* stub_;
+};
+
+// The load generator of `h3 bench`: sends requests at given arrival times
+// through a BenchBackend (gRPC or the HTTP API), from one dispatching
+// thread; the backend records each streamed message's arrival on the
+// monotonic clock.
 //
 // Each request asks for exactly its BenchPrompt::output_len tokens
 // (min_new_tokens = max_new_tokens, eos ignored). A call that fails is
-// recorded with its gRPC code and the run goes on.
+// recorded with its error code and the run goes on.
 //
 // Thread-compatible, except Stop, which may be called from any thread.
 class BenchRunner {
  public:
   using ProgressFn = std::function<void(const Progress&)>;
 
-  // `stub` must outlive the runner.
+  // Over gRPC; `stub` must outlive the runner.
   BenchRunner(v1::TextGeneration::Stub* stub, LoadOptions options);
+  // Over `backend`, which must outlive the runner.
+  BenchRunner(BenchBackend* backend, LoadOptions options);
   ~BenchRunner();
   BenchRunner(const BenchRunner&) = delete;
   BenchRunner& operator=(const BenchRunner&) = delete;
@@ -81,11 +101,10 @@ class BenchRunner {
   void Stop(const std::string& why);
 
  private:
-  class Call;
   using Clock = std::chrono::steady_clock;
 
-  // Called by a Call from a gRPC thread when it has ended.
-  void Ended(const grpc::Status& status, RequestRecord* record);
+  // Called by a call, from any thread, when it has ended.
+  void Ended(const CallEnd& end, RequestRecord* record);
   // Waits until `until`, Stop, or a call's end, at most 100 ms; calls
   // `progress` (without the lock) when its time has come.
   void WaitAWhile(Clock::time_point until, const ProgressFn& progress)
@@ -94,10 +113,11 @@ class BenchRunner {
   // Marks the run stopped for `why` (the first reason counts); true if it
   // was not stopped before, and then the calls to cancel (after unlocking).
   bool StopLocked(const std::string& why,
-                  std::vector<std::shared_ptr<Call>>* to_cancel)
+                  std::vector<std::shared_ptr<BenchCall>>* to_cancel)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  v1::TextGeneration::Stub* stub_;
+  std::unique_ptr<GrpcBenchBackend> owned_backend_;  // the stub's
+  BenchBackend* backend_;
   const LoadOptions options_;
 
   mutable absl::Mutex mu_;
@@ -106,7 +126,7 @@ class BenchRunner {
   std::string stopped_by_ ABSL_GUARDED_BY(mu_);
   // The current run's calls, by request index (null: not sent); shared so
   // that a call taken under the lock can be cancelled after releasing it.
-  std::vector<std::shared_ptr<Call>> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<BenchCall>> calls_ ABSL_GUARDED_BY(mu_);
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;

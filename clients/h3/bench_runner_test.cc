@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "clients/h3/bench_openai.h"
 #include "clients/h3/bench_report.h"
 #include "gtest/gtest.h"
 #include "server/testing/test_server.h"
@@ -56,6 +57,22 @@ class BenchRunnerTest : public ::testing::Test {
                 double rate = kAtOnce, uint64_t seed = 0) {
     BenchRunner runner(stub_.get(), load);
     return runner.Run(p, ArrivalTimes(p.size(), rate, 1, seed));
+  }
+
+  // The same through the server's OpenAI-compatible HTTP API.
+  static server::ServerOptions WithHttp(server::ServerOptions options) {
+    options.http.port = 0;
+    return options;
+  }
+  std::unique_ptr<OpenAiBenchBackend> HttpBackend() {
+    return std::make_unique<OpenAiBenchBackend>(
+        HttpEndpoint{"127.0.0.1", server_->http_port()}, "");
+  }
+  RunRecord RunHttp(const LoadOptions& load,
+                    const std::vector<BenchPrompt>& p) {
+    std::unique_ptr<OpenAiBenchBackend> backend = HttpBackend();
+    BenchRunner runner(backend.get(), load);
+    return runner.Run(p, ArrivalTimes(p.size(), kAtOnce, 1, 0));
   }
 
   std::unique_ptr<server::Server> server_;
@@ -193,6 +210,66 @@ TEST_F(BenchRunnerTest, TheTimeLimitStopsTheRun) {
   EXPECT_EQ(m.failed, 0);
   EXPECT_EQ(m.succeeded + m.stopped + m.not_sent, 5000);
   EXPECT_GE(run.duration_s, 0.2);
+}
+
+TEST_F(BenchRunnerTest, OpenAiBackendCountsLikeGrpc) {
+  Start(WithHttp(LoopbackOptions()));
+  const std::vector<BenchPrompt> prompts = Prompts(8, 16, 6, 0.5);
+  LoadOptions load;
+  load.max_concurrency = 4;
+  const RunRecord run = RunHttp(load, prompts);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const RequestRecord& r = run.requests[i];
+    ASSERT_EQ(r.outcome, Outcome::kSucceeded) << i << " " << r.error_code;
+    EXPECT_EQ(r.input_tokens, static_cast<int64_t>(prompts[i].ids.size()));
+    EXPECT_EQ(r.output_tokens(), prompts[i].output_len);
+    EXPECT_EQ(r.finish_reason, "length");
+    EXPECT_LE(r.start_s, r.chunk_times_s.front());
+    EXPECT_LE(r.chunk_times_s.back(), r.end_s);
+  }
+  const BenchMetrics m = ComputeMetrics(run);
+  EXPECT_EQ(m.succeeded, 8);
+  EXPECT_LE(m.peak_concurrency, 4);
+}
+
+TEST_F(BenchRunnerTest, OpenAiBackendCountsFailuresByHttpStatus) {
+  server::ServerOptions options = WithHttp(LoopbackOptions());
+  options.slots = 1;
+  options.scheduler.max_waiting = 1;
+  options.max_sequence_length = 4096;
+  options.max_new_tokens = 4000;
+  Start(options);
+  const BenchMetrics m =
+      ComputeMetrics(RunHttp(LoadOptions(), Prompts(6, 8, 2000)));
+  EXPECT_EQ(m.succeeded + m.failed, 6);
+  EXPECT_GE(m.failed, 1);
+  EXPECT_EQ(m.failures_by_code.count("HTTP_429"), 1u);
+}
+
+TEST_F(BenchRunnerTest, OpenAiBackendStopCancelsInFlight) {
+  Start(WithHttp(LoopbackOptions()));
+  std::unique_ptr<OpenAiBenchBackend> backend = HttpBackend();
+  LoadOptions load;
+  load.max_concurrency = 1;
+  BenchRunner runner(backend.get(), load);
+  const RunRecord run =
+      runner.Run(Prompts(3, 8, 400), ArrivalTimes(3, kAtOnce, 1, 0),
+                 [&runner](const Progress&) { runner.Stop("interrupted"); });
+  const BenchMetrics m = ComputeMetrics(run);
+  EXPECT_EQ(m.not_sent, 2);
+  EXPECT_EQ(m.succeeded + m.stopped, 1);
+  EXPECT_EQ(m.failed, 0);
+}
+
+TEST(BaseUrlTest, HostPortAndPath) {
+  const absl::StatusOr<HttpEndpoint> e =
+      ParseBaseUrl("http://127.0.0.2:8080/v1");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->host, "127.0.0.2");
+  EXPECT_EQ(e->port, 8080);
+  EXPECT_EQ(ParseBaseUrl("http://localhost")->port, 80);
+  EXPECT_FALSE(ParseBaseUrl("https://localhost:8443").ok());
+  EXPECT_FALSE(ParseBaseUrl("http://host:99999").ok());
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ class H3Serve:
 
     def __init__(self, flags):
         argv = [H3SERVE, "--host", "127.0.0.1", "--port", "0",
-                "--metrics-port", "0"] + list(flags)
+                "--metrics-port", "0", "--http-port", "0"] + list(flags)
         self.process = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
         self.lines = queue.Queue()

@@ -166,6 +166,7 @@ class DockerfilesTest(unittest.TestCase):
                 exposed = {int(p) for _, i, a in self.steps[kind]
                            if i == "EXPOSE" for p in a.split()}
                 self.assertEqual(exposed, {int(self.defaults["--port"]),
+                                           int(self.defaults["--http-port"]),
                                            int(self.defaults["--metrics-port"])})
 
     def test_runtime_stage_runs_h3serve_as_non_root(self):

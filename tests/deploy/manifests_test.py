@@ -84,7 +84,8 @@ class KubernetesTest(unittest.TestCase):
 
     def test_container_ports_are_the_servers(self):
         flags = flag_values(self.container.get("args", []))
-        for flag, name in (("--port", "grpc"), ("--metrics-port", "metrics")):
+        for flag, name in (("--port", "grpc"), ("--http-port", "http"),
+                           ("--metrics-port", "metrics")):
             port = int(flags.get(flag, self.defaults[flag]))
             self.assertEqual(self.ports[name], port, flag)
         self.assertEqual(int(self.defaults["--port"]), self.ports["grpc"])
@@ -187,6 +188,7 @@ class ComposeTest(unittest.TestCase):
         published = {int(p.split(":")[-1])
                      for p in self.services["h3serve"]["ports"]}
         self.assertEqual(published, {int(self.defaults["--port"]),
+                                     int(self.defaults["--http-port"]),
                                      int(self.defaults["--metrics-port"])})
 
     def test_stop_grace_outlasts_the_drain(self):

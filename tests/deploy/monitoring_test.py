@@ -33,7 +33,7 @@ MOVED = ["h3_generation_tokens_total", "h3_prompt_tokens_total",
          "h3_inter_token_latency_seconds_count",
          "h3_request_duration_seconds_count",
          'h3_requests_total{finish_reason="length"}',
-         'h3_requests_rejected_total{code="invalid_argument"}']
+         'h3_requests_rejected_total{code="invalid_argument",protocol="grpc"}']
 
 
 def dashboard_queries(dashboard):

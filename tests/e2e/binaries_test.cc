@@ -240,7 +240,8 @@ int StartServer(Subprocess& server) {
 
 TEST(ServeTest, AnswersH3ToolReflectionAndStopsOnSigterm) {
   Subprocess server({kH3serve, "--no-model", "--host", "127.0.0.1", "--port",
-                     "0", "--metrics-port", "0", "--shutdown-grace", "1"});
+                     "0", "--metrics-port", "0", "--http-port", "-1",
+                     "--shutdown-grace", "1"});
   const int port = StartServer(server);
   ASSERT_GT(port, 0) << server.output();
   const std::string address = "127.0.0.1:" + std::to_string(port);
@@ -290,7 +291,7 @@ TEST(ServeTest, SigtermLetsRunningStreamsFinishThenExitsZero) {
   ASSERT_TRUE(
       testing::WriteRandomModel(testing::SmallHybridConfig(64), model).ok());
   Subprocess server({kH3serve, "--model", model, "--host", "127.0.0.1",
-                     "--port", "0", "--metrics-port", "-1",
+                     "--port", "0", "--metrics-port", "-1", "--http-port", "-1",
                      "--max-sequence-length", "16384", "--max-new-tokens",
                      "12000", "--shutdown-grace", "60"});
   const int port = StartServer(server);
@@ -320,8 +321,8 @@ TEST(ServeTest, SigtermLetsRunningStreamsFinishThenExitsZero) {
 
 // The README's path: h3serve with no flags serves the embedded default model.
 TEST(ServeTest, ServesTheDefaultModelWithNoConfiguration) {
-  Subprocess server(
-      {kH3serve, "--host", "127.0.0.1", "--port", "0", "--metrics-port", "-1"});
+  Subprocess server({kH3serve, "--host", "127.0.0.1", "--port", "0",
+                     "--metrics-port", "-1", "--http-port", "-1"});
   const int port = StartServer(server);
   ASSERT_GT(port, 0) << server.output();
   EXPECT_THAT(server.output(), HasSubstr("embedded default model h3-kjv"));
@@ -352,11 +353,12 @@ TEST(ServeTest, NoModelExcludesModel) {
 
 TEST(ServeTest, SecondServerOnTheSamePortFailsClearly) {
   Subprocess first({kH3serve, "--no-model", "--host", "127.0.0.1", "--port",
-                    "0", "--metrics-port", "-1"});
+                    "0", "--metrics-port", "-1", "--http-port", "-1"});
   const int port = StartServer(first);
   ASSERT_GT(port, 0) << first.output();
   RunResult second = RunCommand({kH3serve, "--host", "127.0.0.1", "--port",
-                                 std::to_string(port), "--metrics-port", "-1"});
+                                 std::to_string(port), "--metrics-port", "-1",
+                                 "--http-port", "-1"});
   EXPECT_EQ(second.exit_code, 1) << second.out;
   EXPECT_THAT(second.out, HasSubstr("cannot serve gRPC on 127.0.0.1:" +
                                     std::to_string(port)));

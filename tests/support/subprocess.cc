@@ -159,9 +159,9 @@ std::unique_ptr<Subprocess> StartH3serve(const std::string& h3serve,
                                          const std::string& model,
                                          const std::vector<std::string>& flags,
                                          std::string* address) {
-  std::vector<std::string> argv = {h3serve,  "--model",        model,
-                                   "--host", "127.0.0.1",      "--port",
-                                   "0",      "--metrics-port", "-1"};
+  std::vector<std::string> argv = {
+      h3serve, "--model",        model, "--host",      "127.0.0.1", "--port",
+      "0",     "--metrics-port", "-1",  "--http-port", "-1"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   auto server = std::make_unique<Subprocess>(argv);
   *address = WaitForGrpcAddress(*server, std::chrono::seconds(60));

@@ -1,0 +1,72 @@
+#ifndef H3_SERVER_OPENAI_SERVICE_H_
+#define H3_SERVER_OPENAI_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "httplib.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/text_generation_service.h"
+
+namespace h3::server {
+
+// The OpenAI-compatible HTTP API over the same engine loop as the gRPC
+// service: POST /v1/completions (streaming as server-sent events ending
+// with "data: [DONE]"), GET /v1/models and /v1/models/{id}, GET /health,
+// and POST /v1/chat/completions, which answers 404 because model files
+// carry no chat template (every served model is a base model).
+//
+// A completion is read into the gRPC API's request (ParseCompletionRequest)
+// and made an engine request by ToGenerationRequest, so defaults, limits and
+// checks are the gRPC API's; it is submitted to the Scheduler and its
+// RequestOutput read through Relay, as a gRPC call's is. A client that
+// disconnects, mid-stream or while waiting, ends its request (and frees its
+// slot) within one engine iteration. The response id ("cmpl-...") is the
+// engine's request id, so the gRPC API's Abort can end it.
+//
+// Errors are OpenAI's JSON objects with the status of ToOpenAiError (400
+// bad argument, 404 unknown model, 429 queue full, 503 no model or
+// draining); refusals are counted in h3_requests_rejected_total{protocol=
+// "http"}. Thread-safe: handlers run on the HTTP server's workers.
+class OpenAiService {
+ public:
+  // `metrics` must outlive the service; the routes' handlers refer to it.
+  OpenAiService(ServedModel model, Metrics* metrics);
+
+  // The routes to serve; they refer to this service, which must outlive
+  // the server serving them.
+  std::vector<HttpRoute> Routes();
+
+  // From now on completions and /health answer 503.
+  void SetDraining() { draining_.store(true); }
+
+ private:
+  void Completions(const httplib::Request& request, httplib::Response& response,
+                   const HttpConnection& connection);
+  void ChatCompletions(const httplib::Request& request,
+                       httplib::Response& response);
+  void Models(httplib::Response& response) const;
+  void Model(const httplib::Request& request,
+             httplib::Response& response) const;
+  void Health(httplib::Response& response) const;
+
+  // Answers `status` as OpenAI's error, counting it as a refused request.
+  void Refuse(httplib::Response& response, const absl::Status& status);
+  std::string NewId();
+
+  const ServedModel model_;
+  Metrics* const metrics_;
+  const int64_t created_;     // Unix seconds at start, for /v1/models
+  const uint64_t id_prefix_;  // random, so ids differ across restarts
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace h3::server
+
+#endif  // H3_SERVER_OPENAI_SERVICE_H_
