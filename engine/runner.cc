@@ -72,6 +72,14 @@ absl::StatusOr<std::unique_ptr<Runner>> Runner::Create(
   H3_ASSIGN_OR_RETURN(r->memory_,
                       SequenceMemory::Create(*r->model_, options.slots,
                                              options.max_sequence_length));
+  if (options.prefix_cache.max_bytes < 0 || options.prefix_cache.interval < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefix cache: memory (", options.prefix_cache.max_bytes,
+                     " bytes) and interval (", options.prefix_cache.interval,
+                     " tokens) must be >= 0"));
+  }
+  r->prefix_cache_ = std::make_unique<PrefixCache>(*r->memory_, *r->model_,
+                                                   options.prefix_cache);
   r->head_capacity_ = r->Bucket(options.slots);
   const loader::ModelConfig& c = r->model_->config();
   H3_ASSIGN_OR_RETURN(

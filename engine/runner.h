@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model.h"
+#include "engine/prefix_cache.h"
 #include "engine/sequence_memory.h"
 #include "engine/step_plan.h"
 
@@ -25,6 +26,9 @@ struct RunnerOptions {
   // to a batch-size bucket and each bucket's step is captured once and
   // replayed. Off: the same padded steps, run op by op.
   bool graphs = true;
+  // Snapshots of sequences kept for later requests with the same prefix
+  // (off unless max_bytes > 0).
+  PrefixCacheOptions prefix_cache;
 };
 
 // Executes step plans: the model's forward over the plan's rows, then
@@ -51,6 +55,8 @@ class Runner {
   SequenceMemory& memory() { return *memory_; }
   const SequenceMemory& memory() const { return *memory_; }
   const RunnerOptions& options() const { return options_; }
+  PrefixCache& prefix_cache() { return *prefix_cache_; }
+  const PrefixCache& prefix_cache() const { return *prefix_cache_; }
 
   // Runs `plan` and fills *result (reused between calls), then advances
   // each slot's position by its tokens. InvalidArgument, with nothing run or
@@ -89,6 +95,7 @@ class Runner {
   std::unique_ptr<Model> model_;
   RunnerOptions options_;
   std::unique_ptr<SequenceMemory> memory_;
+  std::unique_ptr<PrefixCache> prefix_cache_;
   std::unique_ptr<SequenceMemory> pad_;  // padding rows' slot 0
   int64_t head_capacity_ = 0;            // LM-head rows: Bucket(slots)
   Activations act_;

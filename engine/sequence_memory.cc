@@ -141,4 +141,62 @@ kernels::TokenHistory SequenceMemory::History(SlotId slot) const {
           reinterpret_cast<uint8_t*>(base + model_.config().vocab_size)};
 }
 
+int64_t SequenceMemory::StateFloats() const {
+  return model_.h3_layers() * model_.H3StateFloats();
+}
+
+int64_t SequenceMemory::KvFloatsPerPosition() const {
+  return 2 * model_.attention_layers() * model_.config().d_model;
+}
+
+absl::Status SequenceMemory::ReadStates(SlotId slot, float* dst) const {
+  H3_RETURN_IF_ERROR(CheckSlot(slot));
+  for (const Buffer& b : slots_[slot].h3) {
+    H3_RETURN_IF_ERROR(model_.backend().Copy(b.data(), b.size(), dst));
+    dst += b.size();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SequenceMemory::WriteStates(SlotId slot, const float* src) {
+  H3_RETURN_IF_ERROR(CheckSlot(slot));
+  for (Buffer& b : slots_[slot].h3) {
+    H3_RETURN_IF_ERROR(model_.backend().Copy(src, b.size(), b.data()));
+    src += b.size();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SequenceMemory::MoveKv(SlotId slot, int64_t start, int64_t length,
+                                    float* packed, bool to_cache) const {
+  H3_RETURN_IF_ERROR(CheckSlot(slot));
+  if (start < 0 || length < 0 || start + length > capacity_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("K/V positions [", start, ", ", start + length,
+                     ") outside the capacity ", capacity_));
+  }
+  const int64_t d = model_.config().d_model;
+  const int64_t n = length * d;
+  for (const kernels::KvCache& kv : slots_[slot].kv_views) {
+    for (float* cache : {kv.k, kv.v}) {
+      float* at = cache + start * d;
+      H3_RETURN_IF_ERROR(to_cache ? model_.backend().Copy(packed, n, at)
+                                  : model_.backend().Copy(at, n, packed));
+      packed += n;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SequenceMemory::ReadKv(SlotId slot, int64_t start, int64_t length,
+                                    float* dst) const {
+  return MoveKv(slot, start, length, dst, /*to_cache=*/false);
+}
+
+absl::Status SequenceMemory::WriteKv(SlotId slot, int64_t start, int64_t length,
+                                     const float* src) {
+  return MoveKv(slot, start, length, const_cast<float*>(src),
+                /*to_cache=*/true);
+}
+
 }  // namespace h3::engine

@@ -63,6 +63,28 @@ class SequenceMemory {
   SequenceView View(SlotId slot) const;
   kernels::TokenHistory History(SlotId slot) const;
 
+  // Snapshots (the prefix cache): a slot's H3 states and its K/V at chosen
+  // positions, copied to and from buffers of the same backend.
+  //
+  // Floats of every H3 layer's state, back to back.
+  int64_t StateFloats() const;
+  // Floats one position takes in every attention layer's K and V.
+  int64_t KvFloatsPerPosition() const;
+  // Copies the slot's H3 states to `dst` [StateFloats()], or back.
+  absl::Status ReadStates(SlotId slot, float* dst) const;
+  absl::Status WriteStates(SlotId slot, const float* src);
+  // Copies K/V of positions [start, start + length) to `dst`, laid out
+  // [attention layer][K, V][length][d_model], or back from `src` laid out
+  // the same way. REQUIRES: start + length <= capacity().
+  absl::Status ReadKv(SlotId slot, int64_t start, int64_t length,
+                      float* dst) const;
+  absl::Status WriteKv(SlotId slot, int64_t start, int64_t length,
+                       const float* src);
+  // Sets the position after WriteStates/WriteKv restored a prefix.
+  void SetPosition(SlotId slot, int64_t position) {
+    slots_[slot].position = position;
+  }
+
  private:
   struct Slot {
     std::vector<Buffer> h3;  // per H3 layer: [Model::H3StateFloats()]
@@ -79,6 +101,10 @@ class SequenceMemory {
   absl::Status CheckSlot(SlotId slot) const;
   // A history's size in floats: int32 counts, then uint8 flags rounded up.
   int64_t HistoryFloats() const;
+  // Copies [start, start + length) of each K and V of the slot between the
+  // cache and a packed buffer (to_cache: from `packed` into the cache).
+  absl::Status MoveKv(SlotId slot, int64_t start, int64_t length, float* packed,
+                      bool to_cache) const;
 
   Model& model_;
   const int64_t capacity_;

@@ -10,7 +10,8 @@ namespace h3::testing {
 
 absl::StatusOr<std::unique_ptr<engine::Runner>> MakeRunner(
     const loader::ModelFile& file, std::unique_ptr<engine::Backend> backend,
-    int slots, int64_t context, int64_t prefill_chunk, bool graphs) {
+    int slots, int64_t context, int64_t prefill_chunk, bool graphs,
+    engine::PrefixCacheOptions prefix_cache) {
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
                       engine::Model::Load(file, std::move(backend),
                                           {.prefill_chunk = prefill_chunk}));
@@ -19,7 +20,8 @@ absl::StatusOr<std::unique_ptr<engine::Runner>> MakeRunner(
       {.slots = slots,
        .max_sequence_length = context,
        .max_step_tokens = std::max<int64_t>(context * slots, 4096),
-       .graphs = graphs});
+       .graphs = graphs,
+       .prefix_cache = prefix_cache});
 }
 
 absl::Status Feed(engine::Runner& runner, engine::SlotId slot,

@@ -21,7 +21,7 @@ namespace h3::testing {
 absl::StatusOr<std::unique_ptr<engine::Runner>> MakeRunner(
     const loader::ModelFile& file, std::unique_ptr<engine::Backend> backend,
     int slots, int64_t context, int64_t prefill_chunk = 1024,
-    bool graphs = true);
+    bool graphs = true, engine::PrefixCacheOptions prefix_cache = {});
 
 // Feeds `tokens` to `slot` in one step; *logits (if not null) receives the
 // last token's logits [padded_vocab].

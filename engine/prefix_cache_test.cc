@@ -1,0 +1,210 @@
+// The prefix cache on the CPU backend: a restored snapshot continues
+// bitwise like the sequence it was taken from (CPU prefill is chunk-
+// invariant), across edge splits at branch points and under eviction, and
+// its counters say exactly what happened.
+#include "engine/prefix_cache.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "loader/model_file.h"
+#include "tests/support/random_model.h"
+#include "tests/support/runner_calls.h"
+
+namespace h3::engine {
+namespace {
+
+using h3::testing::Feed;
+
+class PrefixCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    loader::ModelConfig c;
+    c.d_model = 16;
+    c.n_layer = 3;
+    c.attn_layer_idx = {1};
+    c.n_heads = 2;
+    c.head_dim = 1;
+    c.d_state = 8;
+    c.d_inner = 64;
+    c.vocab_size = 61;
+    c.padded_vocab_size = 64;
+    c.rotary_dim = 4;
+    const std::string path = ::testing::TempDir() + "/prefix_cache.h3";
+    ASSERT_TRUE(h3::testing::WriteRandomModel(c, path).ok());
+    auto file = loader::ModelFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    file_ = *std::move(file);
+  }
+
+  std::unique_ptr<Runner> Make(int64_t max_bytes = int64_t{1} << 30) {
+    auto runner = h3::testing::MakeRunner(
+        *file_, MakeCpuBackend(), /*slots=*/4, /*context=*/600,
+        /*prefill_chunk=*/1024, /*graphs=*/true,
+        {.max_bytes = max_bytes, .interval = 0});
+    EXPECT_TRUE(runner.ok()) << runner.status();
+    return runner.ok() ? *std::move(runner) : nullptr;
+  }
+
+  static std::vector<int32_t> Tokens(int n, int seed) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> t(n);
+    for (int32_t& x : t) x = static_cast<int32_t>(rng() % 61);
+    return t;
+  }
+  static std::vector<int32_t> Join(std::vector<int32_t> a,
+                                   const std::vector<int32_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+
+  // The last logits of `tokens` fed to a fresh slot in one step.
+  static std::vector<float> Solo(Runner& runner,
+                                 const std::vector<int32_t>& tokens) {
+    const SlotId slot = *runner.memory().Acquire();
+    std::vector<float> logits;
+    EXPECT_TRUE(Feed(runner, slot, tokens, &logits).ok());
+    runner.memory().Release(slot);
+    return logits;
+  }
+
+  // Feeds `tokens` to a fresh slot and saves its snapshot.
+  static void Snapshot(Runner& runner, const std::vector<int32_t>& tokens) {
+    const SlotId slot = *runner.memory().Acquire();
+    ASSERT_TRUE(Feed(runner, slot, tokens, nullptr).ok());
+    ASSERT_TRUE(runner.prefix_cache().Save(slot, tokens).ok());
+    runner.memory().Release(slot);
+  }
+
+  // Restores the longest snapshot of `tokens` (at most all but the last)
+  // into a fresh slot, feeds the rest, and returns the last logits;
+  // *restored gets the tokens the snapshot covered.
+  static std::vector<float> Resumed(Runner& runner,
+                                    const std::vector<int32_t>& tokens,
+                                    int64_t* restored) {
+    const SlotId slot = *runner.memory().Acquire();
+    auto match = runner.prefix_cache().Restore(
+        tokens, static_cast<int64_t>(tokens.size()) - 1, slot);
+    EXPECT_TRUE(match.ok()) << match.status();
+    *restored = match->restored;
+    EXPECT_EQ(runner.memory().position(slot), match->restored);
+    std::vector<float> logits;
+    EXPECT_TRUE(Feed(runner, slot,
+                     absl::MakeConstSpan(tokens).subspan(match->restored),
+                     &logits)
+                    .ok());
+    runner.memory().Release(slot);
+    return logits;
+  }
+
+  std::unique_ptr<loader::ModelFile> file_;
+};
+
+TEST_F(PrefixCacheTest, ARestoredSnapshotContinuesBitwise) {
+  auto runner = Make();
+  const auto prefix = Tokens(100, 1), rest = Tokens(37, 2);
+  Snapshot(*runner, prefix);
+  int64_t restored = 0;
+  const auto whole = Join(prefix, rest);
+  EXPECT_EQ(Resumed(*runner, whole, &restored), Solo(*runner, whole));
+  EXPECT_EQ(restored, 100);
+}
+
+TEST_F(PrefixCacheTest, AWholePromptHitLeavesTheLastTokenToCompute) {
+  auto runner = Make();
+  const auto prompt = Tokens(50, 3);
+  Snapshot(*runner, prompt);
+  int64_t restored = 0;
+  // No snapshot at 49: nothing restorable, but the match says where one
+  // would help.
+  const SlotId slot = *runner->memory().Acquire();
+  auto match = runner->prefix_cache().Restore(prompt, 49, slot);
+  ASSERT_TRUE(match.ok());
+  EXPECT_EQ(match->restored, 0);
+  EXPECT_EQ(match->matched, 50);
+  runner->memory().Release(slot);
+  Snapshot(*runner, std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
+  EXPECT_EQ(Resumed(*runner, prompt, &restored), Solo(*runner, prompt));
+  EXPECT_EQ(restored, 49);
+}
+
+TEST_F(PrefixCacheTest, BranchPointsSplitEdgesAndEveryPathStillRestores) {
+  auto runner = Make();
+  const auto shared = Tokens(60, 4);
+  const auto a = Join(shared, Tokens(40, 5));
+  auto b = Join(shared, Tokens(30, 6));
+  b[60] = (a[60] + 1) % 61;  // b leaves a's path exactly at 60
+  Snapshot(*runner, a);
+  // b leaves a's path at 60: the cache has no state there yet.
+  int64_t restored = -1;
+  const auto b_more = Join(b, {7});
+  EXPECT_EQ(Resumed(*runner, b_more, &restored), Solo(*runner, b_more));
+  EXPECT_EQ(restored, 0);
+  Snapshot(*runner, shared);  // splits a's edge at 60
+  Snapshot(*runner, b);
+  for (const auto& tokens :
+       {Join(a, {1, 2}), Join(b, {3}), Join(shared, Tokens(9, 7))}) {
+    const std::vector<float> expected = Solo(*runner, tokens);
+    EXPECT_EQ(Resumed(*runner, tokens, &restored), expected);
+    EXPECT_EQ(restored, tokens.size() == 62 + 40 ? 100
+                        : tokens.size() == 91    ? 90
+                                                 : 60);
+  }
+  const PrefixCacheStats stats = runner->prefix_cache().stats();
+  EXPECT_EQ(stats.snapshots, 3);
+  EXPECT_EQ(stats.queries, 4);
+  EXPECT_EQ(stats.hit_tokens, 0 + 100 + 90 + 60);
+  // K/V of 60 + 40 + 30 positions, stored once; three states.
+  const SequenceMemory& m = runner->memory();
+  EXPECT_EQ(stats.bytes,
+            4 * (130 * m.KvFloatsPerPosition() + 3 * m.StateFloats()));
+}
+
+TEST_F(PrefixCacheTest, EvictionDropsTheLeastRecentlyUsedAndNeverFails) {
+  const auto probe = Make();
+  const int64_t per_snapshot = 4 * (20 * probe->memory().KvFloatsPerPosition() +
+                                    probe->memory().StateFloats());
+  // Room for two snapshots of 20 tokens on separate paths.
+  auto runner = Make(2 * per_snapshot + 100);
+  const auto p1 = Tokens(20, 8), p2 = Tokens(20, 9), p3 = Tokens(20, 10);
+  Snapshot(*runner, p1);
+  Snapshot(*runner, p2);
+  int64_t restored = 0;
+  Resumed(*runner, Join(p1, {1}), &restored);  // p1 is now the newer
+  EXPECT_EQ(restored, 20);
+  Snapshot(*runner, p3);  // evicts p2
+  PrefixCacheStats stats = runner->prefix_cache().stats();
+  EXPECT_EQ(stats.snapshots, 2);
+  EXPECT_EQ(stats.evictions, 1);
+  EXPECT_LE(stats.bytes, stats.max_bytes);
+  for (const auto& [tokens, hit] :
+       std::vector<std::pair<std::vector<int32_t>, int64_t>>{
+           {Join(p1, {2}), 20}, {Join(p2, {2}), 0}, {Join(p3, {2}), 20}}) {
+    const std::vector<float> expected = Solo(*runner, tokens);
+    EXPECT_EQ(Resumed(*runner, tokens, &restored), expected);
+    EXPECT_EQ(restored, hit);
+  }
+  // A snapshot bigger than the whole budget is taken, then dropped.
+  Snapshot(*runner, Tokens(200, 11));
+  stats = runner->prefix_cache().stats();
+  EXPECT_LE(stats.bytes, stats.max_bytes);
+  EXPECT_EQ(stats.evictions, 4);
+  EXPECT_EQ(stats.snapshots, 0);
+}
+
+TEST_F(PrefixCacheTest, OffMeansNoSnapshotsAndNoQueries) {
+  auto runner = Make(0);
+  Snapshot(*runner, Tokens(10, 12));
+  int64_t restored = -1;
+  Resumed(*runner, Tokens(11, 12), &restored);
+  EXPECT_EQ(restored, 0);
+  const PrefixCacheStats stats = runner->prefix_cache().stats();
+  EXPECT_EQ(stats.queries, 0);
+  EXPECT_EQ(stats.snapshots, 0);
+  EXPECT_EQ(stats.bytes, 0);
+}
+
+}  // namespace
+}  // namespace h3::engine
