@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/prefix_cache.h"
 #include "engine/scheduler/request.h"
 
 namespace h3::engine {
@@ -20,6 +21,7 @@ struct IterationReport {
   int running = 0;  // in slots, after retiring
   int waiting = 0;
   int free_slots = 0;
+  PrefixCacheStats prefix_cache;  // totals so far
 };
 
 // Receives the engine loop's measurements (the server turns them into

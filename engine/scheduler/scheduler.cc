@@ -10,6 +10,11 @@
 namespace h3::engine {
 namespace {
 
+// A prompt that leaves the prefix cache's paths less than this many tokens
+// in gets no snapshot there: restoring it would save too little to be
+// worth a state's memory and a step boundary.
+constexpr int64_t kMinBranchTokens = 32;
+
 double SecondsSince(SteadyTime start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
@@ -29,8 +34,13 @@ struct Scheduler::Sequence {
   std::vector<int32_t> held;  // banned until min_new_tokens
   SlotId slot = -1;           // -1 while waiting
   int64_t prefilled = 0;      // prompt tokens consumed
-  int64_t generated = 0;      // tokens sampled
-  int32_t last = 0;           // the newest sampled token
+  int64_t cached = 0;         // of which restored from the prefix cache
+  // Where the prompt leaves the prefix cache's paths past its snapshot: a
+  // snapshot is taken there (0: none).
+  int64_t branch = 0;
+  int64_t generated = 0;        // tokens sampled
+  std::vector<int32_t> output;  // every sampled id
+  int32_t last = 0;             // the newest sampled token
   SteadyTime submitted;
   SteadyTime last_token;  // when the newest token was sampled
   double queue_seconds = 0, first_token_seconds = 0;
@@ -38,6 +48,15 @@ struct Scheduler::Sequence {
   Delta final;  // sent once the request id and slot are free
 
   int64_t prompt() const { return static_cast<int64_t>(request.prompt.size()); }
+  // The first n tokens the slot was fed: the prompt, then sampled ids.
+  std::vector<int32_t> Fed(int64_t n) const {
+    std::vector<int32_t> fed(request.prompt.begin(),
+                             request.prompt.begin() + std::min(n, prompt()));
+    if (n > prompt()) {
+      fed.insert(fed.end(), output.begin(), output.begin() + (n - prompt()));
+    }
+    return fed;
+  }
 };
 
 int64_t DefaultStepTokens(const Backend& backend, int slots) {
@@ -206,7 +225,8 @@ Scheduler::Stats Scheduler::stats() const {
           .waiting = static_cast<int>(waiting_.size()),
           .free_slots = slots_ - running_count_,
           .slots = slots_,
-          .iterations = iterations_};
+          .iterations = iterations_,
+          .prefix_cache = prefix_cache_stats_};
 }
 
 void Scheduler::Loop() {
@@ -215,7 +235,8 @@ void Scheduler::Loop() {
       absl::MutexLock lock(&mu_);
       // Held requests always have work (a prompt chunk or a token), so the
       // loop sleeps only when it holds none.
-      while (!stopping_ && waiting_.empty() && running_count_ == 0) {
+      while (!stopping_ && waiting_.empty() && running_count_ == 0 &&
+             tails_.empty()) {
         wake_.Wait(&mu_);
       }
       if (stopping_) break;
@@ -250,6 +271,8 @@ void Scheduler::Step() {
     report_.running = running_count_;
     report_.waiting = static_cast<int>(waiting_.size());
     report_.free_slots = slots_ - running_count_;
+    report_.prefix_cache = prefix_cache_stats_ =
+        runner_->prefix_cache().stats();
   }
   if (options_.observer != nullptr) options_.observer->OnIteration(report_);
 }
@@ -301,9 +324,12 @@ void Scheduler::EndExpired() {
 
 void Scheduler::Admit() {
   std::vector<std::unique_ptr<Sequence>> admitted;
+  // Slots still feeding a finished request's last token are not free yet.
+  const int free = runner_->memory().free_slots();
   {
     absl::MutexLock lock(&mu_);
-    while (running_count_ < slots_ && !waiting_.empty()) {
+    while (running_count_ < slots_ && !waiting_.empty() &&
+           static_cast<int>(admitted.size()) < free) {
       admitted.push_back(std::move(waiting_.front()));
       waiting_.pop_front();
       ++running_count_;
@@ -318,6 +344,7 @@ void Scheduler::Admit() {
       s->slot = *slot;
       status = memory.SetTokenFlags(*slot, s->flags);
     }
+    if (status.ok()) status = Restore(*s);
     if (!status.ok()) Finish(*s, FinishReason::kError, {.error = status});
     running_.push_back(std::move(s));
   }
@@ -326,7 +353,13 @@ void Scheduler::Admit() {
 absl::Status Scheduler::RunStep() {
   plan_.sequences.clear();
   std::vector<Sequence*> who;
-  // Every sequence past its prompt feeds its newest token...
+  // Finished sequences whose last token goes into the cache's snapshot...
+  for (const Tail& t : tails_) {
+    plan_.sequences.push_back(
+        {.slot = t.slot, .tokens = absl::MakeConstSpan(t.tokens).last(1)});
+  }
+  const size_t tails = tails_.size();
+  // ...every sequence past its prompt feeds its newest token...
   for (auto& s : running_) {
     if (s->finish != FinishReason::kNone || s->prefilled < s->prompt())
       continue;
@@ -339,13 +372,15 @@ absl::Status Scheduler::RunStep() {
   }
   report_.decode_batch = static_cast<int>(who.size());
   // ...then prompt chunks fill the budget, oldest request first.
-  int64_t budget = options_.step_tokens - static_cast<int64_t>(who.size());
+  int64_t budget =
+      options_.step_tokens - static_cast<int64_t>(plan_.sequences.size());
   for (auto& s : running_) {
     if (budget <= 0) break;
     if (s->finish != FinishReason::kNone || s->prefilled == s->prompt()) {
       continue;
     }
-    const int64_t n = std::min(s->prompt() - s->prefilled, budget);
+    const int64_t n =
+        std::min(NextSnapshot(*s), s->prefilled + budget) - s->prefilled;
     const bool last = s->prefilled + n == s->prompt();
     plan_.sequences.push_back(
         {.slot = s->slot,
@@ -361,17 +396,62 @@ absl::Status Scheduler::RunStep() {
   }
   if (plan_.sequences.empty()) return absl::OkStatus();
   H3_RETURN_IF_ERROR(runner_->Execute(plan_, &result_));
+  for (const Tail& t : tails_) {
+    // The request has ended: a failed snapshot costs only the cache.
+    (void)runner_->prefix_cache().Save(t.slot, t.tokens);
+    runner_->memory().Release(t.slot);
+  }
+  tails_.clear();
   for (size_t i = 0; i < who.size(); ++i) {
     Sequence& s = *who[i];
-    const SequenceStep& entry = plan_.sequences[i];
+    const size_t k = tails + i;
+    const SequenceStep& entry = plan_.sequences[k];
     if (s.prefilled < s.prompt()) {
+      const int64_t due = NextSnapshot(s);
       s.prefilled += static_cast<int64_t>(entry.tokens.size());
+      if (s.prefilled == due) {
+        if (absl::Status saved = Snapshot(s); !saved.ok()) {
+          Finish(s, FinishReason::kError, {.error = saved});
+          continue;
+        }
+      }
     }
     if (entry.sample) {
-      Emit(s, result_.ids[i], result_.logprobs[i], result_.LogitsOf(i));
+      Emit(s, result_.ids[k], result_.logprobs[k], result_.LogitsOf(k));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status Scheduler::Restore(Sequence& s) {
+  PrefixCache& cache = runner_->prefix_cache();
+  if (!cache.enabled()) return absl::OkStatus();
+  H3_ASSIGN_OR_RETURN(PrefixCache::Match match,
+                      cache.Restore(s.request.prompt, s.prompt() - 1, s.slot));
+  s.prefilled = s.cached = match.restored;
+  // A whole prompt on a cached path: the snapshot goes one token short, so
+  // that the same prompt again still has a token to compute logits from.
+  const int64_t branch = std::min(match.matched, s.prompt() - 1);
+  if (branch > match.restored && branch >= kMinBranchTokens) s.branch = branch;
+  return absl::OkStatus();
+}
+
+int64_t Scheduler::NextSnapshot(const Sequence& s) const {
+  const PrefixCache& cache = runner_->prefix_cache();
+  int64_t next = s.prompt();
+  if (!cache.enabled()) return next;
+  if (s.branch > s.prefilled) next = std::min(next, s.branch);
+  if (const int64_t every = cache.options().interval; every > 0) {
+    next = std::min(next, (s.prefilled / every + 1) * every);
+  }
+  return next;
+}
+
+absl::Status Scheduler::Snapshot(const Sequence& s) {
+  PrefixCache& cache = runner_->prefix_cache();
+  const int64_t position = runner_->memory().position(s.slot);
+  if (!cache.enabled() || position == 0) return absl::OkStatus();
+  return cache.Save(s.slot, s.Fed(position));
 }
 
 kernels::SamplingRow Scheduler::RowOf(const Sequence& s) {
@@ -397,6 +477,7 @@ void Scheduler::Emit(Sequence& s, int32_t id, float logprob,
   }
   s.last_token = now;
   s.last = id;
+  s.output.push_back(id);
   s.generated += 1;
   report_.generated_tokens += 1;
   if (s.generated == r.min_new_tokens && !s.held.empty()) {
@@ -430,6 +511,7 @@ void Scheduler::Finish(Sequence& s, FinishReason reason, Delta delta) {
   delta.finish = reason;
   delta.usage = {.prompt_tokens = s.prompt(),
                  .generated_tokens = s.generated,
+                 .cached_tokens = s.cached,
                  .queue_seconds = s.queue_seconds,
                  .first_token_seconds = s.first_token_seconds,
                  .total_seconds = SecondsSince(s.submitted)};
@@ -446,7 +528,16 @@ void Scheduler::Retire() {
       ++it;
       continue;
     }
-    if ((*it)->slot >= 0) runner_->memory().Release((*it)->slot);
+    Sequence& s = **it;
+    if (s.slot >= 0 && s.finish == FinishReason::kLength &&
+        runner_->prefix_cache().enabled()) {
+      // Its last token is part of the answer a client sends back: fed in
+      // the next step, then snapshotted with the rest.
+      tails_.push_back({s.slot, s.Fed(s.prompt() + s.generated)});
+    } else if (s.slot >= 0) {
+      if (s.finish != FinishReason::kError) (void)Snapshot(s);
+      runner_->memory().Release(s.slot);
+    }
     finished.push_back(std::move(*it));
     it = running_.erase(it);
   }

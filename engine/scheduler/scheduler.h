@@ -88,6 +88,7 @@ class Scheduler {
     int free_slots = 0;
     int slots = 0;
     int64_t iterations = 0;
+    PrefixCacheStats prefix_cache;  // as of the last iteration
   };
   Stats stats() const;
 
@@ -111,6 +112,15 @@ class Scheduler {
   void EndExpired();
   // Plans one step, has the runner execute it and emits its tokens.
   absl::Status RunStep();
+  // Restores the longest snapshot of a newly admitted sequence's prompt
+  // and notes where its prompt leaves the cached paths.
+  absl::Status Restore(Sequence& s);
+  // The prompt position where the sequence's next snapshot is due (its
+  // prompt chunks end there): the branch point, the next multiple of the
+  // cache's interval, or the prompt's end.
+  int64_t NextSnapshot(const Sequence& s) const;
+  // Saves the sequence's slot in the prefix cache (when it is on).
+  absl::Status Snapshot(const Sequence& s);
   // The sampling row of a sequence's next token.
   static kernels::SamplingRow RowOf(const Sequence& s);
   // Hands a sequence's sampled token to its stream; `logits` (host, or
@@ -123,9 +133,18 @@ class Scheduler {
   // final deltas.
   void Retire();
 
+  // A request that ended at max_new_tokens keeps its slot for one more
+  // step: its last sampled token is fed, so that the snapshot holds the
+  // prompt and the whole answer, the way a client sends them back.
+  struct Tail {
+    SlotId slot;
+    std::vector<int32_t> tokens;  // all the slot will have been fed
+  };
+
   // Loop thread only.
   std::unique_ptr<Runner> runner_;
   std::vector<std::unique_ptr<Sequence>> running_;
+  std::vector<Tail> tails_;
   StepPlan plan_;
   StepResult result_;
   IterationReport report_;  // of the current iteration
@@ -144,6 +163,7 @@ class Scheduler {
   absl::flat_hash_set<std::string> aborted_ ABSL_GUARDED_BY(mu_);
   int running_count_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t iterations_ ABSL_GUARDED_BY(mu_) = 0;
+  PrefixCacheStats prefix_cache_stats_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

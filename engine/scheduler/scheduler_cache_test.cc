@@ -1,0 +1,227 @@
+// The engine loop with the prefix cache on the CPU backend: every request
+// gets bitwise the tokens and logprobs it gets without the cache (CPU
+// prefill is chunk-invariant), while exact full-prompt hits, branch points,
+// multi-turn prompts, concurrent shared prefixes, eviction and cancellation
+// restore what they should, and the counters add up.
+#include <string>
+#include <vector>
+
+#include "engine/scheduler/scheduler.h"
+#include "gtest/gtest.h"
+#include "loader/model_file.h"
+#include "tests/support/random_model.h"
+#include "tests/support/runner_calls.h"
+
+namespace h3::engine {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct Result {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  Usage usage;
+  FinishReason finish = FinishReason::kNone;
+};
+
+class SchedulerCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    loader::ModelConfig c;
+    c.d_model = 16;
+    c.n_layer = 3;
+    c.attn_layer_idx = {1};
+    c.n_heads = 2;
+    c.head_dim = 1;
+    c.d_state = 8;
+    c.d_inner = 64;
+    c.vocab_size = 61;
+    c.padded_vocab_size = 64;
+    c.rotary_dim = 4;
+    const std::string path = ::testing::TempDir() + "/scheduler_cache.h3";
+    ASSERT_TRUE(h3::testing::WriteRandomModel(c, path).ok());
+    auto file = loader::ModelFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    file_ = *std::move(file);
+  }
+
+  std::unique_ptr<Scheduler> Make(int64_t cache_bytes, int slots = 3,
+                                  int64_t step_tokens = 24) {
+    auto runner = h3::testing::MakeRunner(
+        *file_, MakeCpuBackend(), slots, /*context=*/256,
+        /*prefill_chunk=*/1024, /*graphs=*/true,
+        {.max_bytes = cache_bytes, .interval = 16});
+    EXPECT_TRUE(runner.ok()) << runner.status();
+    auto s = Scheduler::Create(*std::move(runner), nullptr,
+                               {.step_tokens = step_tokens});
+    EXPECT_TRUE(s.ok()) << s.status();
+    return *std::move(s);
+  }
+
+  static GenerationRequest Request(std::string id, std::vector<int32_t> prompt,
+                                   int32_t max_new_tokens, uint64_t seed) {
+    GenerationRequest r;
+    r.request_id = std::move(id);
+    r.prompt = std::move(prompt);
+    r.max_new_tokens = max_new_tokens;
+    r.logprobs = 0;
+    if (seed == 0) {
+      r.sampling.temperature = 0;
+    } else {
+      r.sampling = {.temperature = 0.8f, .top_k = 30, .seed = seed};
+    }
+    return r;
+  }
+
+  static Result Collect(RequestOutput& stream) {
+    Result r;
+    while (std::optional<Delta> d = stream.Next(milliseconds(20000))) {
+      for (const SampledToken& t : d->logprobs) {
+        r.ids.push_back(t.id);
+        r.logprobs.push_back(t.logprob);
+      }
+      if (d->finish != FinishReason::kNone) {
+        r.usage = d->usage;
+        r.finish = d->finish;
+        return r;
+      }
+    }
+    ADD_FAILURE() << "stream timed out";
+    return r;
+  }
+
+  static Result Run(Scheduler& s, const GenerationRequest& request) {
+    auto stream = s.Submit(request);
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    return stream.ok() ? Collect(**stream) : Result{};
+  }
+
+  static std::vector<int32_t> Tokens(int n, int seed) {
+    std::vector<int32_t> t(n);
+    for (int i = 0; i < n; ++i) t[i] = (seed * 13 + i * 7 + i * i) % 61;
+    return t;
+  }
+  static std::vector<int32_t> Join(std::vector<int32_t> a,
+                                   const std::vector<int32_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+
+  static void WaitForIdle(const Scheduler& s) {
+    for (int i = 0; i < 200 && s.stats().running > 0; ++i) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    // One more iteration retires the last tails.
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+
+  std::unique_ptr<loader::ModelFile> file_;
+};
+
+TEST_F(SchedulerCacheTest, HitsRestoreExactlyAndChangeNoToken) {
+  auto cached = Make(int64_t{1} << 30), plain = Make(0);
+  const auto a = Tokens(40, 1);
+  // The first request's answer makes the next turn's prompt.
+  const Result first = Run(*cached, Request("t1", a, 8, 0));
+  ASSERT_EQ(first.ids.size(), 8u);
+  struct Case {
+    const char* what;
+    std::vector<int32_t> prompt;
+    int64_t cached;
+  };
+  const std::vector<Case> cases = {
+      // The same prompt: the interval snapshot at 32 (not 40: the last
+      // token must be computed), and a branch snapshot at 39 is taken...
+      {"same prompt", a, 32},
+      // ...so the same prompt again restores 39.
+      {"same prompt again", a, 39},
+      // The next turn: prompt + answer + new text; the answer's last
+      // token was fed after the end, so all 48 are restored.
+      {"next turn", Join(Join(a, first.ids), Tokens(5, 2)), 48},
+      // Leaves a's path at 35 (after the snapshot at 32): 32 restored, a
+      // snapshot at 35 taken...
+      {"branch", Join({a.begin(), a.begin() + 35}, Tokens(10, 3)), 32},
+      // ...which the next prompt through 35 restores.
+      {"other branch", Join({a.begin(), a.begin() + 35}, Tokens(12, 4)), 35},
+  };
+  int64_t hits = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const uint64_t seed = i % 2;  // greedy and seeded
+    const GenerationRequest r =
+        Request("c" + std::to_string(i), cases[i].prompt, 8, seed);
+    const Result with = Run(*cached, r), without = Run(*plain, r);
+    EXPECT_EQ(with.ids, without.ids) << cases[i].what;
+    EXPECT_EQ(with.logprobs, without.logprobs) << cases[i].what;
+    EXPECT_EQ(with.usage.cached_tokens, cases[i].cached) << cases[i].what;
+    EXPECT_EQ(without.usage.cached_tokens, 0);
+    hits += with.usage.cached_tokens;
+    WaitForIdle(*cached);
+  }
+  const PrefixCacheStats stats = cached->stats().prefix_cache;
+  EXPECT_EQ(stats.queries, 1 + static_cast<int64_t>(cases.size()));
+  EXPECT_EQ(stats.hit_tokens, hits);
+  EXPECT_EQ(stats.evictions, 0);
+  EXPECT_EQ(plain->stats().prefix_cache.queries, 0);
+}
+
+TEST_F(SchedulerCacheTest, ConcurrentSharedPrefixesUnderEvictionStayExact) {
+  // Room for about two snapshots of 60 tokens: the cache keeps evicting.
+  auto probe = h3::testing::MakeRunner(*file_, MakeCpuBackend(), 1, 256);
+  ASSERT_TRUE(probe.ok());
+  const SequenceMemory& m = (*probe)->memory();
+  const int64_t room = 2 * 4 * (60 * m.KvFloatsPerPosition() + m.StateFloats());
+  auto cached = Make(room, /*slots=*/4, /*step_tokens=*/16), plain = Make(0);
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 12; ++i) {
+    const auto prefix = Tokens(48, 10 + i % 3);
+    requests.push_back(Request("r" + std::to_string(i),
+                               Join(prefix, Tokens(4 + i, 20 + i)), 6,
+                               i % 2 == 0 ? 0 : 100 + i));
+  }
+  std::vector<std::unique_ptr<RequestOutput>> streams;
+  for (const auto& r : requests) {
+    auto stream = cached->Submit(r);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    streams.push_back(*std::move(stream));
+  }
+  int64_t hits = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Result with = Collect(*streams[i]);
+    const Result without = Run(*plain, requests[i]);
+    EXPECT_EQ(with.ids, without.ids) << requests[i].request_id;
+    EXPECT_EQ(with.logprobs, without.logprobs) << requests[i].request_id;
+    hits += with.usage.cached_tokens;
+  }
+  WaitForIdle(*cached);
+  const PrefixCacheStats stats = cached->stats().prefix_cache;
+  EXPECT_EQ(stats.queries, 12);
+  EXPECT_EQ(stats.hit_tokens, hits);
+  EXPECT_GT(hits, 0);
+  EXPECT_GT(stats.evictions, 0);
+  EXPECT_LE(stats.bytes, room);
+}
+
+TEST_F(SchedulerCacheTest, ACancelledPrefillLeavesAUsableSnapshot) {
+  auto cached = Make(int64_t{1} << 30, /*slots=*/2, /*step_tokens=*/8),
+       plain = Make(0);
+  const auto prompt = Tokens(200, 5);
+  auto stream = cached->Submit(Request("long", prompt, 56, 0));
+  ASSERT_TRUE(stream.ok());
+  // Let it prefill a while in steps of 8 with snapshots every 16, then
+  // cancel it mid-prompt.
+  for (int i = 0; i < 100 && cached->stats().prefix_cache.snapshots < 3; ++i) {
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  (*stream)->Cancel();
+  EXPECT_EQ(Collect(**stream).finish, FinishReason::kCancelled);
+  WaitForIdle(*cached);
+  const GenerationRequest again = Request("again", prompt, 4, 0);
+  const Result with = Run(*cached, again), without = Run(*plain, again);
+  EXPECT_EQ(with.ids, without.ids);
+  EXPECT_EQ(with.logprobs, without.logprobs);
+  EXPECT_GE(with.usage.cached_tokens, 32);
+  EXPECT_LT(with.usage.cached_tokens, 200);
+}
+
+}  // namespace
+}  // namespace h3::engine
