@@ -1,5 +1,8 @@
 #include "engine/backend.h"
 
+#include <fstream>
+#include <string>
+
 namespace h3::engine {
 
 absl::StatusOr<std::optional<ElementType>> ParseWeightType(
@@ -11,6 +14,16 @@ absl::StatusOr<std::optional<ElementType>> ParseWeightType(
   }
   return absl::InvalidArgumentError("unknown weight type \"" + name +
                                     "\"; use auto, fp32, fp16 or bf16");
+}
+
+absl::StatusOr<int64_t> HostAvailableBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return absl::UnavailableError("MemAvailable is not in /proc/meminfo");
 }
 
 absl::Status Backend::BeginCapture() {

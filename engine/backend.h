@@ -171,6 +171,9 @@ class Backend {
   virtual absl::Status Sample(const kernels::SampleParams& params) = 0;
   // Waits until all enqueued work is done.
   virtual absl::Status Synchronize() = 0;
+  // Bytes this backend could still allocate: the device's free memory on a
+  // GPU, the host's available memory (MemAvailable) on the CPU.
+  virtual absl::StatusOr<int64_t> FreeMemoryBytes() = 0;
 
   // Graphs: the ops enqueued between BeginCapture and EndCapture are
   // recorded, not run; Replay(id) runs them again, reading the memory's
@@ -189,6 +192,10 @@ class Backend {
 // kissfft convolutions, the kernels' CPU twins, threads from
 // base/parallel.h.
 std::unique_ptr<Backend> MakeCpuBackend();
+
+// The host's MemAvailable (/proc/meminfo); Unavailable where it cannot be
+// read.
+absl::StatusOr<int64_t> HostAvailableBytes();
 
 struct BackendOptions {
   // "cpu", "cuda" (the first GPU), "cuda:N", or "auto": the first GPU when

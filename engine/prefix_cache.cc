@@ -29,6 +29,7 @@ PrefixCache::PrefixCache(SequenceMemory& memory, Model& model,
       options_(options),
       root_(std::make_unique<Node>()) {
   stats_.max_bytes = options.max_bytes;
+  stats_.interval = options.interval;
 }
 
 PrefixCache::~PrefixCache() = default;

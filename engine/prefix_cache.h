@@ -17,6 +17,9 @@ namespace h3::engine {
 struct PrefixCacheOptions {
   // Bytes the snapshots may hold (states and K/V); 0 turns the cache off.
   int64_t max_bytes = 0;
+  // When > 0 (at most 1), Runner::Create sets max_bytes to this fraction of
+  // the backend's free memory once the slots are allocated.
+  double memory_fraction = 0;
   // A snapshot every this many prompt tokens during a long prefill (0:
   // none); docs/prefix-cache.md has the measurement behind the default.
   int64_t interval = 512;
@@ -30,6 +33,7 @@ struct PrefixCacheStats {
   int64_t bytes = 0;       // states and K/V held
   int64_t evictions = 0;   // snapshots dropped to make room
   int64_t max_bytes = 0;
+  int64_t interval = 0;
 };
 
 // Snapshots of sequences at exact token positions, in a radix tree over

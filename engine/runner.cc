@@ -72,14 +72,6 @@ absl::StatusOr<std::unique_ptr<Runner>> Runner::Create(
   H3_ASSIGN_OR_RETURN(r->memory_,
                       SequenceMemory::Create(*r->model_, options.slots,
                                              options.max_sequence_length));
-  if (options.prefix_cache.max_bytes < 0 || options.prefix_cache.interval < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prefix cache: memory (", options.prefix_cache.max_bytes,
-                     " bytes) and interval (", options.prefix_cache.interval,
-                     " tokens) must be >= 0"));
-  }
-  r->prefix_cache_ = std::make_unique<PrefixCache>(*r->memory_, *r->model_,
-                                                   options.prefix_cache);
   r->head_capacity_ = r->Bucket(options.slots);
   const loader::ModelConfig& c = r->model_->config();
   H3_ASSIGN_OR_RETURN(
@@ -87,6 +79,21 @@ absl::StatusOr<std::unique_ptr<Runner>> Runner::Create(
   H3_ASSIGN_OR_RETURN(r->sampled_, backend.Allocate(2 * r->head_capacity_));
   H3_RETURN_IF_ERROR(
       r->Reserve(std::min(options.max_step_tokens, r->head_capacity_)));
+  PrefixCacheOptions cache = options.prefix_cache;
+  if (cache.max_bytes < 0 || cache.interval < 0 ||
+      !(cache.memory_fraction >= 0 && cache.memory_fraction <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prefix cache: memory (", cache.max_bytes, " bytes, fraction ",
+        cache.memory_fraction, ") and interval (", cache.interval,
+        " tokens) must be >= 0, the fraction <= 1"));
+  }
+  if (cache.memory_fraction > 0) {
+    H3_ASSIGN_OR_RETURN(const int64_t free, backend.FreeMemoryBytes());
+    cache.max_bytes =
+        static_cast<int64_t>(cache.memory_fraction * static_cast<double>(free));
+  }
+  r->prefix_cache_ =
+      std::make_unique<PrefixCache>(*r->memory_, *r->model_, cache);
   return r;
 }
 

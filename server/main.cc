@@ -12,6 +12,7 @@
 
 #include "CLI/CLI.hpp"
 #include "base/build_info.h"
+#include "server/memory_amount.h"
 #include "server/server.h"
 
 namespace {
@@ -133,6 +134,19 @@ int main(int argc, char** argv) {
                  "Tokens per H3 prefill call (state passing joins calls)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  std::string cache_memory = "0.1";
+  app.add_option("--prefix-cache-memory", cache_memory,
+                 "Memory for snapshots of prompts' states (SSM states and "
+                 "attention K/V at exact token positions), reused by later "
+                 "requests with the same prefix: bytes (512M, 2G) or a "
+                 "fraction of the device's free memory after the slots "
+                 "(0.1); 0 turns the cache off (docs/prefix-cache.md)")
+      ->capture_default_str();
+  app.add_option("--prefix-cache-interval", options.prefix_cache.interval,
+                 "A snapshot every this many prompt tokens during long "
+                 "prefills (0: only at prompt ends and branch points)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
   std::string dtype = "auto";
   app.add_option("--device", options.backend.device,
                  "cpu, cuda, cuda:N, or auto (the first GPU if there is one)")
@@ -150,6 +164,14 @@ int main(int argc, char** argv) {
   options.default_model = !no_model;
   options.http.max_queued_connections = options.http.threads;
   options.backend.weight_type = *h3::engine::ParseWeightType(dtype);
+  auto cache =
+      h3::server::ParseMemoryAmount(cache_memory, "--prefix-cache-memory");
+  if (!cache.ok()) {
+    std::cerr << "h3serve: " << cache.status().message() << std::endl;
+    return 2;
+  }
+  options.prefix_cache.max_bytes = cache->bytes;
+  options.prefix_cache.memory_fraction = cache->fraction;
   if (threads > 0) setenv("H3_NUM_THREADS", std::to_string(threads).c_str(), 1);
 
   if (!InstallStopHandlers()) {

@@ -115,8 +115,8 @@ Metrics::Metrics()
                         "Requests waiting for a slot")),
       slots_used_(
           NewGauge(*registry_, "h3_slots_used", "Sequence slots in use")),
-      slots_free_(
-          NewGauge(*registry_, "h3_slots_free", "Sequence slots free")) {
+      slots_free_(NewGauge(*registry_, "h3_slots_free", "Sequence slots free")),
+      prefix_cache_(*registry_) {
   RegisterBuildInfo(*registry_);
 }
 
@@ -181,6 +181,7 @@ void Metrics::OnIteration(const engine::IterationReport& r) {
   waiting_.Set(r.waiting);
   slots_used_.Set(r.running);
   slots_free_.Set(r.free_slots);
+  prefix_cache_.Update(r.prefix_cache);
 }
 
 void Metrics::OnFinish(engine::FinishReason reason, const engine::Usage& u) {

@@ -14,6 +14,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/cache_metrics.h"
 
 namespace h3::server {
 
@@ -75,6 +76,7 @@ class Metrics : public engine::SchedulerObserver {
   prometheus::Gauge& waiting_;
   prometheus::Gauge& slots_used_;
   prometheus::Gauge& slots_free_;
+  PrefixCacheMetrics prefix_cache_;
 };
 
 }  // namespace h3::server

@@ -121,7 +121,8 @@ Json LegacyLogprobs::Make(const std::vector<engine::SampledToken>& tokens) {
 Json UsageJson(const engine::Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens},
           {"completion_tokens", usage.generated_tokens},
-          {"total_tokens", usage.prompt_tokens + usage.generated_tokens}};
+          {"total_tokens", usage.prompt_tokens + usage.generated_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
 }
 
 std::string CompletionJson(const CompletionIdentity& identity,

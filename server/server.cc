@@ -30,9 +30,10 @@ absl::Status Server::LoadModel(const ServerOptions& options,
   }
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       engine::MakeBackend(options.backend));
-  H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
-                      engine::Model::Load(*file, std::move(backend),
-                                          {.prefill_chunk = options.prefill_chunk}));
+  H3_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::Model> model,
+      engine::Model::Load(*file, std::move(backend),
+                          {.prefill_chunk = options.prefill_chunk}));
   served->config = model->config();
   served->device = model->backend().name();
   engine::SchedulerOptions scheduler = options.scheduler;
@@ -45,13 +46,13 @@ absl::Status Server::LoadModel(const ServerOptions& options,
   H3_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::Runner> runner,
       engine::Runner::Create(
-          std::move(model),
-          {.slots = options.slots,
-           .max_sequence_length = options.max_sequence_length,
-           .max_step_tokens = scheduler.step_tokens}));
-  H3_ASSIGN_OR_RETURN(scheduler_,
-                      engine::Scheduler::Create(std::move(runner),
-                                                tokenizer_.get(), scheduler));
+          std::move(model), {.slots = options.slots,
+                             .max_sequence_length = options.max_sequence_length,
+                             .max_step_tokens = scheduler.step_tokens,
+                             .prefix_cache = options.prefix_cache}));
+  H3_ASSIGN_OR_RETURN(
+      scheduler_, engine::Scheduler::Create(std::move(runner), tokenizer_.get(),
+                                            scheduler));
   metrics_->SetSlots(options.slots);
   return absl::OkStatus();
 }

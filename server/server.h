@@ -34,6 +34,9 @@ struct ServerOptions {
   int slots = 8;                       // requests generating at once
   engine::BackendOptions backend;      // --device, --dtype
   engine::SchedulerOptions scheduler;  // its observer is set by Start
+  // Off here (programs and tests embedding the server opt in); h3serve's
+  // --prefix-cache-memory defaults to 0.1 of free memory.
+  engine::PrefixCacheOptions prefix_cache;
   // The OpenAI-compatible HTTP API, on `host` too. http.host is ignored;
   // port -1 (the default here, so that programs and tests embedding the
   // server open no fixed port; h3serve's --http-port defaults to 8080) serves

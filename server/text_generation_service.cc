@@ -199,6 +199,16 @@ grpc::Status TextGenerationService::GetServerInfo(
     response->set_waiting_requests(stats.waiting);
     response->set_total_slots(stats.slots);
     response->set_free_slots(stats.free_slots);
+    const engine::PrefixCacheStats& cache = stats.prefix_cache;
+    v1::PrefixCacheInfo* out = response->mutable_prefix_cache();
+    out->set_enabled(cache.max_bytes > 0);
+    out->set_max_bytes(cache.max_bytes);
+    out->set_bytes(cache.bytes);
+    out->set_snapshots(cache.snapshots);
+    out->set_interval_tokens(cache.interval);
+    out->set_queries(cache.queries);
+    out->set_hit_tokens(cache.hit_tokens);
+    out->set_evictions(cache.evictions);
   }
   return grpc::Status::OK;
 }

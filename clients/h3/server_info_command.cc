@@ -1,7 +1,5 @@
 #include "clients/h3/server_info_command.h"
 
-#include "clients/h3/grpc_status.h"
-
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -82,6 +80,16 @@ int RunServerInfo(const ServerInfoOptions& options) {
             << info.waiting_requests() << " waiting\n"
             << "slots:    " << info.free_slots() << " free of "
             << info.total_slots() << "\n";
+  const h3::v1::PrefixCacheInfo& cache = info.prefix_cache();
+  if (cache.enabled()) {
+    std::cout << "prefix cache: " << cache.snapshots() << " snapshots, "
+              << cache.bytes() << " of " << cache.max_bytes() << " bytes; "
+              << cache.hit_tokens() << " prompt tokens restored in "
+              << cache.queries() << " requests; " << cache.evictions()
+              << " evicted\n";
+  } else {
+    std::cout << "prefix cache: off\n";
+  }
   if (info.draining()) std::cout << "draining: yes\n";
   return 0;
 }

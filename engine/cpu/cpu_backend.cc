@@ -183,6 +183,9 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
   absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::StatusOr<int64_t> FreeMemoryBytes() override {
+    return HostAvailableBytes();
+  }
 
  private:
   // LinearParams with the matrix's sizes and packed data spelled out.

@@ -190,6 +190,13 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<int64_t> FreeMemoryBytes() override {
+    size_t free_bytes = 0, total_bytes = 0;
+    H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    H3_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return static_cast<int64_t>(free_bytes);
+  }
+
   bool SupportsGraphs() const override { return true; }
 
   absl::Status BeginCapture() override {
