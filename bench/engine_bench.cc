@@ -4,7 +4,7 @@
 // a GPU).
 //
 //   h3_engine_bench --model M.h3
-//       [--what both|prefill|decode|table4|latency|write-random]
+//       [--what both|prefill|decode|table4|latency|prefix-cache|write-random]
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
 //       [--graphs on|off] [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
@@ -21,6 +21,8 @@
 //
 // table4 (bench/engine_table4.h): the H3 paper's throughput measurement.
 // latency: batch-1 decode, each step timed (bench/engine_table4.h).
+// prefix-cache: snapshot and restore against prefill, per prefix length
+// (bench/engine_prefix_cache.h).
 // write-random: writes a random fp32 model of --random-shape to --model
 // (released preset names, or "small") and exits; nothing is timed.
 #include <algorithm>
@@ -36,6 +38,7 @@
 #include "absl/status/status.h"
 #include "base/parallel.h"
 #include "base/status_macros.h"
+#include "bench/engine_prefix_cache.h"
 #include "bench/engine_table4.h"
 #include "engine/backend.h"
 #include "engine/model.h"
@@ -156,7 +159,11 @@ absl::Status Run(const EngineBenchFlags& flags) {
       .max_sequence_length =
           std::max(flags.prompt_len, flags.decode_context) + flags.decode_steps,
       .max_step_tokens = StepTokens(flags),
-      .graphs = flags.graphs == "on"};
+      .graphs = flags.graphs == "on",
+      // Room for every snapshot the prefix-cache mode takes.
+      .prefix_cache = {
+          .max_bytes = flags.what == "prefix-cache" ? int64_t{1} << 40 : 0,
+          .interval = 0}};
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Runner> runner,
                       engine::Runner::Create(std::move(loaded), options));
   const double load_s =
@@ -168,6 +175,8 @@ absl::Status Run(const EngineBenchFlags& flags) {
     H3_ASSIGN_OR_RETURN(result, RunTable4(*runner, flags));
   } else if (flags.what == "latency") {
     H3_ASSIGN_OR_RETURN(result, RunLatency(*runner, flags));
+  } else if (flags.what == "prefix-cache") {
+    H3_ASSIGN_OR_RETURN(result, RunPrefixCache(*runner, flags));
   } else {
     H3_ASSIGN_OR_RETURN(result, RunPrefillDecode(*runner, flags));
   }
@@ -201,8 +210,8 @@ int main(int argc, char** argv) {
   h3::bench::EngineBenchFlags flags;
   app.add_option("--model", flags.model, "The model file")->required();
   app.add_option("--what", flags.what)
-      ->check(CLI::IsMember(
-          {"both", "prefill", "decode", "table4", "latency", "write-random"}));
+      ->check(CLI::IsMember({"both", "prefill", "decode", "table4", "latency",
+                             "prefix-cache", "write-random"}));
   app.add_option("--device", flags.device,
                  "cpu, cuda, cuda:N or auto (the first usable GPU, else cpu)");
   app.add_option("--dtype", flags.dtype, "how weight matrices are stored")
