@@ -32,14 +32,12 @@ offline run (--client-timeout).
 import argparse
 import json
 import os
-import select
 import shlex
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 
+import h3serve_process
 import report
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -111,45 +109,8 @@ def start_server(model, budget):
                ] + shlex.split(args.server_args)
     if budget != "default":
         command += ["--prefill-tokens", budget]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    # Unbuffered reads under select: a wait that ends at the deadline even
-    # when the server prints nothing, and no line left unseen in a buffer.
-    deadline = time.monotonic() + args.start_timeout
-    fd, pending, lines = server.stdout.fileno(), b"", []
-    while True:
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            line = line.decode(errors="replace")
-            lines.append(line)
-            if line.startswith("listening: grpc="):
-                fields = line.split()
-                port = int(fields[1].rsplit(":", 1)[1])
-                metrics = fields[2].split("=", 1)[1]
-                return server, port, metrics, command
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            reason = f"did not listen within --start-timeout {args.start_timeout:g} s"
-            break
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            reason = f"exited with status {server.wait()}"
-            break
-        pending += chunk
-    server.kill()
-    server.wait()
-    tail = "\n".join(lines[-20:] + ([pending.decode(errors="replace")] if pending else []))
-    raise RuntimeError(f"h3serve {reason}; its output:\n{tail}")
-
-
-def scrape(url):
-    values = {}
-    with urllib.request.urlopen(url, timeout=10) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith("#") or " " not in line:
-                continue
-            name, value = line.rsplit(" ", 1)
-            values[name] = float(value)
-    return values
+    server, port, metrics = h3serve_process.start(command, args.start_timeout)
+    return server, port, metrics, command
 
 
 def step_stats(before, after):
@@ -169,14 +130,14 @@ def step_stats(before, after):
 
 def served(port, metrics, rep):
     out = f"/tmp/h3-serve-bench/served_{os.getpid()}_{rep}.json"
-    before = scrape(metrics)
+    before = h3serve_process.scrape(metrics)
     subprocess.run(
         [binary("clients", "h3"), "bench", "--server", f"127.0.0.1:{port}",
          "--max-concurrency", str(args.concurrency), "--num-prompts", str(args.num_prompts),
          "--input-len", str(args.input_len), "--output-len", str(args.output_len),
          "--seed", str(rep), "--json", out],
         check=True, capture_output=True, text=True, timeout=args.client_timeout)
-    after = scrape(metrics)
+    after = h3serve_process.scrape(metrics)
     with open(out) as f:
         results = json.load(f)["results"]
     os.remove(out)
@@ -203,11 +164,7 @@ def measure(model, budget):
                 f"(ITL median {s['itl_ms']['median']:.1f} ms, p99 {s['itl_ms']['p99']:.1f} ms), "
                 f"offline {o['tokens_per_s']:.1f} tok/s")
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        h3serve_process.stop(server)
     served_tps = statistics.median(r["served"]["tokens_per_s"] for r in runs)
     offline_tps = statistics.median(r["offline"]["tokens_per_s"] for r in runs)
     itl_median = statistics.median(r["served"]["itl_ms"]["median"] for r in runs)
