@@ -241,6 +241,10 @@ class StaticConfigTest(unittest.TestCase):
         "queue length": r"h3_requests_waiting",
         "running requests": r"h3_requests_running",
         "slot usage": r"h3_slots_used.*h3_slots_free",
+        # And the prefix-cache issue.
+        "prefix cache hit share": r"rate\(h3_prefix_cache_hit_tokens_total.*"
+                                  r"rate\(h3_prompt_tokens_total",
+        "prefix cache memory": r"h3_prefix_cache_bytes",
     }
 
     def test_every_wanted_panel_is_there(self):
