@@ -395,13 +395,15 @@ absl::Status Scheduler::RunStep() {
     report_.prefill_tokens += n;
   }
   if (plan_.sequences.empty()) return absl::OkStatus();
-  H3_RETURN_IF_ERROR(runner_->Execute(plan_, &result_));
+  const absl::Status executed = runner_->Execute(plan_, &result_);
   for (const Tail& t : tails_) {
-    // The request has ended: a failed snapshot costs only the cache.
-    (void)runner_->prefix_cache().Save(t.slot, t.tokens);
+    // The request has ended: a failed snapshot costs only the cache (and
+    // after a failed step the slot's memory is not worth one).
+    if (executed.ok()) (void)runner_->prefix_cache().Save(t.slot, t.tokens);
     runner_->memory().Release(t.slot);
   }
   tails_.clear();
+  H3_RETURN_IF_ERROR(executed);
   for (size_t i = 0; i < who.size(); ++i) {
     Sequence& s = *who[i];
     const size_t k = tails + i;
