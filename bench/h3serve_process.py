@@ -62,3 +62,15 @@ def scrape(url):
             name, value = line.rsplit(" ", 1)
             values[name] = float(value)
     return values
+
+
+def random_model(build, shape, timeout):
+    """/tmp/h3-serve-bench/SHAPE.h3, a random fp32 model of a released shape
+    (h3_engine_bench --what write-random), written if it is not there."""
+    path = f"/tmp/h3-serve-bench/{shape}.h3"
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        subprocess.run([os.path.join(build, "bench", "h3_engine_bench"), "--what",
+                        "write-random", "--random-shape", shape, "--model", path],
+                       check=True, capture_output=True, timeout=timeout)
+    return path

@@ -73,15 +73,8 @@ def env():
 
 
 def model_path():
-    if args.model:
-        return args.model
-    path = f"/tmp/h3-serve-bench/{args.shape}.h3"
-    if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        subprocess.run([binary("bench", "h3_engine_bench"), "--what", "write-random",
-                        "--random-shape", args.shape, "--model", path], check=True,
-                       capture_output=True, timeout=args.client_timeout)
-    return path
+    return args.model or h3serve_process.random_model(args.build, args.shape,
+                                                      args.client_timeout)
 
 
 def offline(model):

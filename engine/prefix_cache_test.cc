@@ -10,31 +10,18 @@
 
 #include "gtest/gtest.h"
 #include "loader/model_file.h"
-#include "tests/support/random_model.h"
+#include "tests/support/cache_calls.h"
 #include "tests/support/runner_calls.h"
 
 namespace h3::engine {
 namespace {
 
-using h3::testing::Feed;
-
 class PrefixCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    loader::ModelConfig c;
-    c.d_model = 16;
-    c.n_layer = 3;
-    c.attn_layer_idx = {1};
-    c.n_heads = 2;
-    c.head_dim = 1;
-    c.d_state = 8;
-    c.d_inner = 64;
-    c.vocab_size = 61;
-    c.padded_vocab_size = 64;
-    c.rotary_dim = 4;
-    const std::string path = ::testing::TempDir() + "/prefix_cache.h3";
-    ASSERT_TRUE(h3::testing::WriteRandomModel(c, path).ok());
-    auto file = loader::ModelFile::Open(path);
+    auto file =
+        h3::testing::OpenRandomModel(h3::testing::TinyPaddedConfig(),
+                                     ::testing::TempDir() + "/prefix_cache.h3");
     ASSERT_TRUE(file.ok()) << file.status();
     file_ = *std::move(file);
   }
@@ -60,42 +47,23 @@ class PrefixCacheTest : public ::testing::Test {
     return a;
   }
 
-  // The last logits of `tokens` fed to a fresh slot in one step.
   static std::vector<float> Solo(Runner& runner,
                                  const std::vector<int32_t>& tokens) {
-    const SlotId slot = *runner.memory().Acquire();
-    std::vector<float> logits;
-    EXPECT_TRUE(Feed(runner, slot, tokens, &logits).ok());
-    runner.memory().Release(slot);
-    return logits;
+    auto logits = h3::testing::FreshLogits(runner, tokens);
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    return logits.ok() ? *logits : std::vector<float>{};
   }
-
-  // Feeds `tokens` to a fresh slot and saves its snapshot.
   static void Snapshot(Runner& runner, const std::vector<int32_t>& tokens) {
-    const SlotId slot = *runner.memory().Acquire();
-    ASSERT_TRUE(Feed(runner, slot, tokens, nullptr).ok());
-    ASSERT_TRUE(runner.prefix_cache().Save(slot, tokens).ok());
-    runner.memory().Release(slot);
+    ASSERT_TRUE(h3::testing::SaveSnapshot(runner, tokens).ok());
   }
-
-  // Restores the longest snapshot of `tokens` (at most all but the last)
-  // into a fresh slot, feeds the rest, and returns the last logits;
   // *restored gets the tokens the snapshot covered.
   static std::vector<float> Resumed(Runner& runner,
                                     const std::vector<int32_t>& tokens,
                                     int64_t* restored) {
-    const SlotId slot = *runner.memory().Acquire();
-    auto match = runner.prefix_cache().Restore(
-        tokens, static_cast<int64_t>(tokens.size()) - 1, slot);
-    EXPECT_TRUE(match.ok()) << match.status();
-    *restored = match->restored;
-    EXPECT_EQ(runner.memory().position(slot), match->restored);
     std::vector<float> logits;
-    EXPECT_TRUE(Feed(runner, slot,
-                     absl::MakeConstSpan(tokens).subspan(match->restored),
-                     &logits)
-                    .ok());
-    runner.memory().Release(slot);
+    auto hit = h3::testing::ResumeFromCache(runner, tokens, &logits);
+    EXPECT_TRUE(hit.ok()) << hit.status();
+    *restored = hit.ok() ? *hit : -1;
     return logits;
   }
 

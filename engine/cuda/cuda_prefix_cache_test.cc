@@ -13,15 +13,14 @@
 #include "engine/runner.h"
 #include "gtest/gtest.h"
 #include "loader/model_file.h"
+#include "tests/support/cache_calls.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/normalised_error.h"
-#include "tests/support/random_model.h"
 #include "tests/support/runner_calls.h"
 
 namespace h3::engine {
 namespace {
 
-using h3::testing::Feed;
 using h3::testing::NormalisedError;
 
 std::vector<int32_t> Tokens(int n, int seed) {
@@ -42,20 +41,14 @@ class CudaPrefixCacheTest : public h3::testing::GpuTest {
   void SetUp() override {
     h3::testing::GpuTest::SetUp();
     if (IsSkipped()) return;
-    loader::ModelConfig c;
+    loader::ModelConfig c = h3::testing::TinyPaddedConfig();
     c.d_model = 64;
-    c.n_layer = 3;
-    c.attn_layer_idx = {1};
     c.n_heads = 4;
-    c.head_dim = 1;
     c.d_state = 16;
     c.d_inner = 256;
-    c.vocab_size = 61;
-    c.padded_vocab_size = 64;
     c.rotary_dim = 8;
-    const std::string path = ::testing::TempDir() + "/cuda_prefix_cache.h3";
-    ASSERT_TRUE(h3::testing::WriteRandomModel(c, path).ok());
-    auto file = loader::ModelFile::Open(path);
+    auto file = h3::testing::OpenRandomModel(
+        c, ::testing::TempDir() + "/cuda_prefix_cache.h3");
     ASSERT_TRUE(file.ok()) << file.status();
     file_ = *std::move(file);
   }
@@ -74,33 +67,20 @@ class CudaPrefixCacheTest : public h3::testing::GpuTest {
 
   static std::vector<float> Whole(Runner& runner,
                                   const std::vector<int32_t>& tokens) {
-    const SlotId slot = *runner.memory().Acquire();
-    std::vector<float> logits;
-    EXPECT_TRUE(Feed(runner, slot, tokens, &logits).ok());
-    runner.memory().Release(slot);
-    return logits;
+    auto logits = h3::testing::FreshLogits(runner, tokens);
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    return logits.ok() ? *logits : std::vector<float>{};
   }
-
   static void Snapshot(Runner& runner, const std::vector<int32_t>& tokens) {
-    const SlotId slot = *runner.memory().Acquire();
-    ASSERT_TRUE(Feed(runner, slot, tokens, nullptr).ok());
-    ASSERT_TRUE(runner.prefix_cache().Save(slot, tokens).ok());
-    runner.memory().Release(slot);
+    ASSERT_TRUE(h3::testing::SaveSnapshot(runner, tokens).ok());
   }
-
   static std::vector<float> Resumed(Runner& runner,
                                     const std::vector<int32_t>& tokens,
                                     int64_t* restored) {
-    const SlotId slot = *runner.memory().Acquire();
-    auto match = runner.prefix_cache().Restore(
-        tokens, static_cast<int64_t>(tokens.size()) - 1, slot);
-    EXPECT_TRUE(match.ok()) << match.status();
-    *restored = match.ok() ? match->restored : -1;
     std::vector<float> logits;
-    EXPECT_TRUE(Feed(runner, slot,
-                     absl::MakeConstSpan(tokens).subspan(*restored), &logits)
-                    .ok());
-    runner.memory().Release(slot);
+    auto hit = h3::testing::ResumeFromCache(runner, tokens, &logits);
+    EXPECT_TRUE(hit.ok()) << hit.status();
+    *restored = hit.ok() ? *hit : -1;
     return logits;
   }
 

@@ -9,7 +9,7 @@
 #include "engine/scheduler/scheduler.h"
 #include "gtest/gtest.h"
 #include "loader/model_file.h"
-#include "tests/support/random_model.h"
+#include "tests/support/cache_calls.h"
 #include "tests/support/runner_calls.h"
 
 namespace h3::engine {
@@ -27,20 +27,9 @@ struct Result {
 class SchedulerCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    loader::ModelConfig c;
-    c.d_model = 16;
-    c.n_layer = 3;
-    c.attn_layer_idx = {1};
-    c.n_heads = 2;
-    c.head_dim = 1;
-    c.d_state = 8;
-    c.d_inner = 64;
-    c.vocab_size = 61;
-    c.padded_vocab_size = 64;
-    c.rotary_dim = 4;
-    const std::string path = ::testing::TempDir() + "/scheduler_cache.h3";
-    ASSERT_TRUE(h3::testing::WriteRandomModel(c, path).ok());
-    auto file = loader::ModelFile::Open(path);
+    auto file = h3::testing::OpenRandomModel(
+        h3::testing::TinyPaddedConfig(),
+        ::testing::TempDir() + "/scheduler_cache.h3");
     ASSERT_TRUE(file.ok()) << file.status();
     file_ = *std::move(file);
   }
