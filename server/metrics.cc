@@ -68,9 +68,15 @@ Metrics::Metrics()
                     .Register(*registry_)),
       rejected_(prometheus::BuildCounter()
                     .Name("h3_requests_rejected_total")
-                    .Help("Generation requests refused before running, by "
-                          "front end (grpc, http) and canonical status code")
+                    .Help("Requests refused before running, by front end "
+                          "(grpc, http) and canonical status code")
                     .Register(*registry_)),
+      unauthenticated_(prometheus::BuildCounter()
+                           .Name("h3_unauthenticated_requests_total")
+                           .Help("Requests refused for want of a valid API "
+                                 "key, by front end and reason (missing, "
+                                 "malformed, unknown_key)")
+                           .Register(*registry_)),
       http_responses_(prometheus::BuildCounter()
                           .Name("h3_http_responses_total")
                           .Help("Responses of the OpenAI-compatible HTTP API, "
@@ -159,6 +165,15 @@ void Metrics::OnRejected(const std::string& protocol,
       .Add({{"protocol", protocol},
             {"code",
              absl::AsciiStrToLower(absl::StatusCodeToString(status.code()))}})
+      .Increment();
+}
+
+void Metrics::OnUnauthenticated(const std::string& protocol,
+                                AuthFailure failure) {
+  OnRejected(protocol, absl::UnauthenticatedError(""));
+  unauthenticated_
+      .Add({{"protocol", protocol},
+            {"reason", std::string(AuthFailureName(failure))}})
       .Increment();
 }
 

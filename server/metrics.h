@@ -14,6 +14,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/api_keys.h"
 
 namespace h3::server {
 
@@ -43,6 +44,10 @@ class Metrics : public engine::SchedulerObserver {
   // code of `status` in lower case, e.g. "invalid_argument", the same for
   // both protocols.
   void OnRejected(const std::string& protocol, const absl::Status& status);
+  // A request of `protocol` refused for want of a valid API key: counted in
+  // h3_requests_rejected_total{code="unauthenticated"} and by `failure` in
+  // h3_unauthenticated_requests_total{protocol, reason}.
+  void OnUnauthenticated(const std::string& protocol, AuthFailure failure);
   // An HTTP response of the OpenAI-compatible API: `route` is one of the
   // server's routes (a fixed set, or "other"), `status` the HTTP status.
   void OnHttpResponse(const std::string& route, int status);
@@ -60,6 +65,7 @@ class Metrics : public engine::SchedulerObserver {
 
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Counter>& rejected_;
+  prometheus::Family<prometheus::Counter>& unauthenticated_;
   prometheus::Family<prometheus::Counter>& http_responses_;
   prometheus::Counter& prompt_tokens_;
   prometheus::Counter& generation_tokens_;
