@@ -15,9 +15,9 @@ namespace h3::server {
 // secured. Each field has an h3serve flag; docs/security.md lists them and
 // what Debian's gRPC 1.51 does not enforce.
 struct GrpcLimits {
-  int max_message_bytes = 4 << 20;    // --grpc-max-message-bytes (receive)
-  int max_concurrent_streams = 64;    // per connection; --grpc-max-streams
-  int max_metadata_bytes = 16 << 10;  // request headers; --grpc-max-metadata
+  int max_message_bytes = 4 << 20;   // --grpc-max-message-bytes (receive)
+  int max_concurrent_streams = 64;   // per connection; --grpc-max-streams
+  int max_metadata_bytes = 8 << 10;  // request headers; --grpc-max-metadata
   // Threads serving calls (each call holds one while it waits for the
   // engine); calls past it get RESOURCE_EXHAUSTED. --grpc-max-threads
   int max_threads = 256;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <exception>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -142,7 +143,14 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& host,
         "workers would overflow their stacks"));
   }
   try {  // prometheus-cpp (civetweb) reports a failed bind by throwing
-    metrics->exposer_ = std::make_unique<prometheus::Exposer>(address);
+    // civetweb holds a worker per connection until its request arrives or
+    // the request timeout passes: enough workers and a short timeout keep
+    // a few idle connections from blinding the scrape (docs/security.md).
+    metrics->exposer_ =
+        std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+            "listening_ports", address, "num_threads",
+            absl::StrCat(kMetricsThreads), "request_timeout_ms",
+            absl::StrCat(kMetricsRequestTimeoutMs), "enable_keep_alive", "no"});
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
         "cannot serve metrics on ", address, ": ", e.what(),

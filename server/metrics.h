@@ -26,6 +26,11 @@ namespace h3::server {
 // every request whichever front end (gRPC, HTTP) sent it; the front ends add
 // refused requests (labelled by protocol) and the HTTP API its responses by
 // route and status. Thread-safe.
+// The /metrics endpoint's civetweb workers (each holds one connection) and
+// how long a connection may take to send its request.
+inline constexpr int kMetricsThreads = 8;
+inline constexpr int kMetricsRequestTimeoutMs = 5000;
+
 class Metrics : public engine::SchedulerObserver {
  public:
   // Listens on "host:port" (0 picks a free port; see port()); port -1 keeps
