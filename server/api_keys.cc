@@ -1,16 +1,12 @@
 #include "server/api_keys.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/read_file.h"
 
 namespace h3::server {
 namespace {
@@ -111,17 +107,13 @@ absl::StatusOr<ApiKeys> ApiKeys::Parse(absl::string_view text) {
 }
 
 absl::StatusOr<ApiKeys> ApiKeys::Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read the API key file ",
-                                            path, ": ", std::strerror(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<ApiKeys> keys = Parse(text.str());
+  absl::StatusOr<std::string> text =
+      ReadSmallFile("--api-key-file", path, "API keys");
+  if (!text.ok()) return text.status();
+  absl::StatusOr<ApiKeys> keys = Parse(*text);
   if (!keys.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", keys.status().message()));
+        absl::StrCat("--api-key-file ", path, ": ", keys.status().message()));
   }
   return keys;
 }

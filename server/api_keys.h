@@ -28,7 +28,8 @@ class ApiKeys {
   // InvalidArgument naming the line and what is wrong with it (never the
   // key itself) for a malformed file.
   static absl::StatusOr<ApiKeys> Parse(absl::string_view text);
-  // Parse of the file's contents; NotFound/PermissionDenied naming the path.
+  // Parse of the file's contents; InvalidArgument naming the flag, the path
+  // and (for a malformed file) the line.
   static absl::StatusOr<ApiKeys> Load(const std::string& path);
 
   bool empty() const { return keys_.empty(); }

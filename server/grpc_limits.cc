@@ -1,9 +1,7 @@
 #include "server/grpc_limits.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
+#include "base/read_file.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 
@@ -16,14 +14,7 @@ int Clamp(int64_t ms) {
 
 absl::StatusOr<std::string> ReadPem(const std::string& flag,
                                     const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  if (in) text << in.rdbuf();
-  if (!in || text.str().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": cannot read ", path, " (a PEM file)"));
-  }
-  return text.str();
+  return ReadSmallFile(flag, path, "a PEM file");
 }
 
 }  // namespace

@@ -152,5 +152,52 @@ TEST_F(LimitsTest, IdleConnectionsDoNotBlindMetrics) {
   for (int fd : idle) close(fd);
 }
 
+// Each gRPC call in flight holds a thread; past --grpc-max-threads calls are
+// refused at once instead of each taking one more thread.
+TEST(ThreadQuotaTest, CallsPastTheQuotaAreResourceExhausted) {
+  ServerOptions options = LoopbackOptions();
+  options.max_sequence_length = 1 << 16;
+  options.max_new_tokens = 60000;
+  options.slots = 16;
+  options.grpc.max_threads = 6;
+  std::unique_ptr<Server> server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto stub = Connect(*server);
+  struct Call {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  int refused = 0;
+  for (int i = 0; i < 12 && refused == 0; ++i) {
+    auto call = std::make_unique<Call>();
+    call->reader = stub->Generate(&call->context, GreedyIds({1, 2}, 60000));
+    v1::GenerateResponse first;
+    if (!call->reader->Read(&first)) {
+      const grpc::Status status = call->reader->Finish();
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+          << status.error_message();
+      ++refused;
+      continue;
+    }
+    calls.push_back(std::move(call));
+  }
+  EXPECT_EQ(refused, 1);
+  EXPECT_LT(calls.size(), 6u);
+  for (auto& call : calls) {
+    call->context.TryCancel();
+    v1::GenerateResponse ignored;
+    while (call->reader->Read(&ignored)) {
+    }
+    call->reader->Finish();
+  }
+  // Threads come back: calls are served again.
+  EXPECT_TRUE(WaitFor([&] {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    return stub->Complete(&context, GreedyIds({1}, 1), &response).ok();
+  }));
+}
+
 }  // namespace
 }  // namespace h3::server

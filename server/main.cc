@@ -198,8 +198,7 @@ int main(int argc, char** argv) {
     absl::StatusOr<h3::server::ApiKeys> keys =
         h3::server::ApiKeys::Load(api_key_file);
     if (!keys.ok()) {
-      std::cerr << "h3serve: --api-key-file: " << keys.status().message()
-                << std::endl;
+      std::cerr << "h3serve: " << keys.status().message() << std::endl;
       return 1;
     }
     options.api_keys = *std::move(keys);

@@ -1,11 +1,10 @@
 #include "clients/h3/channel.h"
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/read_file.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -48,14 +47,7 @@ class ApiKeyInterceptorFactory final
 
 absl::StatusOr<std::string> ReadPem(const std::string& flag,
                                     const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  if (in) text << in.rdbuf();
-  if (!in || text.str().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": cannot read ", path, " (a PEM file)"));
-  }
-  return text.str();
+  return ReadSmallFile(flag, path, "a PEM file");
 }
 
 }  // namespace
