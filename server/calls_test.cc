@@ -65,11 +65,7 @@ class CallsTest : public ::testing::Test {
     EXPECT_TRUE(WaitFor([&] { return Idle(); }));
   }
 
-  bool Idle() {
-    const v1::ServerInfo info = Info(*stub_);
-    return info.running_requests() == 0 && info.waiting_requests() == 0 &&
-           info.free_slots() == 2;
-  }
+  bool Idle() { return testing::Idle(*stub_, 2); }
   bool Running(uint32_t n) { return Info(*stub_).running_requests() == n; }
   double Finished(const std::string& reason) {
     return ParseMetrics(HttpGetMetrics(server_->metrics_port()))[absl::StrCat(
