@@ -54,7 +54,7 @@ def startup():
          "--port", str(PORT), "--metrics-port", "-1", "--http-port", "-1",
          "--threads", str(args.threads)],
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    request = pb.GenerateRequest(text="And God said",
+    request = pb.GenerateRequest(text="And God said".encode(),
                                  sampling=pb.SamplingParams(temperature=0),
                                  stop=pb.StopConditions(max_new_tokens=1))
     while True:
@@ -77,14 +77,14 @@ def main():
     try:
         passage = subprocess.run(["bible", "-l0", "ps119:1-176"], check=True,
                                  capture_output=True, text=True).stdout
-        ids = list(stub.Tokenize(pb.TokenizeRequest(text=passage)).token_ids)
+        ids = list(stub.Tokenize(pb.TokenizeRequest(text=passage.encode())).token_ids)
         assert len(ids) >= args.prompt_len, (len(ids), args.prompt_len)
         prompt = pb.TokenIds(ids=ids[:args.prompt_len])
         prefill_req = pb.GenerateRequest(
             token_ids=prompt, sampling=pb.SamplingParams(temperature=0),
             stop=pb.StopConditions(max_new_tokens=1))
         decode_req = pb.GenerateRequest(
-            text="And God said", sampling=pb.SamplingParams(temperature=0),
+            text="And God said".encode(), sampling=pb.SamplingParams(temperature=0),
             stop=pb.StopConditions(max_new_tokens=args.max_tokens, ignore_eos=True))
         prefill, decode = [], []
         for rep in range(args.reps + 1):

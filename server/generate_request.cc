@@ -20,7 +20,8 @@ absl::Status CheckText(absl::string_view field, absl::string_view text) {
 }
 
 absl::StatusOr<std::vector<int32_t>> PromptIds(
-    const v1::GenerateRequest& request, const tokenizer::Tokenizer* tokenizer) {
+    const v1::GenerateRequest& request, const RequestLimits& limits,
+    const tokenizer::Tokenizer* tokenizer) {
   switch (request.prompt_case()) {
     case v1::GenerateRequest::kTokenIds:
       return std::vector<int32_t>(request.token_ids().ids().begin(),
@@ -30,6 +31,8 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(
         return absl::FailedPreconditionError(
             "text: the served model has no tokenizer; send token_ids");
       }
+      H3_RETURN_IF_ERROR(
+          CheckTextBytes("text", request.text(), limits.max_prompt_bytes));
       // Encode checks the UTF-8 itself.
       absl::StatusOr<std::vector<int32_t>> ids =
           tokenizer->Encode(request.text());
@@ -58,19 +61,33 @@ engine::SamplingParams Sampling(const v1::SamplingParams& p) {
 
 }  // namespace
 
+int64_t DefaultMaxPromptBytes(int64_t max_sequence_length) {
+  return kPromptBytesPerToken * max_sequence_length;
+}
+
+absl::Status CheckTextBytes(absl::string_view field, absl::string_view text,
+                            int64_t max_bytes) {
+  if (static_cast<int64_t>(text.size()) <= max_bytes) return absl::OkStatus();
+  return Invalid(field,
+                 absl::StrCat(text.size(), " bytes; this server takes at most ",
+                              max_bytes, " (--max-prompt-bytes)"));
+}
+
+absl::Status CheckRequestId(absl::string_view id) {
+  if (id.size() > kMaxRequestIdBytes) {
+    return Invalid("request_id", absl::StrCat(id.size(), " bytes; at most ",
+                                              kMaxRequestIdBytes));
+  }
+  return CheckText("request_id", id);
+}
+
 absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(
-    const v1::GenerateRequest& request, const std::string& request_id,
+    const v1::GenerateRequest& request, const std::string& engine_id,
     const RequestLimits& limits, const tokenizer::Tokenizer* tokenizer) {
   engine::GenerationRequest r;
-  r.request_id =
-      request.request_id().empty() ? request_id : request.request_id();
-  if (r.request_id.size() > kMaxRequestIdBytes) {
-    return Invalid("request_id",
-                   absl::StrCat(r.request_id.size(), " bytes; at most ",
-                                kMaxRequestIdBytes));
-  }
-  H3_RETURN_IF_ERROR(CheckText("request_id", r.request_id));
-  H3_ASSIGN_OR_RETURN(r.prompt, PromptIds(request, tokenizer));
+  H3_RETURN_IF_ERROR(CheckRequestId(request.request_id()));
+  r.request_id = engine_id;
+  H3_ASSIGN_OR_RETURN(r.prompt, PromptIds(request, limits, tokenizer));
   r.sampling = Sampling(request.sampling());
 
   const v1::StopConditions& stop = request.stop();

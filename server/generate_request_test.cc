@@ -9,8 +9,35 @@ namespace h3::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
-const RequestLimits kLimits{.max_sequence_length = 100, .max_new_tokens = 30};
+const RequestLimits kLimits{
+    .max_sequence_length = 100, .max_new_tokens = 30, .max_prompt_bytes = 1600};
+
+// A tokenizer that counts the texts it is given: one token per byte.
+class CountingTokenizer final : public tokenizer::Tokenizer {
+ public:
+  absl::string_view kind() const override { return "counting"; }
+  int32_t vocab_size() const override { return 256; }
+  int32_t eos_id() const override { return -1; }
+  int32_t bos_id() const override { return -1; }
+  absl::StatusOr<std::string> Decode(
+      absl::Span<const int32_t> ids) const override {
+    return std::string(ids.size(), 'x');
+  }
+  bool EndsInsideCharacter(absl::Span<const int32_t>) const override {
+    return false;
+  }
+  absl::StatusOr<std::string> TokenText(int32_t) const override { return "x"; }
+  mutable int64_t bytes_encoded = 0;
+
+ protected:
+  absl::StatusOr<std::vector<int32_t>> EncodeValidUtf8(
+      absl::string_view text, const tokenizer::EncodeOptions&) const override {
+    bytes_encoded += static_cast<int64_t>(text.size());
+    return std::vector<int32_t>(text.size(), 1);
+  }
+};
 
 v1::GenerateRequest Ids(int n) {
   v1::GenerateRequest r;
@@ -41,6 +68,24 @@ TEST(GenerateRequestTest, InvalidUtf8IsRefusedNamingTheField) {
   r = ToGenerationRequest(id, "", kLimits, nullptr);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("request_id"));
+}
+
+TEST(GenerateRequestTest, ALongTextIsRefusedBeforeItIsTokenized) {
+  CountingTokenizer tokenizer;
+  v1::GenerateRequest request;
+  request.set_text(std::string(1601, 'a'));
+  auto r = ToGenerationRequest(request, "id", kLimits, &tokenizer);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("text: 1601 bytes; this server takes at most 1600 "
+                        "(--max-prompt-bytes)"));
+  EXPECT_EQ(tokenizer.bytes_encoded, 0);
+  // At the limit it is tokenized (and then too long for the context).
+  request.set_text(std::string(1600, 'a'));
+  r = ToGenerationRequest(request, "id", kLimits, &tokenizer);
+  EXPECT_EQ(tokenizer.bytes_encoded, 1600);
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("--max-prompt-bytes")));
+  EXPECT_EQ(DefaultMaxPromptBytes(2048), 2048 * kPromptBytesPerToken);
 }
 
 TEST(GenerateRequestTest, LogprobsTopNImpliesLogprobs) {

@@ -32,7 +32,8 @@ class Offline {
     auto tokenizer = tokenizer::LoadEmbeddedTokenizer(**file);
     EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
     tokenizer_ = *std::move(tokenizer);
-    auto runner = h3::testing::MakeRunner(**file, engine::MakeCpuBackend(), 1, 2048);
+    auto runner =
+        h3::testing::MakeRunner(**file, engine::MakeCpuBackend(), 1, 2048);
     EXPECT_TRUE(runner.ok()) << runner.status();
     runner_ = *std::move(runner);
   }

@@ -27,7 +27,7 @@ namespace h3::server {
 // first byte, a peer that stops reading is dropped after the write timeout,
 // and an idle keep-alive connection after idle_timeout.
 struct HttpOptions {
-  std::string host = "0.0.0.0";
+  std::string host = "127.0.0.1";
   int port = 0;  // 0: a free port (see HttpServer::port)
   int threads = 64;
   int max_queued_connections = 64;

@@ -63,7 +63,49 @@ int main(int argc, char** argv) {
       "/v1/models, /health) over HTTP, and Prometheus metrics.",
       "h3serve"};
   app.set_version_flag("--version", h3::VersionLine("h3serve"));
-  app.add_option("--host", options.host, "Address to listen on")
+  app.add_option("--host", options.host,
+                 "Address the gRPC, HTTP and metrics ports listen on; "
+                 "0.0.0.0 for every interface (docs/security.md)")
+      ->capture_default_str();
+  app.add_option("--metrics-host", options.metrics_host,
+                 "Address of the metrics port (default: --host)");
+  std::string api_key_file;
+  app.add_option("--api-key-file", api_key_file,
+                 "File of API keys, one \"name:key\" or \"key\" a line; "
+                 "every RPC but health and every HTTP route but /health then "
+                 "needs \"authorization: Bearer <key>\" (docs/security.md)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-cert", options.grpc.tls_cert,
+                 "PEM certificate chain: serve gRPC over TLS (with --tls-key)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", options.grpc.tls_key,
+                 "PEM private key of --tls-cert")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-client-ca", options.grpc.tls_client_ca,
+                 "PEM CA certificates: gRPC clients must present a "
+                 "certificate one of them signed (mutual TLS)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--grpc-max-message-bytes", options.grpc.max_message_bytes,
+                 "Largest gRPC request message (larger: RESOURCE_EXHAUSTED)")
+      ->check(CLI::Range(1024, 1 << 30))
+      ->capture_default_str();
+  app.add_option("--grpc-max-streams", options.grpc.max_concurrent_streams,
+                 "Concurrent gRPC calls per connection (HTTP/2 "
+                 "MAX_CONCURRENT_STREAMS)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  app.add_option("--grpc-max-metadata", options.grpc.max_metadata_bytes,
+                 "Largest gRPC request metadata (headers) in bytes")
+      ->check(CLI::Range(1024, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--grpc-max-threads", options.grpc.max_threads,
+                 "Threads serving gRPC calls (one per call in flight); "
+                 "further calls get RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(8, 1 << 16))
+      ->capture_default_str();
+  app.add_option("--grpc-idle-timeout-ms", options.grpc.max_connection_idle_ms,
+                 "A gRPC connection without calls for this long is closed")
+      ->check(CLI::Range(int64_t{1000}, int64_t{1} << 40))
       ->capture_default_str();
   app.add_option("--port", options.port, "gRPC port (0: any free port)")
       ->check(CLI::Range(0, 65535))
@@ -109,6 +151,11 @@ int main(int argc, char** argv) {
                  "slot's attention KV cache")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
       ->capture_default_str();
+  app.add_option("--max-prompt-bytes", options.max_prompt_bytes,
+                 "Longest prompt text (and Tokenize text) in bytes, refused "
+                 "before tokenizing (default: 16 per token of "
+                 "--max-sequence-length)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--max-new-tokens", options.max_new_tokens,
                  "Most tokens one request may generate (also the default)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
@@ -161,6 +208,15 @@ int main(int argc, char** argv) {
                  "all hardware threads)")
       ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
+  if (!api_key_file.empty()) {
+    absl::StatusOr<h3::server::ApiKeys> keys =
+        h3::server::ApiKeys::Load(api_key_file);
+    if (!keys.ok()) {
+      std::cerr << "h3serve: " << keys.status().message() << std::endl;
+      return 1;
+    }
+    options.api_keys = *std::move(keys);
+  }
   options.default_model = !no_model;
   options.http.max_queued_connections = options.http.threads;
   options.backend.weight_type = *h3::engine::ParseWeightType(dtype);
@@ -190,10 +246,16 @@ int main(int argc, char** argv) {
               << (*server)->http_port();
   }
   if ((*server)->metrics_port() >= 0) {
-    std::cout << " metrics=http://" << options.host << ":"
-              << (*server)->metrics_port() << "/metrics";
+    std::cout << " metrics=http://"
+              << (options.metrics_host.empty() ? options.host
+                                               : options.metrics_host)
+              << ":" << (*server)->metrics_port() << "/metrics";
   }
   std::cout << "\n";
+  if (!options.api_keys.empty()) {
+    std::cout << options.api_keys.size()
+              << " API keys loaded; requests without one are refused\n";
+  }
   if ((*server)->model_loaded()) {
     std::cout << "serving "
               << (options.model_path.empty()

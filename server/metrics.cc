@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <exception>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -68,9 +69,15 @@ Metrics::Metrics()
                     .Register(*registry_)),
       rejected_(prometheus::BuildCounter()
                     .Name("h3_requests_rejected_total")
-                    .Help("Generation requests refused before running, by "
-                          "front end (grpc, http) and canonical status code")
+                    .Help("Requests refused before running, by front end "
+                          "(grpc, http) and canonical status code")
                     .Register(*registry_)),
+      unauthenticated_(prometheus::BuildCounter()
+                           .Name("h3_unauthenticated_requests_total")
+                           .Help("Requests refused for want of a valid API "
+                                 "key, by front end and reason (missing, "
+                                 "malformed, unknown_key)")
+                           .Register(*registry_)),
       http_responses_(prometheus::BuildCounter()
                           .Name("h3_http_responses_total")
                           .Help("Responses of the OpenAI-compatible HTTP API, "
@@ -136,7 +143,14 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& host,
         "workers would overflow their stacks"));
   }
   try {  // prometheus-cpp (civetweb) reports a failed bind by throwing
-    metrics->exposer_ = std::make_unique<prometheus::Exposer>(address);
+    // civetweb holds a worker per connection until its request arrives or
+    // the request timeout passes: enough workers and a short timeout keep
+    // a few idle connections from blinding the scrape (docs/security.md).
+    metrics->exposer_ =
+        std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+            "listening_ports", address, "num_threads",
+            absl::StrCat(kMetricsThreads), "request_timeout_ms",
+            absl::StrCat(kMetricsRequestTimeoutMs), "enable_keep_alive", "no"});
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
         "cannot serve metrics on ", address, ": ", e.what(),
@@ -159,6 +173,15 @@ void Metrics::OnRejected(const std::string& protocol,
       .Add({{"protocol", protocol},
             {"code",
              absl::AsciiStrToLower(absl::StatusCodeToString(status.code()))}})
+      .Increment();
+}
+
+void Metrics::OnUnauthenticated(const std::string& protocol,
+                                AuthFailure failure) {
+  OnRejected(protocol, absl::UnauthenticatedError(""));
+  unauthenticated_
+      .Add({{"protocol", protocol},
+            {"reason", std::string(AuthFailureName(failure))}})
       .Increment();
 }
 

@@ -14,6 +14,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/api_keys.h"
 #include "server/cache_metrics.h"
 
 namespace h3::server {
@@ -26,6 +27,11 @@ namespace h3::server {
 // every request whichever front end (gRPC, HTTP) sent it; the front ends add
 // refused requests (labelled by protocol) and the HTTP API its responses by
 // route and status. Thread-safe.
+// The /metrics endpoint's civetweb workers (each holds one connection) and
+// how long a connection may take to send its request.
+inline constexpr int kMetricsThreads = 8;
+inline constexpr int kMetricsRequestTimeoutMs = 5000;
+
 class Metrics : public engine::SchedulerObserver {
  public:
   // Listens on "host:port" (0 picks a free port; see port()); port -1 keeps
@@ -44,6 +50,10 @@ class Metrics : public engine::SchedulerObserver {
   // code of `status` in lower case, e.g. "invalid_argument", the same for
   // both protocols.
   void OnRejected(const std::string& protocol, const absl::Status& status);
+  // A request of `protocol` refused for want of a valid API key: counted in
+  // h3_requests_rejected_total{code="unauthenticated"} and by `failure` in
+  // h3_unauthenticated_requests_total{protocol, reason}.
+  void OnUnauthenticated(const std::string& protocol, AuthFailure failure);
   // An HTTP response of the OpenAI-compatible API: `route` is one of the
   // server's routes (a fixed set, or "other"), `status` the HTTP status.
   void OnHttpResponse(const std::string& route, int status);
@@ -61,6 +71,7 @@ class Metrics : public engine::SchedulerObserver {
 
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Counter>& rejected_;
+  prometheus::Family<prometheus::Counter>& unauthenticated_;
   prometheus::Family<prometheus::Counter>& http_responses_;
   prometheus::Counter& prompt_tokens_;
   prometheus::Counter& generation_tokens_;

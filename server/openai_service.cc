@@ -156,9 +156,7 @@ bool StreamEvents(Completion& c, const HttpConnection& connection,
 OpenAiService::OpenAiService(ServedModel model, Metrics* metrics)
     : model_(std::move(model)),
       metrics_(metrics),
-      created_(static_cast<int64_t>(std::time(nullptr))),
-      id_prefix_(std::random_device()() |
-                 (static_cast<uint64_t>(std::random_device()()) << 32)) {}
+      created_(static_cast<int64_t>(std::time(nullptr))) {}
 
 std::vector<HttpRoute> OpenAiService::Routes() {
   return {
@@ -180,8 +178,25 @@ std::vector<HttpRoute> OpenAiService::Routes() {
   };
 }
 
-std::string OpenAiService::NewId() {
-  return absl::StrFormat("cmpl-%016x%x", id_prefix_, next_id_.fetch_add(1));
+std::string OpenAiService::Caller(const httplib::Request& request) const {
+  if (model_.keys == nullptr || model_.keys->empty()) return "";
+  AuthFailure failure;
+  return model_.keys
+      ->Authenticate(request.get_header_value("Authorization"), &failure)
+      .value_or("");
+}
+
+std::optional<HttpError> OpenAiService::Admit(const httplib::Request& request) {
+  if (model_.keys == nullptr || model_.keys->empty()) return std::nullopt;
+  if (request.path == "/health") return std::nullopt;  // probes stay open
+  AuthFailure failure;
+  absl::StatusOr<std::string> name = model_.keys->Authenticate(
+      request.get_header_value("Authorization"), &failure);
+  if (name.ok()) return std::nullopt;
+  metrics_->OnUnauthenticated("http", failure);
+  HttpError e = ToOpenAiError(name.status());
+  e.code = "invalid_api_key";
+  return e;
 }
 
 void OpenAiService::Refuse(httplib::Response& response,
@@ -216,9 +231,13 @@ void OpenAiService::Completions(const httplib::Request& request,
                       "prompt: the served model has no tokenizer; send the "
                       "prompt as an array of token ids"));
   }
-  const std::string id = NewId();
+  // Admission has authenticated the request; the key's name is its scope.
+  absl::StatusOr<std::shared_ptr<RequestIds::Held>> held =
+      model_.ids->Hold(Caller(request), "", "cmpl-");
+  if (!held.ok()) return Refuse(response, held.status());
+  const std::string id = (*held)->id();
   absl::StatusOr<engine::GenerationRequest> r = ToGenerationRequest(
-      parsed->generate, id, model_.limits, model_.tokenizer);
+      parsed->generate, (*held)->engine_id(), model_.limits, model_.tokenizer);
   if (!r.ok()) return Refuse(response, r.status());
   const int32_t last_prompt_id = r->prompt.empty() ? -1 : r->prompt.back();
   std::string echo;
@@ -244,7 +263,9 @@ void OpenAiService::Completions(const httplib::Request& request,
   // Runs after this handler returns, on the same thread and connection.
   response.set_chunked_content_provider(
       "text/event-stream",
-      [completion, &connection](size_t, httplib::DataSink& sink) {
+      // The id stays held until the stream ends.
+      [completion, held = *std::move(held), &connection](
+          size_t, httplib::DataSink& sink) {
         return StreamEvents(*completion, connection, sink);
       },
       // Not streamed to its end (the client left, or the headers could not

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,9 @@ namespace h3::server {
 // checks are the gRPC API's; it is submitted to the Scheduler and its
 // RequestOutput read through Relay, as a gRPC call's is. A client that
 // disconnects, mid-stream or while waiting, ends its request (and frees its
-// slot) within one engine iteration. The response id ("cmpl-...") is the
-// engine's request id, so the gRPC API's Abort can end it.
+// slot) within one engine iteration. The response id ("cmpl-" and 128
+// random bits) is held in RequestIds under the caller's key, so the gRPC
+// API's Abort with the same key can end it.
 //
 // Errors are OpenAI's JSON objects with the status of ToOpenAiError (400
 // bad argument, 404 unknown model, 429 queue full, 503 no model or
@@ -41,6 +43,11 @@ class OpenAiService {
   // The routes to serve; they refer to this service, which must outlive
   // the server serving them.
   std::vector<HttpRoute> Routes();
+
+  // The check of every request before its body is read (HttpServer's
+  // Admission): with API keys, each route but /health needs
+  // "Authorization: Bearer <key>"; 401 (OpenAI's invalid_api_key) without.
+  std::optional<HttpError> Admit(const httplib::Request& request);
 
   // From now on completions and /health answer 503.
   void SetDraining() { draining_.store(true); }
@@ -57,13 +64,12 @@ class OpenAiService {
 
   // Answers `status` as OpenAI's error, counting it as a refused request.
   void Refuse(httplib::Response& response, const absl::Status& status);
-  std::string NewId();
+  // The scope of an admitted request's ids: its key's name ("" without keys).
+  std::string Caller(const httplib::Request& request) const;
 
   const ServedModel model_;
   Metrics* const metrics_;
-  const int64_t created_;     // Unix seconds at start, for /v1/models
-  const uint64_t id_prefix_;  // random, so ids differ across restarts
-  std::atomic<uint64_t> next_id_{1};
+  const int64_t created_;  // Unix seconds at start, for /v1/models
   std::atomic<bool> draining_{false};
 };
 

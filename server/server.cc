@@ -64,9 +64,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
         "max new tokens is ", options.max_new_tokens, "; it must be >= 1"));
   }
   std::unique_ptr<Server> server(new Server());
-  H3_ASSIGN_OR_RETURN(server->metrics_,
-                      Metrics::Start(options.host, options.metrics_port));
+  H3_ASSIGN_OR_RETURN(
+      server->metrics_,
+      Metrics::Start(
+          options.metrics_host.empty() ? options.host : options.metrics_host,
+          options.metrics_port));
+  server->keys_ = options.api_keys;
   ServedModel served;
+  served.ids = &server->ids_;
+  served.keys = &server->keys_;
   if (!options.model_path.empty() || options.default_model) {
     const bool embedded = options.model_path.empty();
     H3_RETURN_IF_ERROR(Annotate(
@@ -75,8 +81,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
                                                : options.model_path)));
     served.scheduler = server->scheduler_.get();
     served.tokenizer = server->tokenizer_.get();
-    served.limits = {.max_sequence_length = options.max_sequence_length,
-                     .max_new_tokens = options.max_new_tokens};
+    served.limits = {
+        .max_sequence_length = options.max_sequence_length,
+        .max_new_tokens = options.max_new_tokens,
+        .max_prompt_bytes =
+            options.max_prompt_bytes > 0
+                ? options.max_prompt_bytes
+                : DefaultMaxPromptBytes(options.max_sequence_length)};
     served.name = options.model_name;
     if (served.name.empty()) {
       served.name =
@@ -91,14 +102,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     HttpOptions http = options.http;
     http.host = options.host;
     Metrics* metrics = server->metrics_.get();
+    OpenAiService* openai = server->openai_.get();
     H3_ASSIGN_OR_RETURN(
         server->http_,
         HttpServer::Start(
             http, server->openai_->Routes(),
             [](const HttpError& error) { return ErrorJson(error); },
-            // The one check of every HTTP request before the engine: API
-            // keys (Authorization: Bearer, 401) will be checked here.
-            nullptr,
+            // The one check of every HTTP request before its body is read.
+            [openai](const httplib::Request& request) {
+              return openai->Admit(request);
+            },
             [metrics](const std::string& route, int status) {
               metrics->OnHttpResponse(route, status);
             }));
@@ -114,8 +127,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   // gRPC sets SO_REUSEPORT by default, which lets a second h3serve silently
   // share the port; a port in use must be an error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &server->port_);
+  ApplyGrpcLimits(options.grpc, &builder);
+  H3_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                      GrpcServerCredentials(options.grpc));
+  builder.AddListeningPort(address, credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {

@@ -9,6 +9,8 @@
 #include "absl/status/statusor.h"
 #include "engine/scheduler/scheduler.h"
 #include "grpcpp/server.h"
+#include "server/api_keys.h"
+#include "server/grpc_limits.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_service.h"
@@ -18,9 +20,16 @@
 namespace h3::server {
 
 struct ServerOptions {
-  std::string host = "0.0.0.0";
-  int port = 50051;         // 0: pick a free port
-  int metrics_port = 8000;  // 0: pick a free port; -1: no metrics endpoint
+  // Loopback unless told otherwise: the images pass 0.0.0.0 (docs/security.md).
+  std::string host = "127.0.0.1";
+  int port = 50051;          // 0: pick a free port
+  int metrics_port = 8000;   // 0: pick a free port; -1: no metrics endpoint
+  std::string metrics_host;  // empty: `host`
+
+  // Without keys every caller is trusted alike; with keys every RPC but
+  // health, and every HTTP route but /health, needs one (docs/security.md).
+  ApiKeys api_keys;
+  GrpcLimits grpc;
 
   std::string model_path;  // a model file (h3 convert); empty: see below
   // With no model_path: serve the embedded default model (h3-kjv) if true,
@@ -29,8 +38,10 @@ struct ServerOptions {
   std::string model_name;  // reported by GetModelInfo; empty: the file name
   // Prompt plus generated tokens per request (sizes each slot's KV cache).
   int64_t max_sequence_length = 2048;
-  int64_t prefill_chunk = 1024;        // tokens per H3 prefill call
-  int64_t max_new_tokens = 512;        // per request
+  int64_t prefill_chunk = 1024;  // tokens per H3 prefill call
+  int64_t max_new_tokens = 512;  // per request
+  // Prompt text bytes per request; 0: DefaultMaxPromptBytes of the context.
+  int64_t max_prompt_bytes = 0;
   int slots = 8;                       // requests generating at once
   engine::BackendOptions backend;      // --device, --dtype
   engine::SchedulerOptions scheduler;  // its observer is set by Start
@@ -91,6 +102,8 @@ class Server {
   // Destroyed bottom-up: HTTP and gRPC first (no handler runs afterwards),
   // then the engine loop, then what it uses.
   std::unique_ptr<Metrics> metrics_;
+  ApiKeys keys_;
+  RequestIds ids_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<engine::Scheduler> scheduler_;
   std::unique_ptr<TextGenerationService> service_;

@@ -75,11 +75,7 @@ class ServingTest : public ::testing::Test {
     EXPECT_TRUE(WaitFor([&] { return Idle(); }));
   }
 
-  bool Idle() {
-    const v1::ServerInfo info = Info(*stub_);
-    return info.running_requests() == 0 && info.waiting_requests() == 0 &&
-           info.free_slots() == 2;
-  }
+  bool Idle() { return testing::Idle(*stub_, 2); }
   std::map<std::string, double> Metrics() {
     return ParseMetrics(HttpGetMetrics(server_->metrics_port()));
   }

@@ -52,22 +52,48 @@ grpc::Status TextGenerationService::Refuse(const absl::Status& status) {
   return ToGrpcStatus(status);
 }
 
-std::string TextGenerationService::RequestId(
-    const v1::GenerateRequest& request) {
-  if (!request.request_id().empty()) return request.request_id();
-  return absl::StrCat("h3-", next_id_.fetch_add(1));
+absl::StatusOr<std::string> TextGenerationService::Caller(
+    const grpc::ServerContext& context) {
+  if (model_.keys == nullptr || model_.keys->empty()) return std::string();
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  const absl::string_view authorization =
+      it == metadata.end()
+          ? absl::string_view()
+          : absl::string_view(it->second.data(), it->second.size());
+  AuthFailure failure;
+  absl::StatusOr<std::string> name =
+      model_.keys->Authenticate(authorization, &failure);
+  if (!name.ok()) metrics_->OnUnauthenticated("grpc", failure);
+  return name;
+}
+
+grpc::Status TextGenerationService::Admit(
+    const grpc::ServerContext& context, const v1::GenerateRequest& request,
+    std::unique_ptr<RequestIds::Held>* held) {
+  absl::StatusOr<std::string> caller = Caller(context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (model_.scheduler == nullptr) return NoModel();
+  if (absl::Status id = CheckRequestId(request.request_id()); !id.ok()) {
+    return Refuse(id);
+  }
+  absl::StatusOr<std::unique_ptr<RequestIds::Held>> h =
+      model_.ids->Hold(*caller, request.request_id(), "h3-",
+                       [&context] { return context.IsCancelled(); });
+  if (!h.ok()) return Refuse(h.status());
+  *held = *std::move(h);
+  return grpc::Status::OK;
 }
 
 grpc::Status TextGenerationService::Run(
     grpc::ServerContext* context, const v1::GenerateRequest& request,
-    const std::string& request_id,
+    const RequestIds::Held& held,
     const std::function<bool(const engine::Delta&)>& sink) {
-  if (model_.scheduler == nullptr) return NoModel();
   if (draining_.load()) {
     return Refuse(absl::UnavailableError("the server is shutting down"));
   }
-  absl::StatusOr<engine::GenerationRequest> r =
-      ToGenerationRequest(request, request_id, model_.limits, tokenizer());
+  absl::StatusOr<engine::GenerationRequest> r = ToGenerationRequest(
+      request, held.engine_id(), model_.limits, tokenizer());
   if (!r.ok()) return Refuse(r.status());
   r->deadline = Deadline(*context);
   absl::StatusOr<std::unique_ptr<engine::RequestOutput>> output =
@@ -88,10 +114,14 @@ grpc::Status TextGenerationService::Run(
 grpc::Status TextGenerationService::Generate(
     grpc::ServerContext* context, const v1::GenerateRequest* request,
     grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  const std::string id = RequestId(*request);
-  return Run(context, *request, id, [&](const engine::Delta& delta) {
+  std::unique_ptr<RequestIds::Held> held;
+  if (grpc::Status admitted = Admit(*context, *request, &held);
+      !admitted.ok()) {
+    return admitted;
+  }
+  return Run(context, *request, *held, [&](const engine::Delta& delta) {
     v1::GenerateResponse response;
-    response.set_request_id(id);
+    response.set_request_id(held->id());
     AppendDelta(delta, tokenizer(), &response);
     return writer->Write(response);
   });
@@ -100,9 +130,13 @@ grpc::Status TextGenerationService::Generate(
 grpc::Status TextGenerationService::Complete(grpc::ServerContext* context,
                                              const v1::GenerateRequest* request,
                                              v1::GenerateResponse* response) {
-  const std::string id = RequestId(*request);
-  response->set_request_id(id);
-  return Run(context, *request, id, [&](const engine::Delta& delta) {
+  std::unique_ptr<RequestIds::Held> held;
+  if (grpc::Status admitted = Admit(*context, *request, &held);
+      !admitted.ok()) {
+    return admitted;
+  }
+  response->set_request_id(held->id());
+  return Run(context, *request, *held, [&](const engine::Delta& delta) {
     AppendDelta(delta, tokenizer(), response);
     return true;
   });
@@ -111,9 +145,17 @@ grpc::Status TextGenerationService::Complete(grpc::ServerContext* context,
 grpc::Status TextGenerationService::Tokenize(grpc::ServerContext* context,
                                              const v1::TokenizeRequest* request,
                                              v1::TokenizeResponse* response) {
+  if (absl::StatusOr<std::string> caller = Caller(*context); !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   if (model_.scheduler == nullptr) return NoModel();
   const tokenizer::Tokenizer* t = tokenizer();
   if (t == nullptr) return NoTokenizer();
+  if (absl::Status size = CheckTextBytes("text", request->text(),
+                                         model_.limits.max_prompt_bytes);
+      !size.ok()) {
+    return ToGrpcStatus(size);
+  }
   absl::StatusOr<std::vector<int32_t>> ids = t->Encode(request->text());
   if (!ids.ok()) return ToGrpcStatus(Annotate(ids.status(), "text"));
   if (request->add_bos() && t->bos_id() >= 0) {
@@ -130,6 +172,9 @@ grpc::Status TextGenerationService::Tokenize(grpc::ServerContext* context,
 grpc::Status TextGenerationService::Detokenize(
     grpc::ServerContext* context, const v1::DetokenizeRequest* request,
     v1::DetokenizeResponse* response) {
+  if (absl::StatusOr<std::string> caller = Caller(*context); !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   if (model_.scheduler == nullptr) return NoModel();
   const tokenizer::Tokenizer* t = tokenizer();
   if (t == nullptr) return NoTokenizer();
@@ -147,6 +192,9 @@ grpc::Status TextGenerationService::Detokenize(
 grpc::Status TextGenerationService::GetModelInfo(
     grpc::ServerContext* context, const v1::GetModelInfoRequest* request,
     v1::ModelInfo* response) {
+  if (absl::StatusOr<std::string> caller = Caller(*context); !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   if (model_.scheduler == nullptr) return NoModel();
   engine::Scheduler& scheduler = *model_.scheduler;
   const loader::ModelConfig& c = model_.config;
@@ -184,6 +232,9 @@ grpc::Status TextGenerationService::GetModelInfo(
 grpc::Status TextGenerationService::GetServerInfo(
     grpc::ServerContext* context, const v1::GetServerInfoRequest* request,
     v1::ServerInfo* response) {
+  if (absl::StatusOr<std::string> caller = Caller(*context); !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   const BuildInfo& info = GetBuildInfo();
   response->set_version(info.version);
   response->set_git_commit(info.git_commit);
@@ -216,12 +267,21 @@ grpc::Status TextGenerationService::GetServerInfo(
 grpc::Status TextGenerationService::Abort(grpc::ServerContext* context,
                                           const v1::AbortRequest* request,
                                           v1::AbortResponse* response) {
+  absl::StatusOr<std::string> caller = Caller(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   if (request->request_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "request_id is empty");
   }
   if (model_.scheduler == nullptr) return NoModel();
-  response->set_found(model_.scheduler->Abort(request->request_id()));
+  if (absl::Status id = CheckRequestId(request->request_id()); !id.ok()) {
+    return ToGrpcStatus(id);
+  }
+  // Only the caller's own requests: another scope's ids are not found.
+  const std::optional<std::string> engine_id =
+      model_.ids->Find(*caller, request->request_id());
+  response->set_found(engine_id.has_value() &&
+                      model_.scheduler->Abort(*engine_id));
   return grpc::Status::OK;
 }
 

@@ -8,21 +8,25 @@
 #include <string>
 
 #include "engine/scheduler/scheduler.h"
-#include "loader/config.h"
 #include "h3/v1/text_generation.grpc.pb.h"
+#include "loader/config.h"
+#include "server/api_keys.h"
 #include "server/generate_request.h"
 #include "server/metrics.h"
+#include "server/request_ids.h"
 
 namespace h3::server {
 
 // What the service serves; the Server owns all of it.
 struct ServedModel {
-  engine::Scheduler* scheduler = nullptr;  // null: no model loaded
+  engine::Scheduler* scheduler = nullptr;           // null: no model loaded
   const tokenizer::Tokenizer* tokenizer = nullptr;  // null: token ids only
   std::string name;
   loader::ModelConfig config;
-  std::string device;    // the backend's name ("cpu", "cuda:0")
-  RequestLimits limits;  // the context and max_new_tokens per request
+  std::string device;             // the backend's name ("cpu", "cuda:0")
+  RequestLimits limits;           // the context, prompt bytes, max_new_tokens
+  RequestIds* ids = nullptr;      // the ids in flight, shared by both APIs
+  const ApiKeys* keys = nullptr;  // null or empty: no authentication
 };
 
 // The h3.v1.TextGeneration service over the engine loop. Generation
@@ -31,6 +35,10 @@ struct ServedModel {
 // cancels, disconnects or passes its deadline ends its request (and frees
 // its slot) within one engine iteration. Without a model, the model methods
 // answer UNAVAILABLE.
+//
+// With API keys, every method checks the call's "authorization: Bearer
+// <key>" metadata first (UNAUTHENTICATED without a valid key); the key's
+// name is the caller's scope for request ids and Abort (RequestIds).
 //
 // gRPC's synchronous server: each call holds one gRPC thread while it
 // waits for the engine. Thread-safe.
@@ -68,12 +76,19 @@ class TextGenerationService final : public v1::TextGeneration::Service {
  private:
   // Submits the request and hands every delta of its stream to `sink`
   // until the final one; false from `sink` (the client is gone) cancels it.
+  // `held` is the request's id, held for the call.
   grpc::Status Run(grpc::ServerContext* context,
                    const v1::GenerateRequest& request,
-                   const std::string& request_id,
+                   const RequestIds::Held& held,
                    const std::function<bool(const engine::Delta&)>& sink);
-  // The request's id, or a new one when it names none.
-  std::string RequestId(const v1::GenerateRequest& request);
+  // Authenticates the call and holds its request id (a new one when it
+  // names none); fills `held` or returns the refusal.
+  grpc::Status Admit(const grpc::ServerContext& context,
+                     const v1::GenerateRequest& request,
+                     std::unique_ptr<RequestIds::Held>* held);
+  // The caller's scope: its key's name, or "" without keys. Unauthenticated
+  // (counted in the metrics) without a valid key.
+  absl::StatusOr<std::string> Caller(const grpc::ServerContext& context);
   // Counts a refusal in the metrics and returns it.
   grpc::Status Refuse(const absl::Status& status);
   const tokenizer::Tokenizer* tokenizer() const { return model_.tokenizer; }
@@ -82,7 +97,6 @@ class TextGenerationService final : public v1::TextGeneration::Service {
   Metrics* const metrics_;
   const std::chrono::steady_clock::time_point start_;
   std::atomic<bool> draining_{false};
-  std::atomic<uint64_t> next_id_{1};
 };
 
 }  // namespace h3::server

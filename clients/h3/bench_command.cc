@@ -25,6 +25,7 @@
 #include "clients/h3/bench_openai.h"
 #include "clients/h3/bench_report.h"
 #include "clients/h3/bench_runner.h"
+#include "clients/h3/channel.h"
 #include "clients/h3/grpc_status.h"
 #include "clients/h3/interrupt.h"
 #include "google/protobuf/util/json_util.h"
@@ -43,6 +44,7 @@ constexpr auto kInfoTimeout = std::chrono::seconds(10);
 
 struct BenchFlags {
   std::string server = "localhost:50051";
+  ChannelFlags channel;
   std::string backend = "grpc";
   std::string base_url = "http://localhost:8080";
   int num_prompts = 100;
@@ -198,8 +200,13 @@ std::vector<BenchPrompt> WarmupPrompts(const BenchFlags& f,
 }
 
 int Bench(const BenchFlags& f, double rate) {
-  auto stub = v1::TextGeneration::NewStub(
-      grpc::CreateChannel(f.server, grpc::InsecureChannelCredentials()));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      OpenChannel(f.server, f.channel);
+  if (!channel.ok()) {
+    std::cerr << "h3 bench: " << channel.status().message() << "\n";
+    return kFailedExit;
+  }
+  auto stub = v1::TextGeneration::NewStub(*channel);
   v1::ModelInfo model;
   {
     grpc::ClientContext context;
@@ -234,6 +241,7 @@ int Bench(const BenchFlags& f, double rate) {
       std::cerr << "h3 bench: " << endpoint.status().message() << "\n";
       return kFailedExit;
     }
+    endpoint->api_key = f.channel.api_key;
     backend = std::make_unique<OpenAiBenchBackend>(*endpoint, model.name());
   } else {
     backend = std::make_unique<GrpcBenchBackend>(stub.get());
@@ -322,6 +330,7 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "h3serve's gRPC address HOST:PORT (asked for the model "
                   "and its vocabulary with either backend)")
       ->capture_default_str();
+  AddChannelFlags(cmd, &f->channel);
   cmd->add_option("--backend", f->backend,
                   "grpc: Generate calls; openai: POST /v1/completions "
                   "streams at --base-url")

@@ -70,6 +70,9 @@ class OpenAiBenchBackend::Call final : public BenchCall {
         start_(start),
         ended_(std::move(ended)) {
     client_.set_read_timeout(3600, 0);  // a long generation is not an error
+    if (!endpoint.api_key.empty()) {
+      client_.set_bearer_token_auth(endpoint.api_key.c_str());
+    }
   }
 
   ~Call() override {

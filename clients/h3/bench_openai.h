@@ -15,6 +15,7 @@ namespace h3::cli {
 struct HttpEndpoint {
   std::string host;
   int port = 80;
+  std::string api_key;  // sent as "Authorization: Bearer <key>" when set
 };
 
 // InvalidArgument for anything but http://HOST[:PORT][/PATH] (no TLS yet).

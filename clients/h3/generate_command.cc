@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "clients/h3/channel.h"
 #include "clients/h3/grpc_status.h"
 #include "clients/h3/id_list.h"
 #include "clients/h3/interrupt.h"
@@ -29,6 +30,7 @@ constexpr int kInterruptedExit = 130;  // 128 + SIGINT, as shells report it
 // asked of the CLI::App, so that unset fields stay unset in the request.
 struct GenerateFlags {
   std::string server = "localhost:50051";
+  ChannelFlags channel;
   std::string prompt;
   std::string prompt_ids;
   uint32_t max_tokens = 0;
@@ -176,8 +178,13 @@ int Generate(const GenerateFlags& flags, const v1::GenerateRequest& request) {
                              flags.timeout_seconds * 1e6)));
   }
   CancelOnInterrupt interrupt(&context);
-  auto stub = v1::TextGeneration::NewStub(
-      grpc::CreateChannel(flags.server, grpc::InsecureChannelCredentials()));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      OpenChannel(flags.server, flags.channel);
+  if (!channel.ok()) {
+    std::cerr << "h3 generate: " << channel.status().message() << "\n";
+    return kUsageExit;
+  }
+  auto stub = v1::TextGeneration::NewStub(*channel);
 
   v1::GenerateResponse all;
   grpc::Status status;
@@ -237,6 +244,7 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
       "generate", "Generate through a running h3serve (streaming)");
   cmd->add_option("--server", flags->server, "h3serve address HOST:PORT")
       ->capture_default_str();
+  AddChannelFlags(cmd, &flags->channel);
   cmd->add_option("prompt,--prompt", flags->prompt,
                   "The prompt as text (tokenized by the server)");
   cmd->add_option("--prompt-ids", flags->prompt_ids,

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "clients/h3/channel.h"
 #include "clients/h3/grpc_status.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -17,13 +18,19 @@ using grpc::health::v1::HealthCheckResponse;
 
 struct HealthOptions {
   std::string server = "localhost:50051";
+  ChannelFlags channel;
   double timeout_seconds = 5;
   std::string service;
 };
 
 int RunHealth(const HealthOptions& options) {
-  auto channel =
-      grpc::CreateChannel(options.server, grpc::InsecureChannelCredentials());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> opened =
+      OpenChannel(options.server, options.channel);
+  if (!opened.ok()) {
+    std::cerr << "h3 health: " << opened.status().message() << "\n";
+    return 2;
+  }
+  std::shared_ptr<grpc::Channel> channel = *opened;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(
@@ -59,6 +66,7 @@ void AddHealthCommand(CLI::App& app, int* exit_code) {
       "Ask a server's grpc.health.v1 service; exit 0 only when SERVING");
   cmd->add_option("--server", options->server, "h3serve address HOST:PORT")
       ->capture_default_str();
+  AddChannelFlags(cmd, &options->channel);
   cmd->add_option("--timeout", options->timeout_seconds, "Seconds to wait")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

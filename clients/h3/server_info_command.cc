@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "clients/h3/channel.h"
 #include "clients/h3/grpc_status.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -16,6 +17,7 @@ namespace {
 
 struct ServerInfoOptions {
   std::string server = "localhost:50051";
+  ChannelFlags channel;
   double timeout_seconds = 5;
   bool json = false;
 };
@@ -27,8 +29,13 @@ void SetDeadline(grpc::ClientContext& context, double seconds) {
 }
 
 int RunServerInfo(const ServerInfoOptions& options) {
-  auto channel =
-      grpc::CreateChannel(options.server, grpc::InsecureChannelCredentials());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> opened =
+      OpenChannel(options.server, options.channel);
+  if (!opened.ok()) {
+    std::cerr << "h3 server-info: " << opened.status().message() << "\n";
+    return 2;
+  }
+  std::shared_ptr<grpc::Channel> channel = *opened;
 
   v1::ServerInfo info;
   {
@@ -102,6 +109,7 @@ void AddServerInfoCommand(CLI::App& app, int* exit_code) {
       "server-info", "Show a running h3serve's version, health and load");
   cmd->add_option("--server", options->server, "h3serve address HOST:PORT")
       ->capture_default_str();
+  AddChannelFlags(cmd, &options->channel);
   cmd->add_option("--timeout", options->timeout_seconds, "Seconds to wait")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

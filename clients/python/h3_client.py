@@ -23,6 +23,12 @@ def parse_args():
                    help="the prompt as token ids: 1,2,3")
     p.add_argument("--server", default="localhost:50051", metavar="HOST:PORT",
                    help="h3serve address (default: %(default)s)")
+    p.add_argument("--api-key", default=os.environ.get("H3_API_KEY"),
+                   metavar="KEY",
+                   help="API key of h3serve --api-key-file "
+                        "(default: $H3_API_KEY)")
+    p.add_argument("--tls-ca", metavar="PEM",
+                   help="connect over TLS, trusting this CA file")
     p.add_argument("--max-tokens", type=int, metavar="N",
                    help="tokens to generate at most")
     p.add_argument("--greedy", action="store_true", help="temperature 0")
@@ -60,7 +66,7 @@ def build_request(pb, args):
     if args.prompt_ids is not None:
         request.token_ids.ids.extend(args.prompt_ids)
     else:
-        request.text = args.prompt
+        request.text = args.prompt.encode()  # a bytes field: UTF-8
     sampling = request.sampling
     if args.greedy:
         sampling.temperature = 0
@@ -74,7 +80,7 @@ def build_request(pb, args):
         sampling.seed = args.seed
     if args.max_tokens is not None:
         request.stop.max_new_tokens = args.max_tokens
-    request.stop.stop_strings.extend(args.stop)
+    request.stop.stop_strings.extend(s.encode() for s in args.stop)
     return request
 
 
@@ -118,8 +124,15 @@ def main():
               file=sys.stderr)
         return 1
 
-    stub = pb_grpc.TextGenerationStub(grpc.insecure_channel(args.server))
-    call = stub.Generate(build_request(pb, args))
+    if args.tls_ca:
+        with open(args.tls_ca, "rb") as f:
+            credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+        channel = grpc.secure_channel(args.server, credentials)
+    else:
+        channel = grpc.insecure_channel(args.server)
+    metadata = [("authorization", "Bearer " + args.api_key)] if args.api_key else None
+    stub = pb_grpc.TextGenerationStub(channel)
+    call = stub.Generate(build_request(pb, args), metadata=metadata)
     ids, text, last = [], "", pb.GenerateResponse()
     try:
         for piece in call:

@@ -108,6 +108,12 @@ v1::ServerInfo Info(v1::TextGeneration::Stub& stub) {
   return info;
 }
 
+bool Idle(v1::TextGeneration::Stub& stub, uint32_t slots) {
+  const v1::ServerInfo info = Info(stub);
+  return info.running_requests() == 0 && info.waiting_requests() == 0 &&
+         info.free_slots() == slots;
+}
+
 std::string HttpGetMetrics(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

@@ -48,6 +48,9 @@ v1::GenerateRequest GreedyIds(const std::vector<int32_t>& ids, uint32_t n);
 
 v1::ServerInfo Info(v1::TextGeneration::Stub& stub);
 
+// Whether the server runs and queues nothing and all its `slots` are free.
+bool Idle(v1::TextGeneration::Stub& stub, uint32_t slots);
+
 // GET http://127.0.0.1:port/metrics: the whole response (headers and body),
 // or "" when nothing listens there.
 std::string HttpGetMetrics(int port);
