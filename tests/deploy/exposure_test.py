@@ -46,8 +46,10 @@ class ExposureTest(unittest.TestCase):
         cls.command_lines = {
             "Dockerfile.cpu": entrypoint("Dockerfile.cpu"),
             "Dockerfile.cuda": entrypoint("Dockerfile.cuda"),
-            "docker-compose.yml": h3serve["entrypoint"] + h3serve.get("command", []),
-            "kubernetes/deployment.yaml": container["command"] + container["args"],
+            "docker-compose.yml": (h3serve.get("entrypoint", ["h3serve"]) +
+                                   h3serve.get("command", [])),
+            "kubernetes/deployment.yaml": (container.get("command", ["h3serve"]) +
+                                           container.get("args", [])),
         }
         cls.tmp = tempfile.mkdtemp(prefix="h3-exposure-")
         cls.model = ds.make_model(cls.tmp)
@@ -97,6 +99,7 @@ class ExposureTest(unittest.TestCase):
     def test_grafana_has_no_default_password_nor_anonymous_access(self):
         grafana = self.compose["grafana"]
         env = grafana["environment"]
+        self.assertIn("GF_SECURITY_ADMIN_PASSWORD__FILE", env)
         self.assertEqual(env["GF_AUTH_ANONYMOUS_ENABLED"], "false")
         self.assertNotIn("GF_SECURITY_ADMIN_PASSWORD", env)
         secret = env["GF_SECURITY_ADMIN_PASSWORD__FILE"]
