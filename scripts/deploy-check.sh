@@ -29,6 +29,7 @@ work=$(mktemp -d /tmp/h3-deploy-check.XXXXXX)
 log="$work/log"
 tag="h3check$$"
 step="start"
+docker=docker
 summary=()
 engine_pid=""
 compose=()
