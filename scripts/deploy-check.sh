@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 work=$(mktemp -d /tmp/h3-deploy-check.XXXXXX)
 log="$work/log"
 tag="h3check$$"
-step="start"
+step="start"; say "== start"
 docker=docker
 summary=()
 engine_pid=""
@@ -58,7 +58,7 @@ cleanup() {
 trap cleanup EXIT
 
 # --- 1. packages and the engine -------------------------------------------
-step="packages"
+step="packages"; say "== packages"
 [ "$(id -u)" = 0 ] || fail "run as root (it installs packages and runs Docker)"
 wanted=(docker-compose mmdebstrap curl)
 command -v dockerd >/dev/null || wanted+=(docker.io)
@@ -78,7 +78,7 @@ docker=docker
 [ -x /usr/bin/docker ] && docker=/usr/bin/docker
 export DOCKER=$docker DOCKER_BUILDKIT=1
 
-step="engine"
+step="engine"; say "== engine"
 if ! "$docker" info >/dev/null 2>&1; then
   say "no engine answers: starting dockerd"
   nice -n 10 dockerd --iptables=false --bridge=none >"$work/dockerd.log" 2>&1 &
@@ -89,11 +89,11 @@ if ! "$docker" info >/dev/null 2>&1; then
 fi
 
 # --- 2. and 3. images --------------------------------------------------------
-step="base images"
+step="base images"; say "== base images"
 scripts/deploy-base-images.sh >>"$log" 2>&1 || fail "see the log"
 summary+=("base: $(grep -E '^debian:bookworm: ' "$log" | tail -1 | cut -d' ' -f2-)")
 
-step="h3serve:cpu build"
+step="h3serve:cpu build"; say "== h3serve:cpu build"
 start=$(date +%s)
 nice -n 10 "$docker" build --network host --progress plain -f deploy/Dockerfile.cpu \
   -t h3serve:cpu --build-arg "H3_GIT_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null)" \
@@ -101,7 +101,7 @@ nice -n 10 "$docker" build --network host --progress plain -f deploy/Dockerfile.
 size=$("$docker" image inspect -f '{{.Size}}' h3serve:cpu)
 summary+=("h3serve:cpu built in $(elapsed "$start") s ($((size / 1000000)) MB)")
 
-step="prometheus image"
+step="prometheus image"; say "== prometheus image"
 "$docker" build --network host -t h3serve-prometheus:debian - \
   <deploy/Dockerfile.prometheus >>"$log" 2>&1 || fail "docker build failed"
 
@@ -171,7 +171,7 @@ wait_moved() {
 }
 
 # --- 4. docker run -----------------------------------------------------------
-step="docker run"
+step="docker run"; say "== docker run"
 "$docker" network create "$tag" >>"$log" 2>&1 || fail "docker network create"
 start=$(date +%s)
 "$docker" run -d --name "$tag-server" --network "$tag" --network-alias h3serve \
@@ -207,7 +207,7 @@ summary+=("run: healthy after ${healthy_after} s, HTTP+gRPC generated, Prometheu
 if [ -n "${H3_DEPLOY_SKIP_COMPOSE:-}" ]; then
   summary+=("compose: skipped (H3_DEPLOY_SKIP_COMPOSE)")
 else
-  step="docker-compose"
+  step="docker-compose"; say "== docker-compose"
   for port in 50051 8080 8000 9090; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       fail "127.0.0.1:$port is taken; compose publishes it"
@@ -228,7 +228,7 @@ else
     grafana_note="grafana not started ($grafana cannot be pulled here, no Debian package)"
   fi
   "${compose[@]}" up -d --no-build "${services[@]}" >>"$log" 2>&1 || fail "compose up"
-  server=$("${compose[@]}" ps -q h3serve)
+  server=$("${compose[@]}" ps -q h3serve 2>>"$log")
   wait_healthy "$server"
   bound=$("$docker" port "$server" | sed 's/.*-> //' | sort -u | tr '\n' ' ')
   say "compose h3serve published on: $bound"
@@ -243,6 +243,6 @@ else
   summary+=("compose (${services[*]}): healthy, on 127.0.0.1 only, h3_requests_total $before->$moved; $grafana_note")
 fi
 
-step="done"
+step="done"; say "== done"
 printf -v joined '%s; ' "${summary[@]}"
 echo "deploy-check: PASS: ${joined%; } (log: $log)"
