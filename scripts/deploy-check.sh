@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 work=$(mktemp -d /tmp/h3-deploy-check.XXXXXX)
 log="$work/log"
 tag="h3check$$"
-step="start"; say "== start"
+step="start"
 docker=docker
 summary=()
 engine_pid=""
