@@ -81,6 +81,7 @@ export DOCKER=$docker DOCKER_BUILDKIT=1
 step="engine"; say "== engine"
 if ! "$docker" info >/dev/null 2>&1; then
   say "no engine answers: starting dockerd"
+  # At nice 10, as are the image builds and containers it runs.
   nice -n 10 dockerd --iptables=false --bridge=none >"$work/dockerd.log" 2>&1 &
   engine_pid=$!
   for _ in $(seq 60); do "$docker" info >/dev/null 2>&1 && break; sleep 1; done
@@ -95,7 +96,7 @@ summary+=("base: $(grep -E '^debian:bookworm: ' "$log" | tail -1 | cut -d' ' -f2
 
 step="h3serve:cpu build"; say "== h3serve:cpu build"
 start=$(date +%s)
-nice -n 10 "$docker" build --network host --progress plain -f deploy/Dockerfile.cpu \
+"$docker" build --network host --progress plain -f deploy/Dockerfile.cpu \
   -t h3serve:cpu --build-arg "H3_GIT_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null)" \
   . >>"$log" 2>&1 || fail "docker build failed"
 size=$("$docker" image inspect -f '{{.Size}}' h3serve:cpu)
