@@ -176,7 +176,8 @@ class KubernetesTest(unittest.TestCase):
             self.assertIn(name, self.exported)
             # Named in the server's source too, not only exported today.
             metrics_cc = (ds.SOURCE_DIR / "server/metrics.cc").read_text()
-            self.assertIn(f'"{name}"', metrics_cc)
+            self.assertTrue(f'"{name}"' in metrics_cc,
+                            f"{name} is not in server/metrics.cc")
 
     def test_resources_and_threads_agree(self):
         resources = self.container["resources"]
