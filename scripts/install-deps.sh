@@ -93,12 +93,29 @@ if [ "$mode" = print ]; then
   exit 0
 fi
 
+# The deploy tests' offline Kubernetes schema validator: npm packages pinned
+# in tests/deploy/node/package-lock.json, installed with the machine's
+# Node.js and npm (Debian's nodejs and npm where there are none).
+node_dir="$(dirname "$0")/../tests/deploy/node"
+if [ "$list" = test ] && [ -f "$node_dir/package-lock.json" ]; then
+  command -v npm >/dev/null || packages+=(nodejs npm)
+fi
+install_node_tools() {
+  [ "$list" = test ] && [ "$mode" = install ] && [ -f "$node_dir/package-lock.json" ] || return 0
+  [ "$node_dir/node_modules/.package-lock.json" -nt "$node_dir/package-lock.json" ] && return 0
+  echo "Installing the npm packages of tests/deploy/node (npm ci)"
+  npm ci --prefix "$node_dir" --no-audit --no-fund --loglevel=error >/dev/null
+}
+
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
   [ "${status:0:2}" = "ii" ] || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  install_node_tools
+  exit 0
+fi
 
 if [ "$mode" = check ]; then
   echo "missing Debian packages: ${missing[*]}" >&2
@@ -126,3 +143,4 @@ if ! { "${sudo[@]}" apt-get update -q &&
   exit 1
 fi
 rm -f "$log"
+install_node_tools

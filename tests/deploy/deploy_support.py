@@ -65,11 +65,14 @@ def h3serve_defaults():
 
 
 class H3Serve:
-    """h3serve as a subprocess on loopback, with free ports unless given."""
+    """h3serve as a subprocess on loopback, with free ports; with
+    listen=False the flags alone say where it listens."""
 
-    def __init__(self, flags):
-        argv = [H3SERVE, "--host", "127.0.0.1", "--port", "0",
-                "--metrics-port", "0", "--http-port", "0"] + list(flags)
+    def __init__(self, flags, listen=True):
+        argv = [H3SERVE] + list(flags)
+        if listen:
+            argv[1:1] = ["--host", "127.0.0.1", "--port", "0",
+                         "--metrics-port", "0", "--http-port", "0"]
         self.process = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
         self.lines = queue.Queue()

@@ -26,6 +26,14 @@ def seconds(duration):
     return sum(float(n) * units[u] for n, u in parts)
 
 
+def quantity(value):
+    """A Kubernetes quantity ("500m", "16Gi", 4) as a number."""
+    units = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9,
+             "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)([a-zA-Z]*)", str(value)).groups()
+    return float(number) * units[unit]
+
+
 def flag_values(args):
     """{"--flag": "value"} of an argument list of "--flag value" pairs."""
     assert len(args) % 2 == 0, args
@@ -166,6 +174,26 @@ class KubernetesTest(unittest.TestCase):
             self.assertEqual(metric["type"], "Pods")
             self.assertIn(name, served)
             self.assertIn(name, self.exported)
+            # Named in the server's source too, not only exported today.
+            metrics_cc = (ds.SOURCE_DIR / "server/metrics.cc").read_text()
+            self.assertTrue(f'"{name}"' in metrics_cc,
+                            f"{name} is not in server/metrics.cc")
+
+    def test_resources_and_threads_agree(self):
+        resources = self.container["resources"]
+        for name, request in resources["requests"].items():
+            with self.subTest(resource=name):
+                self.assertIn(name, resources["limits"])
+                self.assertLessEqual(quantity(request),
+                                     quantity(resources["limits"][name]))
+        # The engine's threads come from the CPU limit, which h3serve reads
+        # as H3_NUM_THREADS (its --threads default).
+        env = {e["name"]: e for e in self.container["env"]}
+        field = env["H3_NUM_THREADS"]["valueFrom"]["resourceFieldRef"]
+        self.assertEqual(field["resource"], "limits.cpu")
+        self.assertGreaterEqual(quantity(resources["limits"]["cpu"]), 1)
+        _, help_text = ds.run([ds.H3SERVE, "--help"])
+        self.assertIn("$H3_NUM_THREADS", help_text)
 
 
 class ComposeTest(unittest.TestCase):
