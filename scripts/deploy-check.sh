@@ -85,7 +85,13 @@ if ! "$docker" info >/dev/null 2>&1; then
   nice -n 10 dockerd --iptables=false --bridge=none >"$work/dockerd.log" 2>&1 &
   engine_pid=$!
   for _ in $(seq 60); do "$docker" info >/dev/null 2>&1 && break; sleep 1; done
-  "$docker" info >/dev/null 2>&1 || fail "dockerd did not start ($work/dockerd.log)"
+  if ! "$docker" info >/dev/null 2>&1; then
+    # A machine that cannot run a Docker engine at all (no privileges, no
+    # cgroups) cannot take this check: skipped (ctest: exit 77), not failed.
+    echo "deploy-check: SKIP: no Docker engine could be started here" \
+      "(dockerd log: $work/dockerd.log)"
+    exit 77
+  fi
   summary+=("engine started")
 fi
 
