@@ -1,0 +1,155 @@
+// `h3 bench --multi-turn` as a user runs it. Against a real h3serve
+// in-process on loopback with its prefix cache on: from turn 2 on, the
+// prompt tokens the server took from its cache are exactly the previous
+// turn's prompt and answer, summed over the conversations. Against a scripted
+// server (fake_server.h): each turn's prompt holds the previous one and the
+// answer's ids as streamed, and the context warning counts the last turn.
+// Usage errors. Nothing here asserts speed.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server/testing/test_server.h"
+#include "tests/e2e/fake_server.h"
+#include "tests/support/subprocess.h"
+
+namespace h3 {
+namespace {
+
+using ::h3::testing::RunCommand;
+using ::h3::testing::RunResult;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::string kH3 = H3_BIN;
+
+class BenchTurnsTest : public ::testing::Test {
+ protected:
+  void TearDown() override { std::remove(json_path_.c_str()); }
+
+  // `h3 bench --server ADDRESS args... --json FILE`.
+  RunResult Bench(const std::string& address, std::vector<std::string> args) {
+    args.insert(args.begin(), {kH3, "bench", "--server", address});
+    args.insert(args.end(), {"--json", json_path_});
+    return RunCommand(args, std::chrono::seconds(120));
+  }
+
+  nlohmann::json ReadJson() {
+    std::ifstream in(json_path_);
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json out = nlohmann::json::parse(text.str(), nullptr, false);
+    EXPECT_FALSE(out.is_discarded()) << text.str();
+    return out.is_discarded() ? nlohmann::json::object() : out;
+  }
+
+  const std::string json_path_ = ::testing::TempDir() + "/bench_turns_" +
+                                 std::to_string(getpid()) + ".json";
+};
+
+TEST_F(BenchTurnsTest, FromTurnTwoTheCacheHoldsThePreviousPromptAndAnswer) {
+  server::ServerOptions options = server::testing::LoopbackOptions();
+  options.prefix_cache.max_bytes = 64 << 20;
+  options.prefix_cache.interval = 16;
+  std::unique_ptr<server::Server> server =
+      server::testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const RunResult result =
+      Bench("127.0.0.1:" + std::to_string(server->port()),
+            {"--multi-turn", "4", "--num-prompts", "3", "--input-len", "6",
+             "--output-len", "4", "--max-concurrency", "2", "--temperature",
+             "0", "--num-warmups", "0", "--seed", "5"});
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_THAT(result.out, HasSubstr("3 conversations of 4 turns"));
+  EXPECT_THAT(result.out, HasSubstr("cached tok"));
+
+  const nlohmann::json out = ReadJson();
+  EXPECT_EQ(out["options"]["multi_turn"], 4);
+  EXPECT_EQ(out["results"]["requests"]["succeeded"], 12);
+  const nlohmann::json& turns = out["turns"];
+  ASSERT_EQ(turns.size(), 4u) << out.dump(1);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(turns[k]["turn"], k + 1);
+    EXPECT_EQ(turns[k]["succeeded"], 3);
+    // 6 new ids per turn, 4 answered per earlier turn, 3 conversations.
+    EXPECT_EQ(turns[k]["prompt_tokens"], 3 * (6 + k * 10)) << k;
+    if (k > 0) {
+      EXPECT_EQ(turns[k]["cached_prompt_tokens"],
+                turns[k - 1]["prompt_tokens"].get<int>() + 3 * 4)
+          << "turn " << k + 1;
+    }
+  }
+  // The same per conversation.
+  std::map<int, int> previous;  // conversation -> prompt + answer
+  ASSERT_EQ(out["per_request"].size(), 12u);
+  for (const nlohmann::json& r : out["per_request"]) {
+    const int c = r["conversation"];
+    if (r["turn"] > 1) {
+      EXPECT_EQ(r["cached_input_tokens"], previous[c]) << r.dump();
+    }
+    previous[c] = r["input_tokens"].get<int>() + r["output_tokens"].get<int>();
+  }
+}
+
+TEST_F(BenchTurnsTest, EachPromptHoldsThePreviousOneAndTheStreamedAnswer) {
+  auto fake = testing::FakeTextGeneration::Start();
+  ASSERT_NE(fake, nullptr);
+  testing::FakeTextGeneration::Script script;
+  for (int32_t id : {7, 8, 9}) script.pieces.emplace_back().add_token_ids(id);
+  script.pieces.back().set_finish_reason(v1::FINISH_REASON_LENGTH);
+  fake->SetScript(script);
+  v1::ModelInfo model;
+  model.set_name("scripted");
+  model.mutable_tokenizer()->set_vocab_size(100);
+  model.mutable_tokenizer()->set_eos_token_id(0);
+  model.mutable_tokenizer()->set_bos_token_id(-1);
+  model.mutable_limits()->set_max_sequence_length(1000);
+  model.mutable_limits()->set_max_new_tokens(1000);
+  fake->SetModelInfo(model);
+
+  // The last turn: 3 * 400 new ids and 2 answers of 3, then 3 more.
+  const RunResult result =
+      Bench(fake->address(), {"--multi-turn", "3", "--num-prompts", "2",
+                              "--input-len", "400", "--output-len", "3",
+                              "--max-concurrency", "1", "--num-warmups", "0"});
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_THAT(result.out, HasSubstr("up to 1209 tokens per sequence"));
+  const std::vector<v1::GenerateRequest> requests = fake->requests();
+  ASSERT_EQ(requests.size(), 6u);
+  // One at a time: turn 1 of conversations 0 and 1, then turn 2, turn 3.
+  for (size_t i = 2; i < requests.size(); ++i) {
+    const auto& before = requests[i - 2].token_ids().ids();
+    std::vector<int32_t> expected(before.begin(), before.end());
+    expected.insert(expected.end(), {7, 8, 9});
+    const auto& ids = requests[i].token_ids().ids();
+    ASSERT_EQ(ids.size(), static_cast<int>(expected.size()) + 400) << i;
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), ids.begin())) << i;
+  }
+  const nlohmann::json out = ReadJson();
+  ASSERT_EQ(out["turns"].size(), 3u);
+  EXPECT_EQ(out["turns"][2]["prompt_tokens"], 2 * 1206);
+}
+
+TEST_F(BenchTurnsTest, UsageErrorsExit2) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--multi-turn", "0"},
+        {"--multi-turn", "2", "--backend", "openai"},
+        {"--multi-turn", "2", "--dataset", "prompts.jsonl"}}) {
+    const RunResult result = Bench("127.0.0.1:1", args);
+    EXPECT_EQ(result.exit_code, 2) << args.back() << "\n" << result.out;
+    EXPECT_THAT(result.out, HasSubstr("--multi-turn")) << result.out;
+    EXPECT_THAT(result.out, Not(HasSubstr("UNAVAILABLE"))) << result.out;
+  }
+}
+
+}  // namespace
+}  // namespace h3
