@@ -1,7 +1,7 @@
-// `h3 bench --multi-turn` as a user runs it. Against a real h3serve
-// in-process on loopback with its prefix cache on: from turn 2 on, the
-// prompt tokens the server took from its cache are exactly the previous
-// turn's prompt and answer, summed over the conversations. Against a scripted
+// `h3 bench --multi-turn` as a user runs it. Against the h3serve binary
+// with its prefix cache on: from turn 2 on, the prompt tokens the server took
+// from its cache are exactly the previous turn's prompt and answer, summed
+// over the conversations. Against a scripted
 // server (fake_server.h): each turn's prompt holds the previous one and the
 // answer's ids as streamed, and the context warning counts the last turn.
 // Usage errors. Nothing here asserts speed.
@@ -31,6 +31,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 const std::string kH3 = H3_BIN;
+const std::string kH3serve = H3SERVE_BIN;
 
 class BenchTurnsTest : public ::testing::Test {
  protected:
@@ -57,17 +58,17 @@ class BenchTurnsTest : public ::testing::Test {
 };
 
 TEST_F(BenchTurnsTest, FromTurnTwoTheCacheHoldsThePreviousPromptAndAnswer) {
-  server::ServerOptions options = server::testing::LoopbackOptions();
-  options.prefix_cache.max_bytes = 64 << 20;
-  options.prefix_cache.interval = 16;
-  std::unique_ptr<server::Server> server =
-      server::testing::StartServer(options);
-  ASSERT_NE(server, nullptr);
-  const RunResult result =
-      Bench("127.0.0.1:" + std::to_string(server->port()),
-            {"--multi-turn", "4", "--num-prompts", "3", "--input-len", "6",
-             "--output-len", "4", "--max-concurrency", "2", "--temperature",
-             "0", "--num-warmups", "0", "--seed", "5"});
+  // The h3serve binary on the in-process tests' small random model.
+  std::string address;
+  std::unique_ptr<testing::Subprocess> server = testing::StartH3serve(
+      kH3serve, server::testing::SpmModelPath(),
+      {"--prefix-cache-memory", "64M", "--prefix-cache-interval", "16"},
+      &address);
+  ASSERT_FALSE(address.empty()) << server->output();
+  const RunResult result = Bench(
+      address, {"--multi-turn", "4", "--num-prompts", "3", "--input-len", "6",
+                "--output-len", "4", "--max-concurrency", "2", "--temperature",
+                "0", "--num-warmups", "0", "--seed", "5"});
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_THAT(result.out, HasSubstr("3 conversations of 4 turns"));
   EXPECT_THAT(result.out, HasSubstr("cached tok"));
