@@ -7,19 +7,19 @@
 // Usage errors. Nothing here asserts speed.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/testing/test_server.h"
-#include "tests/e2e/fake_server.h"
+#include "tests/e2e/bench_support.h"
 #include "tests/support/subprocess.h"
 
 namespace h3 {
@@ -39,19 +39,10 @@ class BenchTurnsTest : public ::testing::Test {
 
   // `h3 bench --server ADDRESS args... --json FILE`.
   RunResult Bench(const std::string& address, std::vector<std::string> args) {
-    args.insert(args.begin(), {kH3, "bench", "--server", address});
-    args.insert(args.end(), {"--json", json_path_});
-    return RunCommand(args, std::chrono::seconds(120));
+    return testing::RunBench(kH3, address, std::move(args), json_path_);
   }
 
-  nlohmann::json ReadJson() {
-    std::ifstream in(json_path_);
-    std::stringstream text;
-    text << in.rdbuf();
-    nlohmann::json out = nlohmann::json::parse(text.str(), nullptr, false);
-    EXPECT_FALSE(out.is_discarded()) << text.str();
-    return out.is_discarded() ? nlohmann::json::object() : out;
-  }
+  nlohmann::json ReadJson() { return testing::ReadJsonFile(json_path_); }
 
   const std::string json_path_ = ::testing::TempDir() + "/bench_turns_" +
                                  std::to_string(getpid()) + ".json";
@@ -102,20 +93,8 @@ TEST_F(BenchTurnsTest, FromTurnTwoTheCacheHoldsThePreviousPromptAndAnswer) {
 }
 
 TEST_F(BenchTurnsTest, EachPromptHoldsThePreviousOneAndTheStreamedAnswer) {
-  auto fake = testing::FakeTextGeneration::Start();
+  auto fake = testing::ScriptedServer({7, 8, 9}, /*hold_open=*/false);
   ASSERT_NE(fake, nullptr);
-  testing::FakeTextGeneration::Script script;
-  for (int32_t id : {7, 8, 9}) script.pieces.emplace_back().add_token_ids(id);
-  script.pieces.back().set_finish_reason(v1::FINISH_REASON_LENGTH);
-  fake->SetScript(script);
-  v1::ModelInfo model;
-  model.set_name("scripted");
-  model.mutable_tokenizer()->set_vocab_size(100);
-  model.mutable_tokenizer()->set_eos_token_id(0);
-  model.mutable_tokenizer()->set_bos_token_id(-1);
-  model.mutable_limits()->set_max_sequence_length(1000);
-  model.mutable_limits()->set_max_new_tokens(1000);
-  fake->SetModelInfo(model);
 
   // The last turn: 3 * 400 new ids and 2 answers of 3, then 3 more.
   const RunResult result =
