@@ -42,11 +42,14 @@ std::vector<TurnRecord> RunTurns(BenchRunner& runner,
     for (size_t i = 0; i < prompts.size(); ++i) {
       const RequestRecord& r = record.run.requests[i];
       if (r.outcome != RequestRecord::Outcome::kSucceeded) continue;
-      next.push_back(NextTurnPrompt(
-          prompts[i], r.output_ids,
-          SampleLength(options.input_len, options.range_ratio, rng),
-          SampleLength(options.output_len, options.range_ratio, rng), pool,
-          rng));
+      // Drawn in this order (not as arguments, whose order is unspecified)
+      // so that a seed gives the same prompts with every compiler.
+      const int32_t new_len =
+          SampleLength(options.input_len, options.range_ratio, rng);
+      const int32_t output_len =
+          SampleLength(options.output_len, options.range_ratio, rng);
+      next.push_back(NextTurnPrompt(prompts[i], r.output_ids, new_len,
+                                    output_len, pool, rng));
       next_conversations.push_back(conversations[i]);
     }
     prompts = std::move(next);
