@@ -25,6 +25,7 @@
 #include "clients/h3/bench_openai.h"
 #include "clients/h3/bench_report.h"
 #include "clients/h3/bench_runner.h"
+#include "clients/h3/bench_turns.h"
 #include "clients/h3/channel.h"
 #include "clients/h3/grpc_status.h"
 #include "clients/h3/interrupt.h"
@@ -59,6 +60,7 @@ struct BenchFlags {
   double random_range_ratio = 0;
   int32_t prefix_len = 0;
   int num_prefixes = 1;
+  int multi_turn = 1;
   float temperature = 0;
   uint64_t seed = 0;
   std::string json_path;
@@ -85,6 +87,7 @@ nlohmann::ordered_json OptionsJson(const BenchFlags& f, double rate) {
       {"random_range_ratio", f.random_range_ratio},
       {"prefix_len", f.prefix_len},
       {"num_prefixes", f.num_prefixes},
+      {"multi_turn", f.multi_turn},
       {"temperature", f.temperature},
       {"seed", f.seed}};
 }
@@ -144,8 +147,11 @@ void WarnAboutLimits(const BenchFlags& f, const v1::ModelInfo& model) {
   const auto most = [&f](int32_t length) {
     return static_cast<int64_t>(std::ceil(length * (1 + f.random_range_ratio)));
   };
-  const int64_t input = f.prefix_len + most(f.input_len);
+  // The last turn's prompt is the longest: every turn's new ids and every
+  // earlier turn's answer.
   const int64_t output = most(f.output_len);
+  const int64_t input = f.prefix_len + f.multi_turn * most(f.input_len) +
+                        (f.multi_turn - 1) * output;
   const v1::ServingLimits& limits = model.limits();
   if (output > limits.max_new_tokens()) {
     std::cerr << "h3 bench: warning: up to " << output
@@ -197,6 +203,18 @@ std::vector<BenchPrompt> WarmupPrompts(const BenchFlags& f,
   options.output_len = f.output_len;
   std::mt19937_64 rng(f.seed + 1);
   return RandomPrompts(options, *pool, rng);
+}
+
+TurnOptions TurnOptionsOf(const BenchFlags& f, double rate) {
+  TurnOptions turns;
+  turns.turns = f.multi_turn;
+  turns.input_len = f.input_len;
+  turns.output_len = f.output_len;
+  turns.range_ratio = f.random_range_ratio;
+  turns.rate = rate;
+  turns.burstiness = f.burstiness;
+  turns.seed = f.seed;
+  return turns;
 }
 
 int Bench(const BenchFlags& f, double rate) {
@@ -258,9 +276,11 @@ int Bench(const BenchFlags& f, double rate) {
   });
   // From here on Ctrl-C stops the run and the report is printed.
   std::cerr << absl::StrFormat(
-      "h3 bench: %d requests to %s (model %s on %s), %s, max concurrency "
-      "%s\n",
-      f.num_prompts,
+      "h3 bench: %s to %s (model %s on %s), %s, max concurrency %s\n",
+      f.multi_turn > 1
+          ? absl::StrFormat("%d conversations of %d turns, in waves",
+                            f.num_prompts, f.multi_turn)
+          : absl::StrFormat("%d requests", f.num_prompts),
       f.backend == "openai" ? f.base_url + " (OpenAI API)" : f.server,
       model.name(), model.device(),
       std::isinf(rate) ? "all at once" : absl::StrFormat("%g per second", rate),
@@ -284,12 +304,26 @@ int Bench(const BenchFlags& f, double rate) {
                 << std::flush;
     };
   }
-  const RunRecord run = runner.Run(
-      *prompts, ArrivalTimes(f.num_prompts, rate, f.burstiness, f.seed),
-      progress);
+  std::vector<TurnRecord> turns;
+  RunRecord run;
+  if (f.multi_turn > 1) {
+    // MakePrompts made the first turn from this pool; the later turns' new
+    // ids have a seed of their own (the warm-up prompts use seed + 1).
+    const TokenPool pool = *ServerTokenPool(model);
+    std::mt19937_64 rng(f.seed + 2);
+    turns =
+        RunTurns(runner, *prompts, TurnOptionsOf(f, rate), pool, rng, progress);
+    run = MergeTurns(turns);
+  } else {
+    run = runner.Run(*prompts,
+                     ArrivalTimes(f.num_prompts, rate, f.burstiness, f.seed),
+                     progress);
+  }
   if (progress != nullptr) std::cerr << "\n";
   const BenchMetrics metrics = ComputeMetrics(run);
   std::cout << FormatTable(metrics) << std::flush;
+  const std::vector<TurnMetrics> turn_metrics = ComputeTurnMetrics(turns);
+  if (f.multi_turn > 1) std::cout << FormatTurnsTable(turn_metrics);
 
   if (!f.json_path.empty()) {
     const BuildInfo& build = GetBuildInfo();
@@ -308,6 +342,10 @@ int Bench(const BenchFlags& f, double rate) {
         {"warmup", {{"requests", warm.requests}, {"failed", warm.failed}}},
         {"results", MetricsJson(metrics)},
         {"per_request", RequestsJson(run)}};
+    if (f.multi_turn > 1) {
+      out["turns"] = TurnsJson(turn_metrics);
+      out["per_request"] = TurnRequestsJson(turns);
+    }
     std::ofstream file(f.json_path);
     file << out.dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
          << "\n";
@@ -340,7 +378,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "The OpenAI-compatible API (--backend openai): "
                   "http://HOST:PORT")
       ->capture_default_str();
-  cmd->add_option("--num-prompts", f->num_prompts, "Requests to send")
+  cmd->add_option("--num-prompts", f->num_prompts,
+                  "Requests to send (conversations with --multi-turn)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--request-rate", f->request_rate,
@@ -386,6 +425,13 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "Distinct shared prefixes, used in turn")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--multi-turn", f->multi_turn,
+                  "Turns per conversation (random, gRPC): each of "
+                  "--num-prompts conversations sends turn k + 1 = turn k's "
+                  "prompt + its answer + --input-len new ids; turns run in "
+                  "waves (every conversation's turn k, then turn k + 1)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--temperature", f->temperature, "Sampling temperature")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -412,6 +458,18 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
          cmd->count("--random-range-ratio") > 0)) {
       std::cerr << "h3 bench: --input-len, --prefix-len and "
                    "--random-range-ratio apply to --dataset random only\n";
+      *exit_code = kUsageExit;
+      return;
+    }
+    if (f->multi_turn > 1 && f->dataset != "random") {
+      std::cerr << "h3 bench: --multi-turn applies to --dataset random only\n";
+      *exit_code = kUsageExit;
+      return;
+    }
+    if (f->multi_turn > 1 && f->backend != "grpc") {
+      std::cerr << "h3 bench: --multi-turn needs --backend grpc: the next "
+                   "turn's prompt holds the answer's token ids, which only "
+                   "Generate streams\n";
       *exit_code = kUsageExit;
       return;
     }

@@ -8,7 +8,8 @@
 namespace h3::cli {
 
 // What `h3 bench` measured of one request, on the client's monotonic clock.
-// Times are seconds since the start of the run (the first send).
+// Times are seconds since the start of the runner's first run (its first
+// send), so that the waves of a multi-turn run share one clock.
 struct RequestRecord {
   enum class Outcome {
     kNotSent,   // the run stopped (Ctrl-C, time limit) before its turn
@@ -27,6 +28,10 @@ struct RequestRecord {
   // how many tokens it carried. Empty when none came.
   std::vector<double> chunk_times_s;
   std::vector<int32_t> chunk_tokens;
+  // The generated token ids in order, as received (the gRPC backend; the
+  // OpenAI backend leaves it empty). A multi-turn run appends them to the
+  // conversation's next prompt.
+  std::vector<int32_t> output_ids;
   // Prompt tokens: the server's count (usage) when it answered, else the
   // client's (token-id prompts); -1 when neither is known (a text prompt
   // that failed).

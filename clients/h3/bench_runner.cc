@@ -74,6 +74,7 @@ class GrpcBenchBackend::Call final
     }
     record_->chunk_times_s.reserve(request_.stop().max_new_tokens());
     record_->chunk_tokens.reserve(request_.stop().max_new_tokens());
+    record_->output_ids.reserve(request_.stop().max_new_tokens());
     stub->async()->Generate(&context_, &request_, this);
     StartRead(&response_);
     record_->start_s = Now();
@@ -89,6 +90,9 @@ class GrpcBenchBackend::Call final
     if (response_.token_ids_size() > 0) {
       record_->chunk_times_s.push_back(now);
       record_->chunk_tokens.push_back(response_.token_ids_size());
+      record_->output_ids.insert(record_->output_ids.end(),
+                                 response_.token_ids().begin(),
+                                 response_.token_ids().end());
     }
     if (response_.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
       record_->finish_reason = absl::AsciiStrToLower(absl::StripPrefix(
@@ -152,11 +156,12 @@ RunRecord BenchRunner::Run(const std::vector<BenchPrompt>& prompts,
   in_flight_ = done_ = failed_ = 0;
   const double cpu_before = ProcessCpuSeconds();
   start_ = Clock::now();
+  if (!origin_.has_value()) origin_ = start_;
   next_progress_ = start_;
   const Clock::time_point limit =
       options_.time_limit_s > 0
-          ? start_ + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(options_.time_limit_s))
+          ? *origin_ + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(options_.time_limit_s))
           : Clock::time_point::max();
   // At the time limit, stops the run; the calls are cancelled without the
   // lock.
@@ -186,10 +191,10 @@ RunRecord BenchRunner::Run(const std::vector<BenchPrompt>& prompts,
     if (stopped_) break;
     ++in_flight_;
     RequestRecord* record = &run.requests[i];
-    const Clock::time_point start = start_;
+    const Clock::time_point origin = *origin_;
     mu_.Unlock();
     std::shared_ptr<BenchCall> call = backend_->Start(
-        prompts[i], options_.temperature, record, start,
+        prompts[i], options_.temperature, record, origin,
         [this, record](const CallEnd& end) { Ended(end, record); });
     mu_.Lock();
     calls_[i] = call;

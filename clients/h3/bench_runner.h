@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,9 @@ struct LoadOptions {
   // time has come waits for a free place; its latencies are timed from its
   // send, not from its arrival.
   int max_concurrency = 0;
-  // The run stops after this many seconds (0: no limit): nothing more is
-  // sent and the calls in flight are cancelled.
+  // The run stops after this many seconds (0: no limit), counted from the
+  // start of the runner's first run (so that the waves of a multi-turn run
+  // share it): nothing more is sent and the calls in flight are cancelled.
   double time_limit_s = 0;
   // Sampling temperature of every request; 0 is greedy.
   float temperature = 0;
@@ -87,7 +89,8 @@ class BenchRunner {
 
   // Sends prompts[i] at arrivals[i] seconds after the start (as
   // ArrivalTimes gives them) within the concurrency limit, waits for every
-  // call to end, and returns what each one measured. Calls `progress`, if
+  // call to end, and returns what each one measured (times on the clock of
+  // the runner's first run; duration_s is this run's). Calls `progress`, if
   // set, from this thread about ten times a second and once at the end.
   // REQUIRES: arrivals.size() == prompts.size(), arrivals non-decreasing.
   RunRecord Run(const std::vector<BenchPrompt>& prompts,
@@ -130,7 +133,9 @@ class BenchRunner {
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
-  Clock::time_point start_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point start_ ABSL_GUARDED_BY(mu_);  // of the current run
+  // The start of the first run: the records' clock and the time limit's.
+  std::optional<Clock::time_point> origin_ ABSL_GUARDED_BY(mu_);
   Clock::time_point next_progress_ ABSL_GUARDED_BY(mu_);
 };
 

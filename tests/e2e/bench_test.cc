@@ -12,14 +12,15 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/testing/test_server.h"
+#include "tests/e2e/bench_support.h"
 #include "tests/e2e/fake_server.h"
 #include "tests/support/subprocess.h"
 
@@ -53,19 +54,10 @@ class BenchTest : public ::testing::Test {
 
   // `h3 bench --server ADDRESS args... --json FILE`.
   RunResult Bench(std::vector<std::string> args) {
-    args.insert(args.begin(), {kH3, "bench", "--server", address_});
-    args.insert(args.end(), {"--json", json_path_});
-    return RunCommand(args, std::chrono::seconds(120));
+    return testing::RunBench(kH3, address_, std::move(args), json_path_);
   }
 
-  nlohmann::json ReadJson() {
-    std::ifstream in(json_path_);
-    std::stringstream text;
-    text << in.rdbuf();
-    nlohmann::json out = nlohmann::json::parse(text.str(), nullptr, false);
-    EXPECT_FALSE(out.is_discarded()) << text.str();
-    return out.is_discarded() ? nlohmann::json::object() : out;
-  }
+  nlohmann::json ReadJson() { return testing::ReadJsonFile(json_path_); }
 
   std::unique_ptr<server::Server> server_;
   std::string address_;
@@ -188,32 +180,8 @@ TEST_F(BenchTest, NoServerOrNoFileExits1) {
   EXPECT_THAT(result.out, HasSubstr("cannot open"));
 }
 
-// A scripted server that streams `pieces` one-token messages per request and
-// then ends the call, or holds it open.
-std::unique_ptr<testing::FakeTextGeneration> ScriptedServer(int pieces,
-                                                            bool hold_open) {
-  auto fake = testing::FakeTextGeneration::Start();
-  if (fake == nullptr) return nullptr;
-  testing::FakeTextGeneration::Script script;
-  for (int i = 0; i < pieces; ++i) {
-    script.pieces.emplace_back().add_token_ids(5);
-  }
-  script.pieces.back().set_finish_reason(v1::FINISH_REASON_LENGTH);
-  script.hold_open = hold_open;
-  fake->SetScript(script);
-  v1::ModelInfo model;
-  model.set_name("scripted");
-  model.mutable_tokenizer()->set_vocab_size(100);
-  model.mutable_tokenizer()->set_eos_token_id(0);
-  model.mutable_tokenizer()->set_bos_token_id(-1);
-  model.mutable_limits()->set_max_sequence_length(1000);
-  model.mutable_limits()->set_max_new_tokens(1000);
-  fake->SetModelInfo(model);
-  return fake;
-}
-
 TEST(BenchScriptedTest, CtrlCCancelsTheCallsInFlightAndStillReports) {
-  auto fake = ScriptedServer(1, /*hold_open=*/true);
+  auto fake = testing::ScriptedServer({5}, /*hold_open=*/true);
   ASSERT_NE(fake, nullptr);
   Subprocess bench({kH3, "bench", "--server", fake->address(), "--num-prompts",
                     "6", "--max-concurrency", "2", "--output-len", "4",
@@ -234,7 +202,7 @@ TEST(BenchScriptedTest, CtrlCCancelsTheCallsInFlightAndStillReports) {
 }
 
 TEST(BenchScriptedTest, ProgressBarOnRequest) {
-  auto fake = ScriptedServer(3, /*hold_open=*/false);
+  auto fake = testing::ScriptedServer({5, 5, 5}, /*hold_open=*/false);
   ASSERT_NE(fake, nullptr);
   const RunResult result =
       RunCommand({kH3, "bench", "--server", fake->address(), "--num-prompts",
