@@ -16,6 +16,9 @@ TEST(PrefixCacheServerTest, UsageServerInfoAndMetricsCountEveryHit) {
   auto server = StartServer(options);
   ASSERT_NE(server, nullptr);
   auto stub = Connect(*server);
+  // Shown before the first request too.
+  EXPECT_TRUE(Info(*stub).prefix_cache().enabled());
+  EXPECT_EQ(Info(*stub).prefix_cache().max_bytes(), 64u << 20);
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 7) % 50);
 

@@ -102,7 +102,11 @@ Scheduler::Scheduler(std::unique_ptr<Runner> runner,
       slots_(runner_->options().slots),
       max_sequence_length_(runner_->options().max_sequence_length),
       vocab_size_(runner_->model().config().vocab_size),
-      padded_vocab_(runner_->model().config().padded_vocab_size) {}
+      padded_vocab_(runner_->model().config().padded_vocab_size) {
+  // Before the first iteration too (GetServerInfo, the metrics).
+  absl::MutexLock lock(&mu_);
+  prefix_cache_stats_ = runner_->prefix_cache().stats();
+}
 
 Scheduler::~Scheduler() {
   {

@@ -126,12 +126,25 @@ TEST(OpenAiServerTest, RefusalsAreCountedByProtocol) {
   OpenAiServer s = StartOpenAiServer();
   ASSERT_GT(s.http, 0) << s.process->output();
   EXPECT_EQ(Complete(s.http, {{"prompt", "x"}, {"top_p", 5}})->status, 400);
+  // The response is counted once it is written, which may be just after
+  // the client has read it: poll (bounded) for the counters.
+  const std::string rejected =
+      "h3_requests_rejected_total{code=\"invalid_argument\",protocol=\"http\"} "
+      "1";
+  const std::string responded =
+      "h3_http_responses_total{code=\"400\",route=\"/v1/completions\"} 1";
   httplib::Client metrics("127.0.0.1", s.metrics);
-  const std::string text = metrics.Get("/metrics")->body;
-  EXPECT_THAT(text, HasSubstr("h3_requests_rejected_total{code=\"invalid_"
-                              "argument\",protocol=\"http\"} 1"));
-  EXPECT_THAT(text, HasSubstr("h3_http_responses_total{code=\"400\",route="
-                              "\"/v1/completions\"} 1"));
+  std::string text;
+  for (int i = 0; i < 100; ++i) {
+    text = metrics.Get("/metrics")->body;
+    if (text.find(rejected) != std::string::npos &&
+        text.find(responded) != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_THAT(text, HasSubstr(rejected));
+  EXPECT_THAT(text, HasSubstr(responded));
 }
 
 // With one worker and one queued connection, a third connection is told
