@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -200,65 +199,6 @@ std::vector<std::string> RunMany(
   return failures;
 }
 
-struct Load {
-  double running = -1, waiting = -1, slots_used = -1, slots_free = -1;
-  bool Idle() const {
-    return running == 0 && waiting == 0 && slots_used == 0 &&
-           slots_free == kSlots;
-  }
-  std::string ToString() const {
-    char text[160];
-    std::snprintf(text, sizeof(text),
-                  "running %g, waiting %g, slots used %g, slots free %g",
-                  running, waiting, slots_used, slots_free);
-    return text;
-  }
-};
-
-Load Gauges(const std::string& metrics) {
-  auto value = [&](const char* name) {
-    return testing::MetricValue(metrics, name).value_or(-1);
-  };
-  return {value("h3_requests_running"), value("h3_requests_waiting"),
-          value("h3_slots_used"), value("h3_slots_free")};
-}
-
-// Scrapes until the gauges are idle or `timeout` passes; the last load seen.
-Load WaitForIdle(int metrics_port, std::chrono::seconds timeout) {
-  const auto give_up = std::chrono::steady_clock::now() + timeout;
-  Load load = Gauges(testing::ScrapeMetrics(metrics_port));
-  while (!load.Idle() && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(100ms);
-    load = Gauges(testing::ScrapeMetrics(metrics_port));
-  }
-  return load;
-}
-
-// gRPC's own pools (its executor, its EventEngine) start threads on demand
-// up to a bound set by the number of cores and keep some: not a leak.
-bool GrpcPool(const std::string& name) {
-  return name == "default-executo" || name == "event_engine";
-}
-
-// "" when no thread name has more threads in `after` than in `before`
-// (gRPC's pools: than their bound); else which one grew.
-std::string ThreadGrowth(const std::map<std::string, int>& before,
-                         const std::map<std::string, int>& after) {
-  const int pool_bound =
-      2 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::string growth;
-  for (const auto& [name, count] : after) {
-    const auto it = before.find(name);
-    const int was = it == before.end() ? 0 : it->second;
-    const int allowed = GrpcPool(name) ? std::max(was, pool_bound) : was;
-    if (count > allowed) {
-      growth += name + ": " + std::to_string(was) + " -> " +
-                std::to_string(count) + "; ";
-    }
-  }
-  return growth;
-}
-
 TEST(SoakTest, ThousandRequestsLeaveNothingBehind) {
   const std::string model =
       ::testing::TempDir() + "/soak_" + std::to_string(getpid()) + ".h3";
@@ -304,8 +244,10 @@ TEST(SoakTest, ThousandRequestsLeaveNothingBehind) {
   // size the load needs before the baseline is taken.
   std::vector<std::string> failures = RunMany(stubs, 0, kWarmup);
   ASSERT_TRUE(failures.empty()) << failures.front();
-  Load load = WaitForIdle(metrics_port, 30s);
-  ASSERT_TRUE(load.Idle()) << "after the warm-up: " << load.ToString();
+  testing::LoadGauges load =
+      testing::WaitForIdleGauges(metrics_port, kSlots, 30s);
+  ASSERT_TRUE(load.IdleWith(kSlots))
+      << "after the warm-up: " << load.ToString();
   const std::map<std::string, int> threads =
       testing::ThreadsByName(server.pid());
   const int files = testing::CountOpenFiles(server.pid());
@@ -316,8 +258,8 @@ TEST(SoakTest, ThousandRequestsLeaveNothingBehind) {
   EXPECT_TRUE(failures.empty())
       << failures.size() << " requests failed; the first: " << failures.front();
 
-  load = WaitForIdle(metrics_port, 30s);
-  EXPECT_TRUE(load.Idle()) << load.ToString();
+  load = testing::WaitForIdleGauges(metrics_port, kSlots, 30s);
+  EXPECT_TRUE(load.IdleWith(kSlots)) << load.ToString();
 
   // Every request is counted once, by how it ended. A call whose deadline
   // passes may be ended by the deadline or by the client going away.
@@ -340,11 +282,12 @@ TEST(SoakTest, ThousandRequestsLeaveNothingBehind) {
   // Threads that served the load may take a moment to retire.
   const auto give_up = std::chrono::steady_clock::now() + 10s;
   std::string growth =
-      ThreadGrowth(threads, testing::ThreadsByName(server.pid()));
+      testing::ThreadGrowth(threads, testing::ThreadsByName(server.pid()));
   while ((!growth.empty() || testing::CountOpenFiles(server.pid()) > files) &&
          std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(100ms);
-    growth = ThreadGrowth(threads, testing::ThreadsByName(server.pid()));
+    growth =
+        testing::ThreadGrowth(threads, testing::ThreadsByName(server.pid()));
   }
   EXPECT_EQ(growth, "") << "threads grew";
   EXPECT_LE(testing::CountOpenFiles(server.pid()), files) << "open files grew";

@@ -2,10 +2,13 @@
 
 #include <dirent.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "httplib.h"
 
@@ -51,6 +54,24 @@ std::map<std::string, int> ThreadsByName(pid_t pid) {
   return threads;
 }
 
+std::string ThreadGrowth(const std::map<std::string, int>& before,
+                         const std::map<std::string, int>& after) {
+  const int pool_bound =
+      2 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string growth;
+  for (const auto& [name, count] : after) {
+    const auto it = before.find(name);
+    const int was = it == before.end() ? 0 : it->second;
+    const bool grpc_pool = name == "default-executo" || name == "event_engine";
+    const int allowed = grpc_pool ? std::max(was, pool_bound) : was;
+    if (count > allowed) {
+      growth += name + ": " + std::to_string(was) + " -> " +
+                std::to_string(count) + "; ";
+    }
+  }
+  return growth;
+}
+
 std::string ScrapeMetrics(int port) {
   httplib::Client client("127.0.0.1", port);
   client.set_connection_timeout(5);
@@ -70,6 +91,38 @@ std::optional<double> MetricValue(const std::string& text,
     return std::strtod(line.c_str() + prefix.size(), nullptr);
   }
   return std::nullopt;
+}
+
+bool LoadGauges::IdleWith(int slots) const {
+  return running == 0 && waiting == 0 && slots_used == 0 && slots_free == slots;
+}
+
+std::string LoadGauges::ToString() const {
+  char text[160];
+  std::snprintf(text, sizeof(text),
+                "running %g, waiting %g, slots used %g, slots free %g", running,
+                waiting, slots_used, slots_free);
+  return text;
+}
+
+LoadGauges ReadLoadGauges(const std::string& metrics) {
+  auto value = [&](const char* name) {
+    return MetricValue(metrics, name).value_or(-1);
+  };
+  return {value("h3_requests_running"), value("h3_requests_waiting"),
+          value("h3_slots_used"), value("h3_slots_free")};
+}
+
+LoadGauges WaitForIdleGauges(int port, int slots,
+                             std::chrono::milliseconds timeout) {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  LoadGauges gauges = ReadLoadGauges(ScrapeMetrics(port));
+  while (!gauges.IdleWith(slots) &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gauges = ReadLoadGauges(ScrapeMetrics(port));
+  }
+  return gauges;
 }
 
 int MetricsPortOf(const std::string& output) {

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,6 +19,13 @@ int CountOpenFiles(pid_t pid);
 // Linux cuts to 15 characters); empty when it cannot be read.
 std::map<std::string, int> ThreadsByName(pid_t pid);
 
+// "" when no thread name has more threads in `after` than in `before`, else
+// the names that grew. gRPC's own pools (its executor, its EventEngine)
+// start threads on demand and keep some, up to a bound set by the number of
+// cores: they may grow up to twice the hardware threads.
+std::string ThreadGrowth(const std::map<std::string, int>& before,
+                         const std::map<std::string, int>& after);
+
 // GETs http://127.0.0.1:<port>/metrics; "" when that fails.
 std::string ScrapeMetrics(int port);
 
@@ -27,6 +35,23 @@ std::string ScrapeMetrics(int port);
 // nullopt when no such sample is there.
 std::optional<double> MetricValue(const std::string& text,
                                   const std::string& sample);
+
+// The load gauges of an h3serve's /metrics; -1 where one is missing.
+struct LoadGauges {
+  double running = -1;     // h3_requests_running
+  double waiting = -1;     // h3_requests_waiting
+  double slots_used = -1;  // h3_slots_used
+  double slots_free = -1;  // h3_slots_free
+  // Nothing running or waiting, every one of `slots` free.
+  bool IdleWith(int slots) const;
+  std::string ToString() const;
+};
+LoadGauges ReadLoadGauges(const std::string& metrics);
+
+// Scrapes http://127.0.0.1:<port>/metrics until its gauges are idle with
+// `slots` slots or `timeout` passes; returns the last gauges read.
+LoadGauges WaitForIdleGauges(int port, int slots,
+                             std::chrono::milliseconds timeout);
 
 // The metrics port an h3serve announced in `output` (its line "listening:
 // ... metrics=http://HOST:PORT/metrics"); -1 when it announced none.
