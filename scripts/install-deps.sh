@@ -40,6 +40,7 @@ test_packages=(
   bible-kjv                                     # the default model's held-out text
   prometheus python3-yaml                       # tests/deploy: scrape h3serve, read manifests
   xz-utils                                      # scripts/gpu-pack.sh and its test
+  clang libclang-rt-dev                         # libFuzzer targets (scripts/fuzz.sh, ctest fuzz_smoke)
 )
 # What the binaries load (ldd h3serve h3 lib/h3/*.so, less the C and C++
 # runtimes every base image has); their own dependencies come with them.
