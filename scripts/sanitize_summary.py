@@ -62,6 +62,10 @@ def main():
         "failed": failed,
         "failed_tests": failed_names,
         "report_files": len(os.listdir(report_dir)) if os.path.isdir(report_dir) else 0,
+        # Reports whose top frame is in this repository's own sources (not in
+        # a library, a system header or generated code): where to look first.
+        "reports_in_our_sources": {k: v for k, v in found.items()
+                                   if os.getcwd() + "/" in k and "/build-" not in k},
         "sanitizer_reports": found,
         "build_seconds": int(build_s),
         "test_seconds": int(test_s),
