@@ -3,9 +3,10 @@
 // futexes that TSan does not see, so every access they guard looks like a
 // race. This library interposes their lock, unlock and wait entry points,
 // forwards each to abseil (dlsym RTLD_NEXT) and tells TSan what it did
-// (__tsan_acquire after taking a mutex, __tsan_release before giving it
-// up). Built and preloaded by scripts/sanitize.sh tsan; not instrumented
-// itself, and a no-op without the TSan runtime.
+// (__tsan_acquire after taking a mutex and before evaluating a Condition
+// of Await, __tsan_release before giving it up). Built and preloaded by
+// scripts/sanitize.sh tsan; not instrumented itself, and a no-op without the
+// TSan runtime.
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -48,6 +49,22 @@ using WaitFn = void (*)(absl::CondVar*, absl::Mutex*);
 using DeadlineFn = bool (*)(absl::CondVar*, absl::Mutex*, absl::Time);
 using TimeoutFn = bool (*)(absl::CondVar*, absl::Mutex*, absl::Duration);
 
+// A condition that abseil may evaluate in any thread holding `mu` (the
+// waiter after a wake-up, or a thread unlocking): for TSan it acquires `mu`
+// before and releases it after, so that what it reads is ordered after the
+// last holder's writes and before the next holder's.
+struct Guarded {
+  const absl::Mutex* mu;
+  const absl::Condition* cond;
+};
+
+bool EvalAcquiring(Guarded* g) {
+  Acquire(g->mu);
+  const bool holds = g->cond->Eval();
+  Release(g->mu);  // abseil may give `mu` up next without telling TSan
+  return holds;
+}
+
 }  // namespace
 
 void absl::Mutex::Lock() {
@@ -86,8 +103,10 @@ void absl::Mutex::ReaderUnlock() {
 void absl::Mutex::Await(const absl::Condition& cond) {
   static const auto next =
       Next<AwaitFn>("_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE");
+  Guarded guarded{this, &cond};
+  const absl::Condition acquiring(&EvalAcquiring, &guarded);
   Release(this);
-  next(this, cond);
+  next(this, acquiring);
   Acquire(this);
 }
 
