@@ -1,8 +1,8 @@
 // A bounded soak of a real h3serve (label slow, issue 24): 1,000 generation
 // requests at concurrency 32 over a small random model, of which 10% are
-// cancelled by the client mid-stream, 5% carry a deadline that passes
-// mid-generation, 5% are stopped by the Abort RPC, and the rest run to their
-// length (streamed, or unary Complete). Afterwards every load gauge of
+// cancelled by the client (streamed or unary), 5% carry a deadline that
+// passes while they wait or run, 5% are stopped by the Abort RPC, the rest run
+// to their length (streamed, or unary Complete). Afterwards every load gauge of
 // /metrics is back to idle, the finish-reason counters account for every
 // request, and the server holds no more threads or open files than after a
 // warm-up of the same mix.
