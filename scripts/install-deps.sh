@@ -41,6 +41,7 @@ test_packages=(
   prometheus python3-yaml                       # tests/deploy: scrape h3serve, read manifests
   xz-utils                                      # scripts/gpu-pack.sh and its test
   openssl                                       # server_tls_test's certificates
+  clang libclang-rt-dev                         # libFuzzer targets (scripts/fuzz.sh, ctest fuzz_smoke)
 )
 # What the binaries load (ldd h3serve h3 lib/h3/*.so, less the C and C++
 # runtimes every base image has); their own dependencies come with them.
