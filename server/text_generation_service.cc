@@ -100,8 +100,19 @@ grpc::Status TextGenerationService::Run(
       model_.scheduler->Submit(*std::move(r));
   if (!output.ok()) return Refuse(output.status());
 
+  engine::FinishReason finish = engine::FinishReason::kNone;
   const absl::Status relayed = Relay(
-      **output, [context] { return context->IsCancelled(); }, sink);
+      **output, [context] { return context->IsCancelled(); },
+      [&](const engine::Delta& delta) {
+        finish = delta.finish;
+        return sink(delta);
+      });
+  // The engine's deadline is the call's: it ends as gRPC ends a call past
+  // its deadline, whether the engine or gRPC's timer saw it first.
+  if (relayed.ok() && finish == engine::FinishReason::kDeadline) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "the call's deadline passed");
+  }
   if (relayed.ok()) return grpc::Status::OK;
   if (relayed.code() == absl::StatusCode::kCancelled) {
     return grpc::Status(grpc::StatusCode::CANCELLED,
