@@ -144,7 +144,7 @@ def turns(model):
     finally:
         h3serve_process.stop(server)
     return dict(server_command=" ".join(command[1:]), conversations=args.concurrency,
-                turns=result["results"].get("turns", result["results"]))
+                turns=result["turns"], totals=result["results"])
 
 
 def main():
