@@ -3,8 +3,13 @@ for its "listening:" line, its /metrics scraped, and stopped."""
 import os
 import select
 import subprocess
+import sys
 import time
 import urllib.request
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
 
 
 def start(command, timeout):

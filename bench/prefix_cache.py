@@ -29,10 +29,10 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 
 import h3serve_process
 import report
+from h3serve_process import log
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--model")
@@ -53,10 +53,6 @@ ap.add_argument("--start-timeout", type=float, default=300)
 ap.add_argument("--client-timeout", type=float, default=900)
 report.add_server_options(ap)
 args = ap.parse_args()
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
 
 
 def binary(*parts):

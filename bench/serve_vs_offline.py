@@ -35,10 +35,10 @@ import os
 import shlex
 import statistics
 import subprocess
-import sys
 
 import h3serve_process
 import report
+from h3serve_process import log
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--model")
@@ -58,10 +58,6 @@ ap.add_argument("--client-timeout", type=float, default=600,
                 help="seconds each h3 bench or h3_engine_bench run may take")
 report.add_server_options(ap)
 args = ap.parse_args()
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
 
 
 def binary(*parts):

@@ -4,17 +4,22 @@
 // its counters say exactly what happened.
 #include "engine/prefix_cache.h"
 
-#include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "loader/model_file.h"
-#include "tests/support/cache_calls.h"
+#include "tests/support/cache_checks.h"
 #include "tests/support/runner_calls.h"
 
 namespace h3::engine {
 namespace {
+
+using h3::testing::Join;
+using h3::testing::Resumed;
+using h3::testing::Snapshot;
+using h3::testing::Solo;
+constexpr auto Tokens = h3::testing::CacheTokens;
 
 class PrefixCacheTest : public ::testing::Test {
  protected:
@@ -33,38 +38,6 @@ class PrefixCacheTest : public ::testing::Test {
         {.max_bytes = max_bytes, .interval = 0});
     EXPECT_TRUE(runner.ok()) << runner.status();
     return runner.ok() ? *std::move(runner) : nullptr;
-  }
-
-  static std::vector<int32_t> Tokens(int n, int seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(n);
-    for (int32_t& x : t) x = static_cast<int32_t>(rng() % 61);
-    return t;
-  }
-  static std::vector<int32_t> Join(std::vector<int32_t> a,
-                                   const std::vector<int32_t>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-  }
-
-  static std::vector<float> Solo(Runner& runner,
-                                 const std::vector<int32_t>& tokens) {
-    auto logits = h3::testing::FreshLogits(runner, tokens);
-    EXPECT_TRUE(logits.ok()) << logits.status();
-    return logits.ok() ? *logits : std::vector<float>{};
-  }
-  static void Snapshot(Runner& runner, const std::vector<int32_t>& tokens) {
-    ASSERT_TRUE(h3::testing::SaveSnapshot(runner, tokens).ok());
-  }
-  // *restored gets the tokens the snapshot covered.
-  static std::vector<float> Resumed(Runner& runner,
-                                    const std::vector<int32_t>& tokens,
-                                    int64_t* restored) {
-    std::vector<float> logits;
-    auto hit = h3::testing::ResumeFromCache(runner, tokens, &logits);
-    EXPECT_TRUE(hit.ok()) << hit.status();
-    *restored = hit.ok() ? *hit : -1;
-    return logits;
   }
 
   std::unique_ptr<loader::ModelFile> file_;

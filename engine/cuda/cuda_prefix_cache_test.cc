@@ -5,7 +5,6 @@
 // summation order differ), so logits are compared within 1e-4 normalised
 // error, the bound engine/cuda/cuda_engine_test.cc uses for prefill against
 // token-by-token decoding. Label gpu: skips without a device.
-#include <random>
 #include <string>
 #include <vector>
 
@@ -13,7 +12,7 @@
 #include "engine/runner.h"
 #include "gtest/gtest.h"
 #include "loader/model_file.h"
-#include "tests/support/cache_calls.h"
+#include "tests/support/cache_checks.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/runner_calls.h"
@@ -23,18 +22,11 @@ namespace {
 
 using h3::testing::NormalisedError;
 
-std::vector<int32_t> Tokens(int n, int seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (int32_t& x : t) x = static_cast<int32_t>(rng() % 61);
-  return t;
-}
-
-std::vector<int32_t> Join(std::vector<int32_t> a,
-                          const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+using h3::testing::Join;
+using h3::testing::Resumed;
+using h3::testing::Snapshot;
+constexpr auto Tokens = h3::testing::CacheTokens;
+constexpr auto Whole = h3::testing::Solo;
 
 class CudaPrefixCacheTest : public h3::testing::GpuTest {
  protected:
@@ -63,25 +55,6 @@ class CudaPrefixCacheTest : public h3::testing::GpuTest {
         {.max_bytes = max_bytes, .interval = 0});
     EXPECT_TRUE(runner.ok()) << runner.status();
     return runner.ok() ? *std::move(runner) : nullptr;
-  }
-
-  static std::vector<float> Whole(Runner& runner,
-                                  const std::vector<int32_t>& tokens) {
-    auto logits = h3::testing::FreshLogits(runner, tokens);
-    EXPECT_TRUE(logits.ok()) << logits.status();
-    return logits.ok() ? *logits : std::vector<float>{};
-  }
-  static void Snapshot(Runner& runner, const std::vector<int32_t>& tokens) {
-    ASSERT_TRUE(h3::testing::SaveSnapshot(runner, tokens).ok());
-  }
-  static std::vector<float> Resumed(Runner& runner,
-                                    const std::vector<int32_t>& tokens,
-                                    int64_t* restored) {
-    std::vector<float> logits;
-    auto hit = h3::testing::ResumeFromCache(runner, tokens, &logits);
-    EXPECT_TRUE(hit.ok()) << hit.status();
-    *restored = hit.ok() ? *hit : -1;
-    return logits;
   }
 
   std::unique_ptr<loader::ModelFile> file_;

@@ -9,12 +9,13 @@
 #include "engine/scheduler/scheduler.h"
 #include "gtest/gtest.h"
 #include "loader/model_file.h"
-#include "tests/support/cache_calls.h"
+#include "tests/support/cache_checks.h"
 #include "tests/support/runner_calls.h"
 
 namespace h3::engine {
 namespace {
 
+using h3::testing::Join;
 using std::chrono::milliseconds;
 
 struct Result {
@@ -89,11 +90,6 @@ class SchedulerCacheTest : public ::testing::Test {
     std::vector<int32_t> t(n);
     for (int i = 0; i < n; ++i) t[i] = (seed * 13 + i * 7 + i * i) % 61;
     return t;
-  }
-  static std::vector<int32_t> Join(std::vector<int32_t> a,
-                                   const std::vector<int32_t>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
   }
 
   static void WaitForIdle(const Scheduler& s) {
