@@ -11,6 +11,7 @@
 #include "loader/model_file.h"
 #include "tests/support/cache_checks.h"
 #include "tests/support/runner_calls.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::engine {
 namespace {
@@ -26,7 +27,7 @@ class PrefixCacheTest : public ::testing::Test {
   void SetUp() override {
     auto file =
         h3::testing::OpenRandomModel(h3::testing::TinyPaddedConfig(),
-                                     ::testing::TempDir() + "/prefix_cache.h3");
+                                     h3::testing::TempPath("prefix_cache.h3"));
     ASSERT_TRUE(file.ok()) << file.status();
     file_ = *std::move(file);
   }

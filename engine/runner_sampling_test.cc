@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "loader/model_file.h"
 #include "tests/support/random_model.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::engine {
 namespace {
@@ -28,7 +29,7 @@ class RunnerSamplingTest : public ::testing::Test {
   void SetUp() override {
     config_ = h3::testing::SmallHybridConfig(61);
     config_.padded_vocab_size = 64;  // three rows that are never tokens
-    const std::string path = ::testing::TempDir() + "/model_sampling.h3";
+    const std::string path = h3::testing::TempPath("model_sampling.h3");
     ASSERT_TRUE(h3::testing::WriteRandomModel(config_, path).ok());
     auto file = loader::ModelFile::Open(path);
     ASSERT_TRUE(file.ok()) << file.status();

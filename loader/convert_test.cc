@@ -14,6 +14,7 @@
 #include "loader/mapped_file.h"
 #include "loader/model_file.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/temp_path.h"
 
 namespace h3::loader {
 namespace {
@@ -44,8 +45,8 @@ const nlohmann::json& Expected() {
 ConvertOptions OptionsFor(const std::string& fixture, ElementType dtype) {
   ConvertOptions o;
   o.input = kTestdata + "/" + fixture;
-  o.output = absl::StrCat(::testing::TempDir(), "/", fixture, ".",
-                          DTypeName(dtype), ".h3");
+  o.output = h3::testing::TempPath(
+      absl::StrCat(fixture, ".", DTypeName(dtype), ".h3"));
   o.dtype = dtype;
   const nlohmann::json& hints = Expected()[fixture]["hints"];
   if (hints.contains("n_heads"))
@@ -145,8 +146,7 @@ TEST(ConvertTest, ComputesMissingInvFreq) {
   ASSERT_TRUE(ConvertCheckpoint(o, nullptr).ok());
   auto full = ModelFile::Open(o.output).value();
   // Rewrite the converted file without inv_freq, as a safetensors input.
-  const std::string stripped =
-      ::testing::TempDir() + "/no_inv_freq.safetensors";
+  const std::string stripped = h3::testing::TempPath("no_inv_freq.safetensors");
   std::vector<SafetensorsWriter::Tensor> layout;
   std::vector<absl::Span<const uint8_t>> data;
   for (const ExpectedTensor& t : ExpectedTensors(full->config())) {
@@ -160,7 +160,7 @@ TEST(ConvertTest, ComputesMissingInvFreq) {
   ASSERT_TRUE(writer->Finish().ok());
   ConvertOptions o2 = o;
   o2.input = stripped;
-  o2.output = ::testing::TempDir() + "/computed_inv_freq.h3";
+  o2.output = h3::testing::TempPath("computed_inv_freq.h3");
   absl::StatusOr<ConvertResult> without = ConvertCheckpoint(o2, nullptr);
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_EQ(without->config.rotary_dim, 0);  // the shapes cannot tell
@@ -177,7 +177,7 @@ TEST(ConvertTest, ComputesMissingInvFreq) {
 // file does; cut short they are refused, naming the stand-in name.
 TEST(ConvertTest, ModelFileOpensFromBytes) {
   ConvertOptions o = OptionsFor("model.safetensors", ElementType::kF16);
-  o.output = ::testing::TempDir() + "/from_bytes.h3";
+  o.output = h3::testing::TempPath("from_bytes.h3");
   ASSERT_TRUE(ConvertCheckpoint(o, nullptr).ok());
   auto file = ModelFile::Open(o.output).value();
   const std::string bytes = ReadFileToString(o.output).value();
@@ -200,13 +200,13 @@ TEST(ConvertTest, ModelFileOpensFromBytes) {
 
 TEST(ConvertTest, EmbedsTokenizerFiles) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / "tok_bpe";
+  const fs::path dir = fs::path(h3::testing::TempPath("tok_bpe"));
   fs::create_directories(dir);
   std::ofstream(dir / "vocab.json") << R"({"a": 0})";
   std::ofstream(dir / "merges.txt") << "#version: 0.2\na b\n";
   ConvertOptions o = OptionsFor("model.safetensors", ElementType::kF16);
   o.tokenizer = dir.string();
-  o.output = ::testing::TempDir() + "/with_tokenizer.h3";
+  o.output = h3::testing::TempPath("with_tokenizer.h3");
   absl::StatusOr<ConvertResult> r = ConvertCheckpoint(o, nullptr);
   ASSERT_TRUE(r.ok()) << r.status();
   auto m = ModelFile::Open(o.output).value();
@@ -216,7 +216,7 @@ TEST(ConvertTest, EmbedsTokenizerFiles) {
   EXPECT_EQ(m->tokenizer_files()[0].second, R"({"a": 0})");
   EXPECT_EQ(m->tokenizer_files()[1].second, "#version: 0.2\na b\n");
 
-  const fs::path sp = fs::path(::testing::TempDir()) / "tok.model";
+  const fs::path sp = dir / "tok.model";
   std::ofstream(sp) << "\x0a\x03spm";
   o.tokenizer = sp.string();
   ASSERT_TRUE(ConvertCheckpoint(o, nullptr).ok());
@@ -224,7 +224,7 @@ TEST(ConvertTest, EmbedsTokenizerFiles) {
   EXPECT_EQ(m->tokenizer_kind(), "sentencepiece");
   EXPECT_EQ(m->tokenizer_files()[0].first, "tok.model");
 
-  o.tokenizer = (fs::path(::testing::TempDir()) / "nothing_here").string();
+  o.tokenizer = h3::testing::TempPath("nothing_here");
   EXPECT_EQ(ConvertCheckpoint(o, nullptr).status().code(),
             absl::StatusCode::kNotFound);
   o.tokenizer = kTestdata;  // a directory without tokenizer files

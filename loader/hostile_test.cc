@@ -12,6 +12,7 @@
 #include "loader/checkpoint.h"
 #include "loader/convert.h"
 #include "loader/torch_zip.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::loader {
 namespace {
@@ -27,7 +28,7 @@ std::string ReadFile(const std::string& path) {
 }
 
 std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const std::string path = h3::testing::TempPath(name);
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }
@@ -35,7 +36,7 @@ std::string WriteTemp(const std::string& name, const std::string& bytes) {
 absl::Status Convert(const std::string& input) {
   ConvertOptions o;
   o.input = input;
-  o.output = ::testing::TempDir() + "/hostile_out.h3";
+  o.output = h3::testing::TempPath("hostile_out.h3");
   o.hints.n_heads = 2;
   std::filesystem::remove(o.output);
   absl::Status s = ConvertCheckpoint(o, nullptr).status();

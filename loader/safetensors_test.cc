@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::loader {
 namespace {
@@ -82,7 +83,7 @@ TEST(SafetensorsTest, RefusesLyingHeaders) {
 }
 
 TEST(SafetensorsTest, WriterAlignsEveryTensorAndReadsBack) {
-  const std::string path = ::testing::TempDir() + "/aligned.safetensors";
+  const std::string path = h3::testing::TempPath("aligned.safetensors");
   std::vector<SafetensorsWriter::Tensor> tensors = {
       {"small", ElementType::kF16, {3}},  // 6 bytes: the next one needs padding
       {"matrix", ElementType::kF32, {4, 5}},
@@ -124,7 +125,7 @@ TEST(SafetensorsTest, WriterAlignsEveryTensorAndReadsBack) {
 }
 
 TEST(SafetensorsTest, WriterRefusesBadNamesAndRemovesPartialFile) {
-  const std::string path = ::testing::TempDir() + "/bad.safetensors";
+  const std::string path = h3::testing::TempPath("bad.safetensors");
   EXPECT_FALSE(
       SafetensorsWriter::Create(
           path, {{"a", ElementType::kF32, {1}}, {"a", ElementType::kF32, {1}}},

@@ -19,6 +19,7 @@
 #include "tests/support/normalised_error.h"
 #include "tests/support/random_model.h"
 #include "tests/support/runner_calls.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::engine {
 namespace {
@@ -60,8 +61,8 @@ class CudaEngineTest : public h3::testing::GpuTest {
  protected:
   void Open(int64_t head_dim = 1) {
     config_ = SmallConfig(head_dim);
-    const std::string path = ::testing::TempDir() + "/cuda_engine_p" +
-                             std::to_string(head_dim) + ".h3";
+    const std::string path = h3::testing::TempPath(
+        "cuda_engine_p" + std::to_string(head_dim) + ".h3");
     ASSERT_TRUE(h3::testing::WriteRandomModel(config_, path).ok());
     auto file = loader::ModelFile::Open(path);
     ASSERT_TRUE(file.ok()) << file.status();

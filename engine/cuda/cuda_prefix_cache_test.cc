@@ -16,6 +16,7 @@
 #include "tests/support/gpu_test.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/runner_calls.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::engine {
 namespace {
@@ -40,7 +41,7 @@ class CudaPrefixCacheTest : public h3::testing::GpuTest {
     c.d_inner = 256;
     c.rotary_dim = 8;
     auto file = h3::testing::OpenRandomModel(
-        c, ::testing::TempDir() + "/cuda_prefix_cache.h3");
+        c, h3::testing::TempPath("cuda_prefix_cache.h3"));
     ASSERT_TRUE(file.ok()) << file.status();
     file_ = *std::move(file);
   }

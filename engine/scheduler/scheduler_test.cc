@@ -14,6 +14,7 @@
 #include "tests/support/golden.h"
 #include "tests/support/random_model.h"
 #include "tests/support/runner_calls.h"
+#include "tests/support/temp_path.h"
 #include "tokenizer/load.h"
 
 namespace h3::engine {
@@ -29,7 +30,7 @@ nlohmann::json Golden() { return h3::testing::Golden("tiny_p1"); }
 std::unique_ptr<loader::ModelFile> TinyModelFile() {
   loader::ConvertOptions options;
   options.input = kTestdata + "/tiny_p1.safetensors";
-  options.output = ::testing::TempDir() + "/scheduler_tiny_p1.h3";
+  options.output = h3::testing::TempPath("scheduler_tiny_p1.h3");
   options.dtype = ElementType::kF32;
   options.hints.n_heads = 2;
   options.hints.vocab_size = 61;
@@ -328,7 +329,7 @@ TEST_F(SchedulerTest, StopTokenIdsEndTheGenerationUnlessTooShort) {
 TEST(SchedulerTextTest, StopStringsEndTheTextAndNeverLeak) {
   // A random model over the sentencepiece test tokenizer's 800 pieces.
   const loader::ModelConfig c = h3::testing::SmallHybridConfig(800);
-  const std::string path = ::testing::TempDir() + "/scheduler_spm.h3";
+  const std::string path = h3::testing::TempPath("scheduler_spm.h3");
   ASSERT_TRUE(h3::testing::WriteRandomModel(c, path).ok());
   auto file = loader::ModelFile::Open(path);
   ASSERT_TRUE(file.ok());

@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/random_model.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_path.h"
 #include "tokenizer/test_fixtures.h"
 
 namespace h3 {
@@ -76,7 +77,7 @@ TEST(BinariesTest, DevicesJsonIsWellFormed) {
 }
 
 TEST(BinariesTest, ConvertThenInspect) {
-  const std::string out = ::testing::TempDir() + "/e2e_model.h3";
+  const std::string out = h3::testing::TempPath("e2e_model.h3");
   RunResult convert = RunCommand(
       {kH3, "convert", kLoaderTestdata + "/model_lightning.pt", "-o", out,
        "--n-heads", "2", "--vocab-size", "61", "--dtype", "bf16"});
@@ -97,7 +98,7 @@ TEST(BinariesTest, ConvertThenInspect) {
 }
 
 TEST(BinariesTest, ConvertRefusesHostileAndBrokenCheckpoints) {
-  const std::string out = ::testing::TempDir() + "/e2e_refused.h3";
+  const std::string out = h3::testing::TempPath("e2e_refused.h3");
   for (const char* name : {"hostile_os_system.pt", "hostile_eval.pt",
                            "short_storage.pt", "bad_shape.pt"}) {
     RunResult result = RunCommand({kH3, "convert", kLoaderTestdata + "/" + name,
@@ -189,25 +190,25 @@ TEST(TokenizeTest, ModelFilesWithEmbeddedTokenizers) {
   // GPT-2's files, gunzipped from tokenizer/testdata into a directory.
   namespace tt = ::h3::tokenizer::testing;
   const std::filesystem::path gpt2 =
-      std::filesystem::path(::testing::TempDir()) / "e2e_gpt2";
+      std::filesystem::path(h3::testing::TempPath("e2e_gpt2"));
   std::filesystem::create_directories(gpt2);
   for (const char* name : {"encoder.json", "vocab.bpe"}) {
     std::ofstream(gpt2 / name, std::ios::binary)
         << tt::ReadTestData(std::string("gpt2/") + name + ".gz").value();
   }
-  const std::string gpt2_model = ::testing::TempDir() + "/e2e_gpt2.h3";
+  const std::string gpt2_model = h3::testing::TempPath("e2e_gpt2.h3");
   ConvertFixture(gpt2_model, gpt2.string());
   ExpectTokenizeAgrees({"--model", gpt2_model},
                        ReadTokenizerReference("gpt2/reference.json"));
 
-  const std::string spm_model = ::testing::TempDir() + "/e2e_spm.h3";
+  const std::string spm_model = h3::testing::TempPath("e2e_spm.h3");
   ConvertFixture(spm_model, kSentencePieceModel);
   ExpectTokenizeAgrees({"--model", spm_model},
                        ReadTokenizerReference("spm/reference.json"));
 }
 
 TEST(TokenizeTest, AModelWithoutATokenizerSaysHowToEmbedOne) {
-  const std::string model = ::testing::TempDir() + "/e2e_no_tokenizer.h3";
+  const std::string model = h3::testing::TempPath("e2e_no_tokenizer.h3");
   ConvertFixture(model, "");
   RunResult result = RunCommand({kH3, "tokenize", "--model", model, "text"});
   EXPECT_EQ(result.exit_code, 1) << result.out;
@@ -287,7 +288,7 @@ TEST(ServeTest, AnswersH3ToolReflectionAndStopsOnSigterm) {
 }
 
 TEST(ServeTest, SigtermLetsRunningStreamsFinishThenExitsZero) {
-  const std::string model = ::testing::TempDir() + "/serve_drain.h3";
+  const std::string model = h3::testing::TempPath("serve_drain.h3");
   ASSERT_TRUE(
       testing::WriteRandomModel(testing::SmallHybridConfig(64), model).ok());
   Subprocess server({kH3serve, "--model", model, "--host", "127.0.0.1",

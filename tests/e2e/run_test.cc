@@ -12,6 +12,7 @@
 #include "tests/support/golden.h"
 #include "tests/support/random_model.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_path.h"
 
 namespace h3 {
 namespace {
@@ -33,7 +34,7 @@ std::string Join(const std::vector<int32_t>& ids) {
 
 // Converts the golden checkpoint `name` to a model file; returns its path.
 std::string ConvertGolden(const std::string& name, const nlohmann::json& g) {
-  const std::string out = ::testing::TempDir() + "/run_" + name + ".h3";
+  const std::string out = h3::testing::TempPath("run_" + name + ".h3");
   RunResult convert =
       RunCommand({kH3, "convert", kEngineTestdata + "/" + name + ".safetensors",
                   "-o", out, "--dtype", "fp32", "--n-heads",
@@ -128,9 +129,9 @@ TEST(RunTest, TextInTextOutWithAnEmbeddedSentencePieceTokenizer) {
   // A random model over the test tokenizer's 800 pieces, with the tokenizer
   // embedded by h3 convert.
   const loader::ModelConfig c = h3::testing::SmallHybridConfig(800);
-  const std::string random = ::testing::TempDir() + "/run_random.h3";
+  const std::string random = h3::testing::TempPath("run_random.h3");
   ASSERT_TRUE(h3::testing::WriteRandomModel(c, random).ok());
-  const std::string model = ::testing::TempDir() + "/run_spm.h3";
+  const std::string model = h3::testing::TempPath("run_spm.h3");
   RunResult convert = RunCommand({kH3, "convert", random, "-o", model,
                                   "--n-heads", "2", "--tokenizer", kSpmModel});
   ASSERT_EQ(convert.exit_code, 0) << convert.out;

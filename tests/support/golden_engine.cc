@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/golden.h"
 #include "tests/support/runner_calls.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::testing {
 
@@ -24,7 +25,7 @@ void ExpectEngineMatchesGolden(const std::string& name,
   ASSERT_FALSE(golden.is_null()) << name;
   loader::ConvertOptions convert;
   convert.input = EngineTestdata() + "/" + name + ".safetensors";
-  convert.output = ::testing::TempDir() + "/" + name + ".h3";
+  convert.output = TempPath(name + ".h3");
   convert.dtype = ElementType::kF32;
   convert.hints.n_heads = golden["config"]["n_heads"].get<int64_t>();
   convert.hints.vocab_size = golden["vocab_size"].get<int64_t>();
