@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
+#include "engine/scheduler/observer.h"
 #include "engine/scheduler/scheduler.h"
 #include "gtest/gtest.h"
 #include "loader/model_file.h"
@@ -26,6 +28,39 @@ struct Result {
   FinishReason finish = FinishReason::kNone;
 };
 
+// Holds the engine loop at the end of the first iteration that leaves
+// `snapshots` prefix-cache snapshots, until the test releases it: a cancel
+// then lands mid-prompt however slow or busy the machine.
+class GateAtSnapshots : public SchedulerObserver {
+ public:
+  explicit GateAtSnapshots(int64_t snapshots) : snapshots_(snapshots) {}
+  void OnIteration(const IterationReport& report) override {
+    prefill_tokens_ += report.prefill_tokens;
+    if (reached_.HasBeenNotified() ||
+        report.prefix_cache.snapshots < snapshots_) {
+      return;
+    }
+    prompt_tokens_at_gate_ = prefill_tokens_;
+    reached_.Notify();
+    release_.WaitForNotification();
+  }
+  void OnFinish(FinishReason, const Usage&) override {}
+
+  // True once the loop is held (waits up to 20 s).
+  bool WaitUntilHeld() {
+    return reached_.WaitForNotificationWithTimeout(absl::Seconds(20));
+  }
+  void Release() { release_.Notify(); }
+  // Prompt tokens the engine had fed when it was held.
+  int64_t prompt_tokens_at_gate() const { return prompt_tokens_at_gate_; }
+
+ private:
+  const int64_t snapshots_;
+  int64_t prefill_tokens_ = 0;         // loop thread only
+  int64_t prompt_tokens_at_gate_ = 0;  // read after reached_
+  absl::Notification reached_, release_;
+};
+
 class SchedulerCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -37,14 +72,16 @@ class SchedulerCacheTest : public ::testing::Test {
   }
 
   std::unique_ptr<Scheduler> Make(int64_t cache_bytes, int slots = 3,
-                                  int64_t step_tokens = 24) {
+                                  int64_t step_tokens = 24,
+                                  SchedulerObserver* observer = nullptr) {
     auto runner = h3::testing::MakeRunner(
         *file_, MakeCpuBackend(), slots, /*context=*/256,
         /*prefill_chunk=*/1024, /*graphs=*/true,
         {.max_bytes = cache_bytes, .interval = 16});
     EXPECT_TRUE(runner.ok()) << runner.status();
-    auto s = Scheduler::Create(*std::move(runner), nullptr,
-                               {.step_tokens = step_tokens});
+    auto s =
+        Scheduler::Create(*std::move(runner), nullptr,
+                          {.step_tokens = step_tokens, .observer = observer});
     EXPECT_TRUE(s.ok()) << s.status();
     return *std::move(s);
   }
@@ -188,17 +225,20 @@ TEST_F(SchedulerCacheTest, ConcurrentSharedPrefixesUnderEvictionStayExact) {
 }
 
 TEST_F(SchedulerCacheTest, ACancelledPrefillLeavesAUsableSnapshot) {
-  auto cached = Make(int64_t{1} << 30, /*slots=*/2, /*step_tokens=*/8),
+  // Prefill in steps of 8 with snapshots every 16; the loop is held after
+  // the third snapshot, the request cancelled there, mid-prompt.
+  GateAtSnapshots gate(3);
+  auto cached = Make(int64_t{1} << 30, /*slots=*/2, /*step_tokens=*/8, &gate),
        plain = Make(0);
   const auto prompt = Tokens(200, 5);
   auto stream = cached->Submit(Request("long", prompt, 56, 0));
   ASSERT_TRUE(stream.ok());
-  // Let it prefill a while in steps of 8 with snapshots every 16, then
-  // cancel it mid-prompt.
-  for (int i = 0; i < 100 && cached->stats().prefix_cache.snapshots < 3; ++i) {
-    std::this_thread::sleep_for(milliseconds(2));
-  }
-  (*stream)->Cancel();
+  const bool held = gate.WaitUntilHeld();
+  if (held) (*stream)->Cancel();
+  gate.Release();
+  ASSERT_TRUE(held) << "the prefill never made 3 snapshots";
+  EXPECT_GE(gate.prompt_tokens_at_gate(), 48);
+  EXPECT_LT(gate.prompt_tokens_at_gate(), 200);
   EXPECT_EQ(Collect(**stream).finish, FinishReason::kCancelled);
   WaitForIdle(*cached);
   const GenerationRequest again = Request("again", prompt, 4, 0);
