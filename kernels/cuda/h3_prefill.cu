@@ -104,7 +104,7 @@ cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,
       p.shift_state == nullptr || p.diag_state == nullptr) {
     return cudaErrorInvalidValue;
   }
-  if (fused_ != nullptr && p.layout.time == 1) return fused_->Run(p, stream);
+  if (RunsFused(p.layout)) return fused_->Run(p, stream);
   return cufft_->Run(p, stream);
 }
 

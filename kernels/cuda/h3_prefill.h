@@ -96,8 +96,16 @@ class H3PrefillCuda {
   // The layer's weights in device memory.
   const H3Weights& device_weights() const { return device_weights_; }
 
-  // Enqueues one call on `stream`. Calls with a layout the fused kernel does
-  // not read (time stride != 1) take the cuFFT path. InvalidValue for
+  // Whether a call in `layout` runs on the fused kernel: the fused path was
+  // chosen and the layout's time stride is 1. Channel-major layouts have it;
+  // so does a token-major one when d_model is 1 (the two layouts are then
+  // the same memory).
+  bool RunsFused(const SequenceLayout& layout) const {
+    return fused_ != nullptr && layout.time == 1;
+  }
+
+  // Enqueues one call on `stream`: on the fused kernel where RunsFused,
+  // otherwise on the cuFFT path. InvalidValue for
   // arguments that break the contract above. Not thread-safe: the object
   // owns scratch memory that one call at a time uses.
   cudaError_t Run(const H3PrefillCudaParams& params, cudaStream_t stream);

@@ -53,6 +53,22 @@ TEST_F(H3PrefillCudaTest, ChoosesTheFusedKernelWhereItApplies) {
   EXPECT_NE(op->reason().find("head_dim 8"), std::string::npos) << op->reason();
 }
 
+TEST_F(H3PrefillCudaTest, RunsFusedWhereTheTimeStrideIsOne) {
+  const RandomH3Layer wide({96, 1, 64}, 4), narrow({1, 1, 64}, 4);
+  std::unique_ptr<H3PrefillCuda> op;
+  ASSERT_CUDA_OK(
+      H3PrefillCuda::Create(wide.weights(), {H3PrefillPath::kFused}, &op));
+  EXPECT_TRUE(op->RunsFused(SequenceLayout::ChannelMajor(96, 100)));
+  EXPECT_FALSE(op->RunsFused(SequenceLayout::TokenMajor(96, 100)));
+  ASSERT_CUDA_OK(
+      H3PrefillCuda::Create(narrow.weights(), {H3PrefillPath::kFused}, &op));
+  // With one channel the token-major layout is the channel-major one.
+  EXPECT_TRUE(op->RunsFused(SequenceLayout::TokenMajor(1, 100)));
+  ASSERT_CUDA_OK(
+      H3PrefillCuda::Create(narrow.weights(), {H3PrefillPath::kCufft}, &op));
+  EXPECT_FALSE(op->RunsFused(SequenceLayout::ChannelMajor(1, 100)));
+}
+
 TEST_F(H3PrefillCudaTest, RejectsBadShapes) {
   RandomH3Layer layer({16, 1, 64}, 6);
   std::unique_ptr<H3PrefillCuda> op;

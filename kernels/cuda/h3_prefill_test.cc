@@ -49,8 +49,10 @@ constexpr double kCufftOutputBound = 1e-5;
 constexpr double kCufftDiagStateBound = 1e-5;
 // Fused path: FFTs as fp16 tensor-core matrix products with fp32
 // accumulation (fp16 operands carry 2^-11 relative error, a few stages of
-// them plus the output gate give a few 1e-3); states accumulated in fp32.
-// To be revisited after the first GPU run.
+// them plus the output gate give a few 1e-3); states accumulated in fp32
+// from fp16-rounded operands, so within a few 2^-11 = 4.9e-4 of the exact
+// state. The first GPU run (H100, commit 2128013) measured 2.2e-4 to
+// 3.6e-4 for the state on fused calls (token-major ones with d_model 1).
 constexpr double kFusedOutputBound = 1e-2;
 constexpr double kFusedStateBound = 1e-3;
 // Outputs stored as fp16 / bf16 add their rounding: UnitRoundoff(type).
@@ -143,9 +145,12 @@ void ExpectClose(const std::vector<float>& got, const BatchState& got_state,
       << "diagonal state";
 }
 
-// Whether `op` runs a call with this layout on the fused kernel.
-bool RunsFused(const H3PrefillCuda& op, bool channel_major) {
-  return op.path() == H3PrefillPath::kFused && channel_major;
+// Whether `op` runs a call in this layout (d channels) on the fused kernel:
+// asked of the op, whose rule makes a token-major call with d = 1 fused too
+// (the first GPU run judged those by the cuFFT bounds and failed them).
+bool RunsFused(const H3PrefillCuda& op, bool channel_major, int d) {
+  return op.RunsFused(channel_major ? SequenceLayout::ChannelMajor(d, 1)
+                                    : SequenceLayout::TokenMajor(d, 1));
 }
 
 struct Case {
@@ -266,8 +271,8 @@ TEST_P(H3PrefillGpuTest, MatchesCpuTwin) {
   ASSERT_NO_FATAL_FAILURE(RunGpu(*op, c.shape.d_model, c.type, c.channel_major,
                                  c.batch, c.start, {c.length}, in, &got,
                                  &got_state));
-  ExpectClose(got, got_state, want, want_state, RunsFused(*op, c.channel_major),
-              c.type);
+  ExpectClose(got, got_state, want, want_state,
+              RunsFused(*op, c.channel_major, c.shape.d_model), c.type);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, H3PrefillGpuTest, ::testing::ValuesIn(Cases()),
@@ -306,7 +311,7 @@ TEST_P(H3PrefillChunkedGpuTest, ChunkedCallsEqualOneCall) {
     ASSERT_NO_FATAL_FAILURE(RunGpu(*op, shape.d_model, ElementType::kF32,
                                    channel_major, batch, start, {length}, in,
                                    &whole, &whole_state));
-    const bool fused = RunsFused(*op, channel_major);
+    const bool fused = RunsFused(*op, channel_major, shape.d_model);
     ExpectClose(chunked, chunked_state, want, want_state, fused,
                 ElementType::kF32);
     ExpectClose(whole, whole_state, want, want_state, fused, ElementType::kF32);
