@@ -150,6 +150,8 @@ while read -r kind path _; do
   printf '#!/bin/sh\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "$ld_path" "$path" >"$shim/$rel"
   chmod +x "$shim/$rel"
   [ "$kind" = test ] && tests+=("$shim/$rel")
+  # The e2e GPU test starts this server (tests/e2e/concurrent_test.cc).
+  [ "$kind" = tool ] && [ "$(basename "$rel")" = h3serve ] && export H3SERVE_BIN=$shim/$rel
 done <"$list"
 
 # ---- results ----------------------------------------------------------------
