@@ -271,6 +271,8 @@ int main(int argc, char** argv) {
 
   std::thread signal_waiter([&] {
     const int signal = WaitForStopSignal();
+    // Refusing first: whoever reads "draining" finds the server refusing.
+    (*server)->BeginDrain();
     std::cout << "h3serve: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
               << ", draining" << std::endl;
     const bool drained = (*server)->Drain(

@@ -154,10 +154,14 @@ Server::~Server() {
   Wait();
 }
 
-bool Server::Drain(std::chrono::milliseconds timeout) {
+void Server::BeginDrain() {
   grpc_server_->GetHealthCheckService()->SetServingStatus(false);
   service_->SetDraining();
   if (openai_ != nullptr) openai_->SetDraining();
+}
+
+bool Server::Drain(std::chrono::milliseconds timeout) {
+  BeginDrain();
   if (scheduler_ == nullptr) return true;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {

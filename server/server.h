@@ -82,8 +82,10 @@ class Server {
   bool model_loaded() const { return scheduler_ != nullptr; }
 
   // Health goes NOT_SERVING (HTTP /health 503) and new generation requests
-  // are refused (UNAVAILABLE, HTTP 503); waits up to `timeout` for the
-  // running and waiting ones to finish. True when none is left.
+  // are refused (UNAVAILABLE, HTTP 503) from when this returns.
+  void BeginDrain();
+  // BeginDrain, then waits up to `timeout` for the running and waiting
+  // requests to finish. True when none is left.
   bool Drain(std::chrono::milliseconds timeout);
 
   // Stops accepting calls and HTTP requests, lets those in flight finish for
