@@ -262,13 +262,23 @@ TEST(SoakTest, ThousandRequestsLeaveNothingBehind) {
   EXPECT_TRUE(load.IdleWith(kSlots)) << load.ToString();
 
   // Every request is counted once, by how it ended. A call whose deadline
-  // passes may be ended by the deadline or by the client going away.
-  const std::string metrics = testing::ScrapeMetrics(metrics_port);
+  // passes may be ended by the deadline or by the client going away. A
+  // handler that a loaded machine delays may submit its request after the
+  // client gave up and the gauges read idle: wait for the counts to add up.
+  std::string metrics;
   auto finished = [&](const std::string& reason) {
     return testing::MetricValue(
                metrics, "h3_requests_total{finish_reason=\"" + reason + "\"}")
         .value_or(0);
   };
+  const auto counted_by = std::chrono::steady_clock::now() + 30s;
+  do {
+    metrics = testing::ScrapeMetrics(metrics_port);
+    const double counted = finished("length") + finished("cancelled") +
+                           finished("deadline") + finished("error");
+    if (counted >= kWarmup + kRequests) break;
+    std::this_thread::sleep_for(100ms);
+  } while (std::chrono::steady_clock::now() < counted_by);
   int stopped = 0, deadlines = 0;
   for (int i = 0; i < kWarmup + kRequests; ++i) {
     stopped += Stopped(KindOf(i)) ? 1 : 0;
