@@ -36,23 +36,48 @@ Json StepStats(const std::vector<double>& ms) {
           {"max", *std::max_element(ms.begin(), ms.end())}};
 }
 
-// The timed steps of one phase, without and with the profiler; `run(profile,
-// ms)` appends one wall time per step to *ms and, when profiling, collects
-// each step's ranges.
-absl::StatusOr<Json> Phase(
-    engine::Backend& backend,
-    const std::function<absl::Status(bool, std::vector<double>*)>& run) {
+// One kind of run: appends the wall time of each timed step to *ms; when
+// `profile`, with the backend's profiler on for the timed steps (and still
+// on at the return, its ranges collected).
+using Run = std::function<absl::Status(bool profile, std::vector<double>* ms)>;
+
+void AddTotals(const std::vector<engine::OpTotal>& add,
+               std::vector<engine::OpTotal>* totals) {
+  for (const engine::OpTotal& a : add) {
+    auto it = std::find_if(totals->begin(), totals->end(), [&](const auto& t) {
+      return t.layer_type == a.layer_type && t.name == a.name;
+    });
+    if (it == totals->end()) {
+      totals->push_back(a);
+    } else {
+      it->calls += a.calls;
+      it->ms += a.ms;
+    }
+  }
+}
+
+// `rounds` times a run without the profiler and one with it, in turn, so
+// that the machine's drift falls on both; the profiled runs' ranges summed.
+absl::StatusOr<Json> Phase(engine::Backend& backend, int rounds,
+                           const Run& run) {
   std::vector<double> off, on;
-  H3_RETURN_IF_ERROR(run(false, &off));
-  H3_RETURN_IF_ERROR(backend.EnableProfiler(true));
+  std::vector<engine::OpTotal> totals;
   absl::Cleanup disable = [&] { (void)backend.EnableProfiler(false); };
-  H3_RETURN_IF_ERROR(run(true, &on));
+  for (int r = 0; r < rounds; ++r) {
+    H3_RETURN_IF_ERROR(run(false, &off));
+    H3_RETURN_IF_ERROR(run(true, &on));
+    if (backend.profiler() == nullptr) {
+      return absl::InternalError("breakdown: a profiled run left no profiler");
+    }
+    AddTotals(backend.profiler()->Totals(), &totals);
+    H3_RETURN_IF_ERROR(backend.EnableProfiler(false));
+  }
   const double steps = static_cast<double>(on.size());
   const double step_ms = Mean(on);
   Json ops = Json::array();
   std::map<std::string, double> by_type;
   double covered = 0;
-  for (const engine::OpTotal& t : backend.profiler()->Totals()) {
+  for (const engine::OpTotal& t : totals) {
     const double ms = t.ms / steps;
     ops.push_back({{"name", t.name},
                    {"layer_type", t.layer_type},
@@ -127,17 +152,18 @@ absl::StatusOr<Json> RunBreakdown(engine::Runner& runner,
   H3_RETURN_IF_ERROR(prefill().status());  // warm-up
   H3_ASSIGN_OR_RETURN(
       Json prefill_json,
-      Phase(backend, [&](bool, std::vector<double>* ms) -> absl::Status {
-        for (int r = 0; r < flags.reps; ++r) {
-          H3_ASSIGN_OR_RETURN(const double m, prefill());
-          ms->push_back(m);
-        }
-        return absl::OkStatus();
-      }));
+      Phase(backend, flags.reps,
+            [&](bool profile, std::vector<double>* ms) -> absl::Status {
+              H3_RETURN_IF_ERROR(backend.EnableProfiler(profile));
+              H3_ASSIGN_OR_RETURN(const double m, prefill());
+              ms->push_back(m);
+              return absl::OkStatus();
+            }));
 
   // Decode on fresh slots each run, so both runs decode at the same
   // positions; the profiler is off during the context and the warm-up.
-  auto decode = [&](bool profile, std::vector<double>* ms) -> absl::Status {
+  const Run decode = [&](bool profile,
+                         std::vector<double>* ms) -> absl::Status {
     H3_RETURN_IF_ERROR(backend.EnableProfiler(false));
     std::vector<engine::SlotId> slots;
     absl::Cleanup release = [&] {
@@ -171,7 +197,7 @@ absl::StatusOr<Json> RunBreakdown(engine::Runner& runner,
     }
     return absl::OkStatus();
   };
-  H3_ASSIGN_OR_RETURN(Json decode_json, Phase(backend, decode));
+  H3_ASSIGN_OR_RETURN(Json decode_json, Phase(backend, flags.reps, decode));
   return Json{
       {"batch", flags.batch},
       {"prompt_len", flags.prompt_len},
@@ -188,11 +214,13 @@ absl::StatusOr<Json> RunBreakdown(engine::Runner& runner,
        "wall time (steady_clock around Runner::Execute) of the profiled "
        "steps; profiler_overhead = that mean / the same steps' mean without "
        "the profiler - 1. The rest of a step (1 - covered_share) is host "
-       "work outside the ops: staging, validation, the ids' copy back. "
-       "prefill: one sequence of prompt_len tokens, first token sampled "
-       "greedily, one untimed warm-up then reps steps each way; decode: "
-       "batch sequences after decode_context tokens and 3 untimed steps, "
-       "decode_steps steps each way, sampled greedily on the backend"},
+       "work outside the ops: staging, validation, waits. Runs without and "
+       "with the profiler alternate, reps rounds of each. prefill: one "
+       "sequence of prompt_len tokens, first token sampled greedily, one "
+       "untimed warm-up, then reps steps each way; decode: per run, batch "
+       "fresh sequences after decode_context tokens and 3 untimed steps, "
+       "decode_steps timed steps, sampled greedily on the backend; reps "
+       "runs each way"},
       {"prefill", prefill_json},
       {"decode", decode_json},
   };

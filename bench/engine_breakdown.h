@@ -22,14 +22,14 @@ int64_t BreakdownSequenceLength(const EngineBenchFlags& flags);
 
 // Prefill: one sequence of --prompt-len random tokens in one step, sampling
 // its first token greedily on the backend; one untimed warm-up, then --reps
-// steps without the profiler and --reps with it. Decode, twice (without and
-// with the profiler), each on fresh slots at the same positions: --batch
-// sequences prefilled with --decode-context tokens (untimed),
-// kBreakdownWarmupSteps untimed steps, then --decode-steps timed steps of
-// one token each, sampled greedily on the backend (only ids come back).
-// Every step is timed alone (steady_clock around Runner::Execute). The
-// runner must not use graphs (the profiler runs steps op by op anyway; the
-// steps without it must be the same work).
+// rounds of a step without the profiler and one with it. Decode: --reps
+// rounds of a run without and a run with the profiler, each run on fresh
+// slots at the same positions: --batch sequences prefilled with
+// --decode-context tokens (untimed), kBreakdownWarmupSteps untimed steps,
+// then --decode-steps timed steps of one token each, sampled greedily on
+// the backend (only ids come back). Every step is timed alone (steady_clock
+// around Runner::Execute). The runner must not use graphs (the profiler
+// runs steps op by op; the steps without it must be the same work).
 // Per phase: the step's wall time with and without the profiler, and per
 // (layer type, op): calls, ms per step and share of the profiled step.
 absl::StatusOr<nlohmann::ordered_json> RunBreakdown(
