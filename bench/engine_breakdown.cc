@@ -98,6 +98,7 @@ absl::StatusOr<Json> Phase(engine::Backend& backend, int rounds,
       {"step_ms",
        {{"profiler_off", StepStats(off)}, {"profiler_on", StepStats(on)}}},
       {"profiler_overhead", step_ms / Mean(off) - 1},
+      {"profiler_overhead_median", MedianOf(on) / MedianOf(off) - 1},
       {"ops_ms_per_step", covered},
       {"covered_share", covered / step_ms},
       {"layer_types", types},
@@ -213,7 +214,8 @@ absl::StatusOr<Json> RunBreakdown(engine::Runner& runner,
        "ms_per_step = an op's total / steps; share = ms_per_step / the mean "
        "wall time (steady_clock around Runner::Execute) of the profiled "
        "steps; profiler_overhead = that mean / the same steps' mean without "
-       "the profiler - 1. The rest of a step (1 - covered_share) is host "
+       "the profiler - 1 (_median: of the medians). The rest of a step (1 - "
+       "covered_share) is host "
        "work outside the ops: staging, validation, waits. Runs without and "
        "with the profiler alternate, reps rounds of each. prefill: one "
        "sequence of prompt_len tokens, first token sampled greedily, one "
