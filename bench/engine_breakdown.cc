@@ -170,15 +170,8 @@ absl::StatusOr<Json> RunBreakdown(engine::Runner& runner,
     absl::Cleanup release = [&] {
       for (engine::SlotId slot : slots) memory.Release(slot);
     };
+    H3_RETURN_IF_ERROR(PrefillContexts(runner, flags, &slots));
     engine::StepPlan plan;
-    for (int64_t b = 0; b < flags.batch; ++b) {
-      H3_ASSIGN_OR_RETURN(const engine::SlotId slot, memory.Acquire());
-      slots.push_back(slot);
-      const std::vector<int32_t> context =
-          RandomTokens(flags.decode_context, vocab, 100 + b);
-      plan.sequences = {{.slot = slot, .tokens = context}};
-      H3_RETURN_IF_ERROR(runner.Execute(plan, &result));
-    }
     std::vector<int32_t> next = RandomTokens(flags.batch, vocab, 7);
     for (int64_t step = 0; step < kBreakdownWarmupSteps + flags.decode_steps;
          ++step) {

@@ -4,7 +4,6 @@
 // logits changed by it.
 #include "engine/profiler.h"
 
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +19,8 @@
 
 namespace h3::engine {
 namespace {
+
+using h3::testing::SameBits;
 
 // Mark i reads back as times[i] ms; Mark fails once `fail_at` marks exist.
 class ScriptedClock final : public ProfileClock {
@@ -136,11 +137,6 @@ class ProfiledRunnerTest : public ::testing::Test {
 
   std::unique_ptr<loader::ModelFile> file_;
 };
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 TEST_F(ProfiledRunnerTest, OffByDefault) {
   std::unique_ptr<Runner> runner = Make();

@@ -2,7 +2,6 @@
 // and of a prefill named and counted, times that sum to no more than the
 // steps' wall time, and the logits bitwise those of the same steps without
 // it, replayed from graphs. Label gpu: skips without a device.
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +19,8 @@
 
 namespace h3::engine {
 namespace {
+
+using h3::testing::SameBits;
 
 // fp16 weights take the fused prefill (nested transposes), fp32 the cuFFT
 // one.
@@ -53,11 +54,6 @@ class CudaProfilerTest : public h3::testing::GpuTestWithParam<ElementType> {
   std::unique_ptr<loader::ModelFile> file_;
   std::unique_ptr<Runner> runner_;
 };
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 TEST_P(CudaProfilerTest, DecodeStepsNameEveryOp) {
   // The first run captures the graphs the profiled one must not replay.

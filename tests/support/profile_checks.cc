@@ -1,6 +1,7 @@
 #include "tests/support/profile_checks.h"
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -160,6 +161,11 @@ void ExpectBreakdown(const ProfiledSteps& run, const ExpectedOps& ops,
     EXPECT_NE(outer, key.second)
         << "unexpected range " << key.first << " " << key.second;
   }
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace h3::testing

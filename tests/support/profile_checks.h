@@ -53,6 +53,9 @@ ExpectedOps PrefillOps();
 void ExpectBreakdown(const ProfiledSteps& run, const ExpectedOps& ops,
                      int h3_layers, int attention_layers, int sequences);
 
+// a and b hold the same floats, bit for bit.
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b);
+
 }  // namespace h3::testing
 
 #endif  // H3_TESTS_SUPPORT_PROFILE_CHECKS_H_
