@@ -26,9 +26,10 @@
 #                     the CUDA libraries the machine must supply
 #   devices    30/5   h3 devices
 #   tests     180/30  every gpu-labelled test program (--gtest_brief=1)
-#   breakdown 150/60  h3_engine_bench --what breakdown: per-op times of a
-#                     decode step and a 512-token prefill, H3-1.3B shape,
-#                     fp16, at batch 1 and 64 (graphs off, forced)
+#   breakdown 150/60  bench/engine_breakdown.py (h3_engine_bench --what
+#                     breakdown): per-op times of a decode step and a
+#                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
+#                     64 (graphs off, forced)
 #   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
 #                     GPT-2 at batch 64, then batch-1 latency
 #   serve_1    60/30  bench/serve_vs_offline.py --device cuda: h3serve under
@@ -267,10 +268,11 @@ elif kind == "breakdown":
         ms = d.get("step_ms", {})
         ops = sorted(d.get("ops", []), key=lambda o: -o.get("ms_per_step", 0))[:2]
         top = ", ".join(f"{o['layer_type']} {o['name']} {o['share']:.0%}" for o in ops)
+        prefill = run.get("prefill", {}).get("step_ms", {}).get("profiler_off", {})
         parts.append(f"batch {run.get('batch')}: decode step "
-                     f"{ms.get('profiler_off', {}).get('mean', 0):.2f} ms "
-                     f"({ms.get('profiler_on', {}).get('mean', 0):.2f} profiled; {top}), "
-                     f"prefill {run.get('prefill', {}).get('step_ms', {}).get('profiler_off', {}).get('mean', 0):.1f} ms")
+                     f"{ms.get('profiler_off', {}).get('median', 0):.2f} ms "
+                     f"({ms.get('profiler_on', {}).get('median', 0):.2f} profiled; {top}), "
+                     f"prefill {prefill.get('median', 0):.1f} ms")
     print("; ".join(parts))
 elif kind.startswith("serve"):
     print("; ".join(
@@ -432,27 +434,17 @@ phase_table4() {
   bench_result $rc table4
 }
 
-# One h3_engine_bench --what breakdown per batch size; breakdown.json holds
-# their reports as {"runs": [...]}.
+# bench/engine_breakdown.py: h3_engine_bench --what breakdown per batch size.
 phase_breakdown() {
-  local rc b line runs=()
+  local rc
   ensure_model
   rc=$?
-  for b in ${breakdown_batches//,/ }; do
-    [ $rc -eq 0 ] || break
-    bounded "$work/breakdown.out" "$shim/bench/h3_engine_bench" --what breakdown \
-      --device cuda --dtype fp16 --model "$model" --batch "$b" --prompt-len 512 \
-      --decode-context 512 --decode-steps 32 --reps 5
+  if [ $rc -eq 0 ]; then
+    bounded "$bench_log" "$python" "$root/bench/engine_breakdown.py" --build "$shim" \
+      --model "$model" --device cuda --dtype fp16 --batches "$breakdown_batches" \
+      --prompt-len 512 --decode-context 512 --decode-steps 32 --reps 5 \
+      --out "$out/breakdown.json"
     rc=$?
-    # The report is the one line of JSON on stdout; the rest goes to the log.
-    grep -v '^{' "$work/breakdown.out" >>"$bench_log"
-    line=$(grep '^{' "$work/breakdown.out" | tail -1)
-    : >"$work/breakdown.out"
-    if [ -n "$line" ]; then runs+=("$line"); elif [ $rc -eq 0 ]; then rc=1; fi
-  done
-  if [ ${#runs[@]} -gt 0 ]; then
-    { printf '{"runs": ['; (IFS=,; printf '%s' "${runs[*]}"); printf ']}\n'; } \
-      >"$out/breakdown.json"
   fi
   bench_result $rc breakdown
 }

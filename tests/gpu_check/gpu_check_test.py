@@ -37,11 +37,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ "$what" = breakdown ]; then
-  echo "a line for the log"
-  printf '{"batch": %s, "decode": {"step_ms": {"profiler_off": {"mean": 2.5}, ' "$batch"
-  printf '"profiler_on": {"mean": 2.75}}, "ops": [{"name": "h3_step", "layer_type": "h3", '
+  echo "not a report"
+  printf '{"batch": %s, "decode": {"step_ms": {"profiler_off": {"median": 2.5}, ' "$batch"
+  printf '"profiler_on": {"median": 2.75}}, "ops": [{"name": "h3_step", "layer_type": "h3", '
   printf '"ms_per_step": 1.0, "share": 0.4}]}, "prefill": {"step_ms": {"profiler_off": '
-  printf '{"mean": 20.0}}}}\\n'
+  printf '{"median": 20.0}}}}\\n'
 fi
 """
 
@@ -148,6 +148,9 @@ class FakeMachine:
                              ("flashconv_bench.py", "flashconv")):
             write(os.path.join(self.root, "bench", script),
                   FAKE_BENCH.format(name=name, sleep=bench_sleep))
+        # The real driver, over the fake h3_engine_bench.
+        shutil.copy(os.path.join(SOURCE, "bench", "engine_breakdown.py"),
+                    os.path.join(self.root, "bench", "engine_breakdown.py"))
         self.bin = os.path.join(tmp, "bin")
         write(os.path.join(self.bin, "nvidia-smi"), sh + textwrap.dedent("""\
             case "$*" in
@@ -212,8 +215,10 @@ class GpuCheckTest(unittest.TestCase):
                       m.phases["breakdown"]["detail"])
         self.assertIn("batch 64: decode step", m.phases["breakdown"]["detail"])
         with open(os.path.join(m.out, "breakdown.json")) as f:
-            runs = json.load(f)["runs"]
-        self.assertEqual([r["batch"] for r in runs], [1, 64])
+            breakdown = json.load(f)
+        self.assertEqual([r["batch"] for r in breakdown["runs"]], [1, 64])
+        self.assertIn("--what breakdown --model " + m.model + " --device cuda --dtype fp16",
+                      breakdown["commands"][0])
         self.assertEqual(m.check["commit"], "0123456789ab")
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
 
@@ -235,8 +240,8 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("--device cuda", bench)
         self.assertIn("--concurrency 64 --num-prompts 128 --input-len 1536 --output-len 128",
                       bench)
-        self.assertIn("a line for the log", bench)
-        self.assertIn("--what breakdown --device cuda --dtype fp16", bench)
+        self.assertIn("batch 64 decode: step 2.500 ms median (2.750 profiled)", bench)
+        self.assertNotIn("not a report", m.read("breakdown.json"))
 
     def test_a_phase_past_its_limit_is_stopped_with_its_children(self):
         m = FakeMachine(self.tmp, kernels_test=HANGING_TEST)
