@@ -4,7 +4,8 @@
 // a GPU).
 //
 //   h3_engine_bench --model M.h3
-//       [--what both|prefill|decode|table4|latency|prefix-cache|write-random]
+//       [--what both|prefill|decode|table4|latency|prefix-cache|breakdown|
+//               write-random]
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
 //       [--graphs on|off] [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
@@ -23,6 +24,8 @@
 // latency: batch-1 decode, each step timed (bench/engine_table4.h).
 // prefix-cache: snapshot and restore against prefill, per prefix length
 // (bench/engine_prefix_cache.h).
+// breakdown: per-operation times of a decode step and of a prefill, graphs
+// forced off (bench/engine_breakdown.h, docs/cuda-engine.md).
 // write-random: writes a random fp32 model of --random-shape to --model
 // (released preset names, or "small") and exits; nothing is timed.
 #include <algorithm>
@@ -38,6 +41,7 @@
 #include "absl/status/status.h"
 #include "base/parallel.h"
 #include "base/status_macros.h"
+#include "bench/engine_breakdown.h"
 #include "bench/engine_prefix_cache.h"
 #include "bench/engine_table4.h"
 #include "engine/backend.h"
@@ -81,16 +85,9 @@ absl::StatusOr<double> TimeDecode(engine::Runner& runner,
   absl::Cleanup release = [&] {
     for (engine::SlotId slot : slots) memory.Release(slot);
   };
+  H3_RETURN_IF_ERROR(PrefillContexts(runner, flags, &slots));
   engine::StepPlan plan;
   engine::StepResult result;
-  for (int64_t b = 0; b < flags.batch; ++b) {
-    H3_ASSIGN_OR_RETURN(const engine::SlotId slot, memory.Acquire());
-    slots.push_back(slot);
-    const std::vector<int32_t> context =
-        RandomTokens(flags.decode_context, vocab, 100 + b);
-    plan.sequences = {{.slot = slot, .tokens = context}};
-    H3_RETURN_IF_ERROR(runner.Execute(plan, &result));
-  }
   std::vector<int32_t> next = RandomTokens(flags.batch, vocab, 7);
   const Clock::time_point start = Clock::now();
   for (int64_t step = 0; step < flags.decode_steps; ++step) {
@@ -154,12 +151,16 @@ absl::Status Run(const EngineBenchFlags& flags) {
       std::unique_ptr<engine::Model> loaded,
       engine::Model::Load(*file, std::move(backend),
                           {.prefill_chunk = flags.prefill_chunk}));
+  const bool breakdown = flags.what == "breakdown";
   const engine::RunnerOptions options{
       .slots = static_cast<int>(flags.batch),
       .max_sequence_length =
-          std::max(flags.prompt_len, flags.decode_context) + flags.decode_steps,
+          breakdown ? BreakdownSequenceLength(flags)
+                    : std::max(flags.prompt_len, flags.decode_context) +
+                          flags.decode_steps,
       .max_step_tokens = StepTokens(flags),
-      .graphs = flags.graphs == "on",
+      // The profiler times ops one by one: no graphs in a breakdown.
+      .graphs = flags.graphs == "on" && !breakdown,
       // Room for every snapshot the prefix-cache mode takes.
       .prefix_cache = {
           .max_bytes = flags.what == "prefix-cache" ? int64_t{1} << 40 : 0,
@@ -177,6 +178,8 @@ absl::Status Run(const EngineBenchFlags& flags) {
     H3_ASSIGN_OR_RETURN(result, RunLatency(*runner, flags));
   } else if (flags.what == "prefix-cache") {
     H3_ASSIGN_OR_RETURN(result, RunPrefixCache(*runner, flags));
+  } else if (breakdown) {
+    H3_ASSIGN_OR_RETURN(result, RunBreakdown(*runner, flags));
   } else {
     H3_ASSIGN_OR_RETURN(result, RunPrefillDecode(*runner, flags));
   }
@@ -211,7 +214,7 @@ int main(int argc, char** argv) {
   app.add_option("--model", flags.model, "The model file")->required();
   app.add_option("--what", flags.what)
       ->check(CLI::IsMember({"both", "prefill", "decode", "table4", "latency",
-                             "prefix-cache", "write-random"}));
+                             "prefix-cache", "breakdown", "write-random"}));
   app.add_option("--device", flags.device,
                  "cpu, cuda, cuda:N or auto (the first usable GPU, else cpu)");
   app.add_option("--dtype", flags.dtype, "how weight matrices are stored")

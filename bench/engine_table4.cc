@@ -44,6 +44,24 @@ int64_t StepTokens(const EngineBenchFlags& flags) {
   return std::max(longest, std::min(flags.batch * longest, kAutoStepTokens));
 }
 
+absl::Status PrefillContexts(engine::Runner& runner,
+                             const EngineBenchFlags& flags,
+                             std::vector<engine::SlotId>* slots) {
+  const int32_t vocab =
+      static_cast<int32_t>(runner.model().config().vocab_size);
+  engine::StepPlan plan;
+  engine::StepResult result;
+  for (int64_t b = 0; b < flags.batch; ++b) {
+    H3_ASSIGN_OR_RETURN(const engine::SlotId slot, runner.memory().Acquire());
+    slots->push_back(slot);
+    const std::vector<int32_t> context =
+        RandomTokens(flags.decode_context, vocab, 100 + b);
+    plan.sequences = {{.slot = slot, .tokens = context}};
+    H3_RETURN_IF_ERROR(runner.Execute(plan, &result));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
     const EngineBenchFlags& flags) {
   engine::BackendOptions options;

@@ -52,6 +52,13 @@ std::vector<int32_t> RandomTokens(int64_t n, int32_t vocab, uint32_t seed);
 void GreedyNext(const loader::ModelConfig& config,
                 const std::vector<float>& logits, std::vector<int32_t>& next);
 
+// Acquires --batch slots (appended to *slots; the caller releases them)
+// and feeds each its own --decode-context random tokens in a step of its
+// own, so that decode steps can follow.
+absl::Status PrefillContexts(engine::Runner& runner,
+                             const EngineBenchFlags& flags,
+                             std::vector<engine::SlotId>* slots);
+
 // The backend --device and --dtype name (engine::MakeBackend).
 absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
     const EngineBenchFlags& flags);

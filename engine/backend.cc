@@ -36,4 +36,20 @@ absl::Status Backend::Replay(int) {
   return absl::UnimplementedError(name() + " has no graphs");
 }
 
+absl::Status Backend::EnableProfiler(bool on) {
+  if (!on) {
+    profiler_.reset();
+    return absl::OkStatus();
+  }
+  if (profiler_ != nullptr) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<ProfileClock>> clock = MakeProfileClock();
+  if (!clock.ok()) return clock.status();
+  profiler_ = std::make_unique<Profiler>(*std::move(clock));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ProfileClock>> Backend::MakeProfileClock() {
+  return MakeHostProfileClock();
+}
+
 }  // namespace h3::engine

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/element_type.h"
+#include "engine/profiler.h"
 #include "kernels/attention.h"
 #include "kernels/h3.h"
 #include "kernels/layer_norm.h"
@@ -186,6 +187,21 @@ class Backend {
   virtual absl::Status Replay(int graph);
   // Frees every graph (their ids become invalid).
   virtual void DropGraphs() {}
+
+  // Per-operation timing (engine/profiler.h), off by default. While on, the
+  // model and the runner time each op in a named range of profiler(), and
+  // the runner runs every step op by op: no graph is captured or replayed
+  // (a graph would hide the ops). Off: frees the profiler and its totals.
+  // The clock's error, if any. Not while a graph is being captured.
+  absl::Status EnableProfiler(bool on);
+  // Null while off.
+  Profiler* profiler() const { return profiler_.get(); }
+  // The clock EnableProfiler uses: by default steady_clock, right for
+  // backends whose ops have finished when they return (the CPU's).
+  virtual absl::StatusOr<std::unique_ptr<ProfileClock>> MakeProfileClock();
+
+ private:
+  std::unique_ptr<Profiler> profiler_;
 };
 
 // The CPU backend: row-invariant matrix products (kernels/cpu/gemm.h),

@@ -25,38 +25,54 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
   }
   const int64_t d = config_.d_model;
   const float eps = static_cast<float>(config_.layer_norm_epsilon);
-  H3_RETURN_IF_ERROR(
-      backend_->Embedding(batch.ids, rows, embedding_, act.hidden.data()));
+  // Each op in a named range of the profiler (engine/profiler.h), if on.
+  Profiler* const prof = backend_->profiler();
+  H3_RETURN_IF_ERROR(TimeOp(prof, "embedding", "model", [&] {
+    return backend_->Embedding(batch.ids, rows, embedding_, act.hidden.data());
+  }));
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& layer = layers_[i];
-    H3_RETURN_IF_ERROR(backend_->AddLayerNorm(
-        {act.hidden.data(), act.residual.data(), /*add_residual=*/i > 0,
-         layer.norm1_w.data(), layer.norm1_b.data(), act.normed.data(), rows, d,
-         eps}));
+    const char* type = layer.attention ? "attention" : "h3";
+    // The residual add (from the second layer on) and the first norm.
+    H3_RETURN_IF_ERROR(TimeOp(prof, "ln_1", type, [&] {
+      return backend_->AddLayerNorm({act.hidden.data(), act.residual.data(),
+                                     /*add_residual=*/i > 0,
+                                     layer.norm1_w.data(), layer.norm1_b.data(),
+                                     act.normed.data(), rows, d, eps});
+    }));
     // The mixer: q|k|v in one product, the sequence mixing into normed
     // (free once the product has read it), the output projection.
-    H3_RETURN_IF_ERROR(
-        backend_->Linear({act.normed.data(), &layer.wqkv_w, layer.wqkv_b.data(),
-                          act.qkv.data(), rows}));
+    H3_RETURN_IF_ERROR(TimeOp(prof, "qkv_linear", type, [&] {
+      return backend_->Linear({act.normed.data(), &layer.wqkv_w,
+                               layer.wqkv_b.data(), act.qkv.data(), rows});
+    }));
     H3_RETURN_IF_ERROR(
         layer.attention ? AttentionMixer(layer, index_of_layer_[i], batch, act)
                         : H3Mixer(layer, index_of_layer_[i], batch, act));
-    H3_RETURN_IF_ERROR(
-        backend_->Linear({act.normed.data(), &layer.out_w, layer.out_b.data(),
-                          act.mixed.data(), rows}));
-    H3_RETURN_IF_ERROR(backend_->AddLayerNorm(
-        {act.mixed.data(), act.residual.data(), true, layer.norm2_w.data(),
-         layer.norm2_b.data(), act.normed.data(), rows, d, eps}));
-    H3_RETURN_IF_ERROR(
-        backend_->Linear({act.normed.data(), &layer.fc1_w, layer.fc1_b.data(),
-                          act.mlp.data(), rows, Epilogue::kGeluTanh}));
-    H3_RETURN_IF_ERROR(
-        backend_->Linear({act.mlp.data(), &layer.fc2_w, layer.fc2_b.data(),
-                          act.hidden.data(), rows}));
+    H3_RETURN_IF_ERROR(TimeOp(prof, "out_linear", type, [&] {
+      return backend_->Linear({act.normed.data(), &layer.out_w,
+                               layer.out_b.data(), act.mixed.data(), rows});
+    }));
+    H3_RETURN_IF_ERROR(TimeOp(prof, "ln_2", type, [&] {
+      return backend_->AddLayerNorm(
+          {act.mixed.data(), act.residual.data(), true, layer.norm2_w.data(),
+           layer.norm2_b.data(), act.normed.data(), rows, d, eps});
+    }));
+    H3_RETURN_IF_ERROR(TimeOp(prof, "mlp_fc1_gelu", type, [&] {
+      return backend_->Linear({act.normed.data(), &layer.fc1_w,
+                               layer.fc1_b.data(), act.mlp.data(), rows,
+                               Epilogue::kGeluTanh});
+    }));
+    H3_RETURN_IF_ERROR(TimeOp(prof, "mlp_fc2", type, [&] {
+      return backend_->Linear({act.mlp.data(), &layer.fc2_w, layer.fc2_b.data(),
+                               act.hidden.data(), rows});
+    }));
   }
-  return backend_->AddLayerNorm({act.hidden.data(), act.residual.data(), true,
-                                 ln_f_weight_.data(), ln_f_bias_.data(),
-                                 act.normed.data(), rows, d, eps});
+  return TimeOp(prof, "ln_f", "model", [&] {
+    return backend_->AddLayerNorm({act.hidden.data(), act.residual.data(), true,
+                                   ln_f_weight_.data(), ln_f_bias_.data(),
+                                   act.normed.data(), rows, d, eps});
+  });
 }
 
 absl::Status Model::H3Mixer(Layer& layer, int index, const ForwardBatch& batch,
@@ -65,9 +81,10 @@ absl::Status Model::H3Mixer(Layer& layer, int index, const ForwardBatch& batch,
   float* inner = act.normed.data();
   const StepRows& step = batch.step;
   if (step.count > 0) {
-    H3_RETURN_IF_ERROR(layer.h3->Step(static_cast<int>(step.count),
-                                      act.qkv.data(), inner, step.h3[index],
-                                      step.positions));
+    H3_RETURN_IF_ERROR(TimeOp(backend_->profiler(), "h3_step", "h3", [&] {
+      return layer.h3->Step(static_cast<int>(step.count), act.qkv.data(), inner,
+                            step.h3[index], step.positions);
+    }));
   }
   int64_t row = step.count;
   for (const Segment& s : batch.segments) {
@@ -75,9 +92,11 @@ absl::Status Model::H3Mixer(Layer& layer, int index, const ForwardBatch& batch,
     // previous one left.
     for (int64_t done = 0; done < s.length;) {
       const int64_t n = std::min(options_.prefill_chunk, s.length - done);
-      H3_RETURN_IF_ERROR(layer.h3->Prefill(
-          s.position + done, n, act.qkv.data() + (row + done) * 3 * d,
-          inner + (row + done) * d, s.memory.h3[index]));
+      H3_RETURN_IF_ERROR(TimeOp(backend_->profiler(), "h3_prefill", "h3", [&] {
+        return layer.h3->Prefill(s.position + done, n,
+                                 act.qkv.data() + (row + done) * 3 * d,
+                                 inner + (row + done) * d, s.memory.h3[index]);
+      }));
       done += n;
     }
     row += s.length;
@@ -96,16 +115,22 @@ absl::Status Model::AttentionMixer(Layer& layer, int index,
   float* out = act.normed.data();
   const StepRows& step = batch.step;
   if (step.count > 0) {
-    H3_RETURN_IF_ERROR(backend_->AttentionDecode(
-        {shape, static_cast<int>(step.count), act.qkv.data(), inv_freq,
-         step.kv[index], step.positions, out},
-        step.kv_capacity));
+    H3_RETURN_IF_ERROR(
+        TimeOp(backend_->profiler(), "attention_decode", "attention", [&] {
+          return backend_->AttentionDecode(
+              {shape, static_cast<int>(step.count), act.qkv.data(), inv_freq,
+               step.kv[index], step.positions, out},
+              step.kv_capacity);
+        }));
   }
   int64_t row = step.count;
   for (const Segment& s : batch.segments) {
-    H3_RETURN_IF_ERROR(backend_->Attention(
-        {shape, s.position, s.length, act.qkv.data() + row * 3 * d, inv_freq,
-         s.memory.kv[index], out + row * d}));
+    H3_RETURN_IF_ERROR(
+        TimeOp(backend_->profiler(), "attention_prefill", "attention", [&] {
+          return backend_->Attention({shape, s.position, s.length,
+                                      act.qkv.data() + row * 3 * d, inv_freq,
+                                      s.memory.kv[index], out + row * d});
+        }));
     row += s.length;
   }
   return absl::OkStatus();
@@ -113,7 +138,9 @@ absl::Status Model::AttentionMixer(Layer& layer, int index,
 
 absl::Status Model::LmHead(const float* normed, int64_t rows, float* logits) {
   // Tied to the embedding: logits = LN_f(residual) E^T.
-  return backend_->Linear({normed, &embedding_, nullptr, logits, rows});
+  return TimeOp(backend_->profiler(), "lm_head", "model", [&] {
+    return backend_->Linear({normed, &embedding_, nullptr, logits, rows});
+  });
 }
 
 }  // namespace h3::engine

@@ -261,13 +261,17 @@ absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
   if (pure) {
     H3_RETURN_IF_ERROR(RunGraphed(batch, sample));
   } else {
-    H3_RETURN_IF_ERROR(backend.Upload(staging_, l.bytes));
+    Profiler* const prof = backend.profiler();
+    H3_RETURN_IF_ERROR(TimeOp(prof, "upload", "model", [&] {
+      return backend.Upload(staging_, l.bytes);
+    }));
     H3_RETURN_IF_ERROR(model_->Forward(batch, act_));
     float* normed = act_.normed.data();
     for (auto [from, to] : gather) {
-      if (from != to) {
-        H3_RETURN_IF_ERROR(backend.Copy(normed + from * d, d, normed + to * d));
-      }
+      if (from == to) continue;
+      H3_RETURN_IF_ERROR(TimeOp(prof, "gather_rows", "model", [&] {
+        return backend.Copy(normed + from * d, d, normed + to * d);
+      }));
     }
     H3_RETURN_IF_ERROR(HeadAndSample(head, sample));
   }
@@ -282,6 +286,7 @@ absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
   std::vector<float> logprobs(head);
   if (sample) {
     static_assert(sizeof(int32_t) == sizeof(float));
+    ProfileRange range(backend.profiler(), "ids_to_host");
     H3_RETURN_IF_ERROR(backend.CopyToHost(
         sampled_.data(), head, reinterpret_cast<float*>(drawn.data())));
     H3_RETURN_IF_ERROR(backend.CopyToHost(sampled_.data() + head_capacity_,
@@ -299,6 +304,7 @@ absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
     }
     if (s.logits) {
       result->logits_row[i] = next;
+      ProfileRange range(backend.profiler(), "logits_to_host");
       H3_RETURN_IF_ERROR(
           backend.CopyToHost(logits_.data() + head_row[i] * vocab, vocab,
                              result->logits.data() + next * vocab));
@@ -318,12 +324,17 @@ absl::Status Runner::RunGraphed(const ForwardBatch& batch, bool sample) {
   auto graph = std::find_if(
       graphs_.begin(), graphs_.end(),
       [&](const Graph& g) { return g.bucket == bucket && g.sample == sample; });
-  if (graph != graphs_.end()) return backend.Replay(graph->id);
+  Profiler* const prof = backend.profiler();
   auto step = [&]() -> absl::Status {
-    H3_RETURN_IF_ERROR(backend.Upload(staging_, layout_->bytes));
+    H3_RETURN_IF_ERROR(TimeOp(prof, "upload", "model", [&] {
+      return backend.Upload(staging_, layout_->bytes);
+    }));
     H3_RETURN_IF_ERROR(model_->Forward(batch, act_));
     return HeadAndSample(bucket, sample);
   };
+  // A profiled step runs op by op: a graph would hide its ops.
+  if (prof != nullptr) return step();
+  if (graph != graphs_.end()) return backend.Replay(graph->id);
   H3_RETURN_IF_ERROR(step());
   if (!use_graphs_) return absl::OkStatus();
   // Captured after one uncaptured run of the same shape, which has chosen
@@ -351,7 +362,8 @@ absl::Status Runner::HeadAndSample(int64_t head_rows, bool sample) {
   p.histories = OnDevice<kernels::TokenHistory>(staging_, layout_->histories);
   p.ids = reinterpret_cast<int32_t*>(sampled_.data());
   p.logprobs = sampled_.data() + head_capacity_;
-  return model_->backend().Sample(p);
+  return TimeOp(model_->backend().profiler(), "sample", "model",
+                [&] { return model_->backend().Sample(p); });
 }
 
 }  // namespace h3::engine

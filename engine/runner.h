@@ -24,7 +24,9 @@ struct RunnerOptions {
   int64_t max_step_tokens = 8192;
   // On a backend with graphs (CUDA), steps of single tokens only are padded
   // to a batch-size bucket and each bucket's step is captured once and
-  // replayed. Off: the same padded steps, run op by op.
+  // replayed. Off: the same padded steps, run op by op. While the backend's
+  // profiler is on (Backend::EnableProfiler), steps run op by op whatever
+  // this says.
   bool graphs = true;
   // Snapshots of sequences kept for later requests with the same prefix
   // (off unless max_bytes > 0).

@@ -18,6 +18,7 @@
 #   --model FILE       the random H3-1.3B model the benchmarks share (default
 #                      /tmp/h3-table4/h3-1.3b.h3; written when absent)
 #   --prompt-lens L    Table 4's prompt lengths (default 512)
+#   --breakdown-batches L  the breakdown's batch sizes (default 1,64)
 #   --serve-budgets L  serve_64's --prefill-tokens values (default: default)
 #
 # Phases, most valuable first (limit / least time worth starting, seconds):
@@ -25,6 +26,10 @@
 #                     the CUDA libraries the machine must supply
 #   devices    30/5   h3 devices
 #   tests     180/30  every gpu-labelled test program (--gtest_brief=1)
+#   breakdown 150/60  bench/engine_breakdown.py (h3_engine_bench --what
+#                     breakdown): per-op times of a decode step and a
+#                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
+#                     64 (graphs off, forced)
 #   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
 #                     GPT-2 at batch 64, then batch-1 latency
 #   serve_1    60/30  bench/serve_vs_offline.py --device cuda: h3serve under
@@ -39,10 +44,10 @@
 # timeout(1) ends it with every process it started (SIGTERM to the process
 # group, SIGKILL 3 s later).
 #
-# OUT_DIR receives at most 8 files, rewritten after every phase: summary.txt
+# OUT_DIR receives at most 9 files, rewritten after every phase: summary.txt
 # (what passed, failed, timed out, was skipped and why), check.json (the
 # same as JSON), tests.log (tests and memcheck), bench.log (everything else),
-# table4.json, serve_1.json, serve_64.json, flashconv.json.
+# table4.json, serve_1.json, serve_64.json, flashconv.json, breakdown.json.
 # Our programs run with the archive's lib/ on LD_LIBRARY_PATH, through small
 # wrappers; nothing else (Python, PyTorch, nvidia-smi) sees those libraries.
 # Exit status: 0 when every phase that ran passed; 1 otherwise; 2 on bad
@@ -54,11 +59,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_phases=(facts devices tests table4 serve_1 serve_64 flashconv memcheck)
-declare -A limit=([facts]=20 [devices]=30 [tests]=180 [table4]=240 [serve_1]=60
-                  [serve_64]=150 [flashconv]=120 [memcheck]=600)
-declare -A least=([facts]=5 [devices]=5 [tests]=30 [table4]=90 [serve_1]=30
-                  [serve_64]=60 [flashconv]=30 [memcheck]=60)
+all_phases=(facts devices tests breakdown table4 serve_1 serve_64 flashconv memcheck)
+declare -A limit=([facts]=20 [devices]=30 [tests]=180 [breakdown]=150 [table4]=240
+                  [serve_1]=60 [serve_64]=150 [flashconv]=120 [memcheck]=600)
+declare -A least=([facts]=5 [devices]=5 [tests]=30 [breakdown]=60 [table4]=90
+                  [serve_1]=30 [serve_64]=60 [flashconv]=30 [memcheck]=60)
 reserve=5      # seconds kept back to write the summary
 kill_grace=3   # seconds between SIGTERM and SIGKILL
 
@@ -68,11 +73,13 @@ build=""
 python=python3
 model=/tmp/h3-table4/h3-1.3b.h3
 prompt_lens=512
+breakdown_batches=1,64
 serve_budgets=default
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --total|--phases|--limit|--build|--python|--model|--prompt-lens|--serve-budgets)
+    --total|--phases|--limit|--build|--python|--model|--prompt-lens|--serve-budgets|\
+    --breakdown-batches)
       [ $# -ge 2 ] || die "$1 needs a value" ;;&
     --total) total=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
@@ -88,6 +95,7 @@ while [ $# -gt 0 ]; do
     --model) model=$2; shift 2 ;;
     --prompt-lens) prompt_lens=$2; shift 2 ;;
     --serve-budgets) serve_budgets=$2; shift 2 ;;
+    --breakdown-batches) breakdown_batches=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (try --help)" ;;
     *) [ -z "$out" ] || die "one OUT_DIR only"; out=$1; shift ;;
@@ -112,7 +120,7 @@ summary=$out/summary.txt
 tests_log=$out/tests.log
 bench_log=$out/bench.log
 rm -f "$summary" "$out/check.json" "$tests_log" "$bench_log" "$out/table4.json" \
-      "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json"
+      "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json" "$out/breakdown.json"
 : >"$tests_log"
 : >"$bench_log"
 
@@ -254,6 +262,19 @@ if kind == "table4":
         parts.append(f"prompt {row.get('prompt_len')}: engine {f(e)} tok/s ({ratios})")
     lat = r.get("latency", {}).get("h3serve", {}).get("median_step_ms")
     parts.append(f"batch-1 step {lat:.3f} ms" if lat else "no batch-1 latency")
+    print("; ".join(parts))
+elif kind == "breakdown":
+    parts = []
+    for run in r.get("runs", []):
+        d = run.get("decode", {})
+        ms = d.get("step_ms", {})
+        ops = sorted(d.get("ops", []), key=lambda o: -o.get("ms_per_step", 0))[:2]
+        top = ", ".join(f"{o['layer_type']} {o['name']} {o['share']:.0%}" for o in ops)
+        prefill = run.get("prefill", {}).get("step_ms", {}).get("profiler_off", {})
+        parts.append(f"batch {run.get('batch')}: decode step "
+                     f"{ms.get('profiler_off', {}).get('median', 0):.2f} ms "
+                     f"({ms.get('profiler_on', {}).get('median', 0):.2f} profiled; {top}), "
+                     f"prefill {prefill.get('median', 0):.1f} ms")
     print("; ".join(parts))
 elif kind.startswith("serve"):
     print("; ".join(
@@ -415,6 +436,21 @@ phase_table4() {
   bench_result $rc table4
 }
 
+# bench/engine_breakdown.py: h3_engine_bench --what breakdown per batch size.
+phase_breakdown() {
+  local rc
+  ensure_model
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    bounded "$bench_log" "$python" "$root/bench/engine_breakdown.py" --build "$shim" \
+      --model "$model" --device cuda --dtype fp16 --batches "$breakdown_batches" \
+      --prompt-len 512 --decode-context 512 --decode-steps 32 --reps 5 \
+      --out "$out/breakdown.json"
+    rc=$?
+  fi
+  bench_result $rc breakdown
+}
+
 serve() {  # NAME CONCURRENCY NUM_PROMPTS BUDGETS
   local rc left
   ensure_model
@@ -468,7 +504,7 @@ exit_status=0
 no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
 for phase in "${selected[@]}"; do
   left=$(( total - SECONDS - reserve ))
-  if [ -n "$no_gpu" ] && [[ " table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
+  if [ -n "$no_gpu" ] && [[ " breakdown table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
     record "$phase" skipped - - "h3 devices sees no GPU"
     continue
   fi

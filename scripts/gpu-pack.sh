@@ -155,7 +155,7 @@ fi
 sources=(scripts/gpu-check.sh
          bench/table4_bench.py bench/table4_floor.py bench/torch_h3.py bench/torch_gpt2.py
          bench/flashconv_bench.py bench/serve_vs_offline.py bench/report.py
-         bench/h3serve_process.py
+         bench/h3serve_process.py bench/engine_breakdown.py
          tests/reference/h3_reference.py tests/reference/make_checkpoints.py)
 packed_tests=" $(printf '%s\n' "${programs[@]}" | awk '$1 == "test" { print $2 }' | tr '\n' ' ')"
 while read -r kind rel owner; do

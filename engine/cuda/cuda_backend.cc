@@ -154,7 +154,7 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) override {
-    return MakeCudaH3Layer(weights, type_, stream_);
+    return MakeCudaH3Layer(weights, type_, stream_, *this);
   }
 
   absl::Status Attention(const kernels::AttentionParams& p) override {
@@ -199,7 +199,15 @@ class CudaBackend final : public Backend {
 
   bool SupportsGraphs() const override { return true; }
 
+  absl::StatusOr<std::unique_ptr<ProfileClock>> MakeProfileClock() override {
+    return MakeCudaProfileClock(stream_);
+  }
+
   absl::Status BeginCapture() override {
+    if (profiler() != nullptr) {
+      return absl::FailedPreconditionError(
+          "no graph capture while the profiler is on");
+    }
     H3_CUDA_RETURN_IF_ERROR(
         cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     return absl::OkStatus();

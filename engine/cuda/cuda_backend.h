@@ -18,9 +18,15 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device,
 
 // The backend's H3 layer (cuda_h3_layer.cc). `stream` is the backend's.
 // fp32 weights take the cuFFT prefill (exact fp32 arithmetic); 16-bit ones
-// the fused FlashConv kernel where the layer's shape allows it.
+// the fused FlashConv kernel where the layer's shape allows it. Prefill
+// times its parts (transposes, convolution) in nested ranges of
+// owner.profiler() while it is on; `owner` must outlive the layer.
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
-    const kernels::H3Weights& weights, ElementType type, cudaStream_t stream);
+    const kernels::H3Weights& weights, ElementType type, cudaStream_t stream,
+    const Backend& owner);
+
+// CUDA events recorded on `stream` (cuda_profile_clock.cc).
+std::unique_ptr<ProfileClock> MakeCudaProfileClock(cudaStream_t stream);
 
 }  // namespace h3::engine::cuda
 

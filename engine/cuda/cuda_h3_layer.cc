@@ -17,8 +17,8 @@ using kernels::SequenceLayout;
 class CudaH3Layer final : public H3Layer {
  public:
   CudaH3Layer(std::unique_ptr<kernels::H3PrefillCuda> prefill,
-              cudaStream_t stream)
-      : prefill_(std::move(prefill)), stream_(stream) {}
+              cudaStream_t stream, const Backend& owner)
+      : prefill_(std::move(prefill)), stream_(stream), owner_(owner) {}
 
   ~CudaH3Layer() override { cudaFree(channel_major_); }
 
@@ -42,15 +42,23 @@ class CudaH3Layer final : public H3Layer {
     }
     // The fused kernel reads channel-major q, k, v: transpose in and out.
     H3_RETURN_IF_ERROR(Reserve(4 * length * d));
+    Profiler* const prof = owner_.profiler();
     float* cm = channel_major_;
-    H3_CUDA_RETURN_IF_ERROR(kernels::TransposeToChannelMajor(
-        qkv, length, 3 * d, 3 * d, cm, stream_));
+    {
+      ProfileRange range(prof, "transpose_in");
+      H3_CUDA_RETURN_IF_ERROR(kernels::TransposeToChannelMajor(
+          qkv, length, 3 * d, 3 * d, cm, stream_));
+    }
     p.layout = SequenceLayout::ChannelMajor(d, length);
     p.q = cm;
     p.k = cm + d * length;
     p.v = cm + 2 * d * length;
     p.out = cm + 3 * d * length;
-    H3_CUDA_RETURN_IF_ERROR(prefill_->Run(p, stream_));
+    {
+      ProfileRange range(prof, "fused_conv");
+      H3_CUDA_RETURN_IF_ERROR(prefill_->Run(p, stream_));
+    }
+    ProfileRange range(prof, "transpose_out");
     H3_CUDA_RETURN_IF_ERROR(kernels::TransposeToTokenMajor(
         cm + 3 * d * length, length, d, out, d, stream_));
     return absl::OkStatus();
@@ -74,7 +82,11 @@ class CudaH3Layer final : public H3Layer {
                         float* out) {
     H3_RETURN_IF_ERROR(Reserve(3 * length * d));
     p.out = channel_major_;
-    H3_CUDA_RETURN_IF_ERROR(prefill_->Run(p, stream_));
+    {
+      ProfileRange range(owner_.profiler(), "cufft_conv");
+      H3_CUDA_RETURN_IF_ERROR(prefill_->Run(p, stream_));
+    }
+    ProfileRange range(owner_.profiler(), "compact");
     H3_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
         out, d * sizeof(float), channel_major_, 3 * d * sizeof(float),
         d * sizeof(float), length, cudaMemcpyDeviceToDevice, stream_));
@@ -97,6 +109,7 @@ class CudaH3Layer final : public H3Layer {
 
   std::unique_ptr<kernels::H3PrefillCuda> prefill_;
   cudaStream_t stream_;
+  const Backend& owner_;
   float* channel_major_ = nullptr;
   int64_t capacity_ = 0;
 };
@@ -104,7 +117,8 @@ class CudaH3Layer final : public H3Layer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
-    const kernels::H3Weights& weights, ElementType type, cudaStream_t stream) {
+    const kernels::H3Weights& weights, ElementType type, cudaStream_t stream,
+    const Backend& owner) {
   kernels::H3PrefillCuda::Options options;
   // The fused kernel rounds its operands to fp16 (docs/flashconv.md): exact
   // fp32 serving takes the cuFFT path.
@@ -113,7 +127,7 @@ absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
   std::unique_ptr<kernels::H3PrefillCuda> prefill;
   H3_CUDA_RETURN_IF_ERROR(
       kernels::H3PrefillCuda::Create(weights, options, &prefill));
-  return std::make_unique<CudaH3Layer>(std::move(prefill), stream);
+  return std::make_unique<CudaH3Layer>(std::move(prefill), stream, owner);
 }
 
 }  // namespace h3::engine::cuda

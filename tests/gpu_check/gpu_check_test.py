@@ -4,7 +4,7 @@ programs are small shell scripts (gtest-like output, sleeps, children that
 must be killed), fake bench scripts that write their JSON, and nvidia-smi
 and compute-sanitizer stand-ins on PATH. Checks the phase order, the
 per-phase and total time limits, that a timed-out phase's processes are
-gone, the summary's lists, and that at most 8 files are written.
+gone, the summary's lists, and that at most 9 files are written.
 
 Environment: H3_SOURCE_DIR (the source tree)."""
 import json
@@ -20,9 +20,30 @@ import unittest
 SOURCE = os.environ.get("H3_SOURCE_DIR") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CHECK = os.path.join(SOURCE, "scripts", "gpu-check.sh")
-PHASES = ["facts", "devices", "tests", "table4", "serve_1", "serve_64", "flashconv", "memcheck"]
+PHASES = ["facts", "devices", "tests", "breakdown", "table4", "serve_1", "serve_64",
+          "flashconv", "memcheck"]
 ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "table4.json",
-                 "serve_1.json", "serve_64.json", "flashconv.json"}
+                 "serve_1.json", "serve_64.json", "flashconv.json", "breakdown.json"}
+
+# h3_engine_bench: writes the model (write-random), or prints a breakdown
+# report (one line of JSON) for the batch it is given.
+FAKE_ENGINE_BENCH = """what=""; batch=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --what) what=$2 ;;
+    --batch) batch=$2 ;;
+    --model) [ "$what" = write-random ] && echo model > "$2" ;;
+  esac
+  shift
+done
+if [ "$what" = breakdown ]; then
+  echo "not a report"
+  printf '{"batch": %s, "decode": {"step_ms": {"profiler_off": {"median": 2.5}, ' "$batch"
+  printf '"profiler_on": {"median": 2.75}}, "ops": [{"name": "h3_step", "layer_type": "h3", '
+  printf '"ms_per_step": 1.0, "share": 0.4}]}, "prefill": {"step_ms": {"profiler_off": '
+  printf '{"median": 20.0}}}}\\n'
+fi
+"""
 
 PASSING_TEST = """\
 echo "env H3_SOURCE_DIR=$H3_SOURCE_DIR LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
@@ -118,8 +139,7 @@ class FakeMachine:
               sh + 'echo "CUDA: built in, driver 13.0, runtime 13.0"\n'
                    'echo "GPU 0: Fake H100, compute capability 9.0"\n', True)
         write(os.path.join(self.root, "build", "bench", "h3_engine_bench"),
-              sh + 'while [ $# -gt 0 ]; do [ "$1" = --model ] && echo model > "$2"; shift; done\n',
-              True)
+              sh + FAKE_ENGINE_BENCH, True)
         write(os.path.join(self.root, "build", "kernels", "kernels_cuda_test"),
               sh + kernels_test, True)
         write(os.path.join(self.root, "build", "engine", "engine_cuda_test"),
@@ -128,6 +148,9 @@ class FakeMachine:
                              ("flashconv_bench.py", "flashconv")):
             write(os.path.join(self.root, "bench", script),
                   FAKE_BENCH.format(name=name, sleep=bench_sleep))
+        # The real driver, over the fake h3_engine_bench.
+        shutil.copy(os.path.join(SOURCE, "bench", "engine_breakdown.py"),
+                    os.path.join(self.root, "bench", "engine_breakdown.py"))
         self.bin = os.path.join(tmp, "bin")
         write(os.path.join(self.bin, "nvidia-smi"), sh + textwrap.dedent("""\
             case "$*" in
@@ -188,14 +211,22 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("engine 20,000 tok/s", m.phases["table4"]["detail"])
         self.assertIn("0.90 of offline", m.phases["serve_64"]["detail"])
         self.assertIn("2 timings, 1 skipped", m.phases["flashconv"]["detail"])
+        self.assertIn("batch 1: decode step 2.50 ms (2.75 profiled; h3 h3_step 40%)",
+                      m.phases["breakdown"]["detail"])
+        self.assertIn("batch 64: decode step", m.phases["breakdown"]["detail"])
+        with open(os.path.join(m.out, "breakdown.json")) as f:
+            breakdown = json.load(f)
+        self.assertEqual([r["batch"] for r in breakdown["runs"]], [1, 64])
+        self.assertIn("--what breakdown --model " + m.model + " --device cuda --dtype fp16",
+                      breakdown["commands"][0])
         self.assertEqual(m.check["commit"], "0123456789ab")
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
 
         files = set(os.listdir(m.out))
-        self.assertLessEqual(len(files), 8)
+        self.assertLessEqual(len(files), 9)
         self.assertEqual(files, ALLOWED_FILES)
         self.assertIn("failed: tests", m.summary)
-        self.assertIn("passed: facts devices table4 serve_1 serve_64 flashconv memcheck",
+        self.assertIn("passed: facts devices breakdown table4 serve_1 serve_64 flashconv memcheck",
                       m.summary)
         self.assertIn("gpu: 0, NVIDIA Fake H100", m.summary)
 
@@ -209,6 +240,8 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("--device cuda", bench)
         self.assertIn("--concurrency 64 --num-prompts 128 --input-len 1536 --output-len 128",
                       bench)
+        self.assertIn("batch 64 decode: step 2.500 ms median (2.750 profiled)", bench)
+        self.assertNotIn("not a report", m.read("breakdown.json"))
 
     def test_a_phase_past_its_limit_is_stopped_with_its_children(self):
         m = FakeMachine(self.tmp, kernels_test=HANGING_TEST)
@@ -224,7 +257,7 @@ class GpuCheckTest(unittest.TestCase):
                 pid = int(f.read())
             self.assertFalse(alive(pid), f"the test's {who} {pid} still runs")
         self.assertIn("timed out: tests", m.summary)
-        self.assertIn("not selected: facts devices table4 serve_1 serve_64 memcheck",
+        self.assertIn("not selected: facts devices breakdown table4 serve_1 serve_64 memcheck",
                       m.summary)
 
     def test_the_total_limit_cuts_a_phase_and_skips_the_rest(self):
