@@ -27,6 +27,7 @@ struct EngineBenchFlags {
   std::string what = "both";
   std::string device = "cpu";
   std::string dtype = "fp32";
+  std::string attention = "fma";  // prefill attention: fma or flash
   std::string graphs = "on";
   int64_t prompt_len = 512;
   int64_t decode_context = 128;
@@ -52,7 +53,7 @@ std::vector<int32_t> RandomTokens(int64_t n, int32_t vocab, uint32_t seed);
 void GreedyNext(const loader::ModelConfig& config,
                 const std::vector<float>& logits, std::vector<int32_t>& next);
 
-// The backend --device and --dtype name (engine::MakeBackend).
+// The backend --device, --dtype and --attention name (engine::MakeBackend).
 absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
     const EngineBenchFlags& flags);
 

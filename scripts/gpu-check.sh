@@ -32,6 +32,9 @@
 #                     of 1536 tokens, 128 generated
 #   serve_64  150/60  the same at 64 streams (128 requests)
 #   flashconv 120/30  bench/flashconv_bench.py
+#   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against
+#                     tensor cores (fp16, bf16), h3-1.3b's shape, prompts of
+#                     512, 1536 and 4096 at batch 1 and 64
 #   memcheck  600/60  compute-sanitizer memcheck of the engine's GPU tests
 # A phase starts only when its least time is left of the total (less a 5 s
 # reserve) and runs for at most the smaller of its limit and what is left.
@@ -39,10 +42,10 @@
 # timeout(1) ends it with every process it started (SIGTERM to the process
 # group, SIGKILL 3 s later).
 #
-# OUT_DIR receives at most 8 files, rewritten after every phase: summary.txt
+# OUT_DIR receives at most 9 files, rewritten after every phase: summary.txt
 # (what passed, failed, timed out, was skipped and why), check.json (the
 # same as JSON), tests.log (tests and memcheck), bench.log (everything else),
-# table4.json, serve_1.json, serve_64.json, flashconv.json.
+# table4.json, serve_1.json, serve_64.json, flashconv.json, attention.json.
 # Our programs run with the archive's lib/ on LD_LIBRARY_PATH, through small
 # wrappers; nothing else (Python, PyTorch, nvidia-smi) sees those libraries.
 # Exit status: 0 when every phase that ran passed; 1 otherwise; 2 on bad
@@ -54,11 +57,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_phases=(facts devices tests table4 serve_1 serve_64 flashconv memcheck)
+all_phases=(facts devices tests table4 serve_1 serve_64 flashconv attention memcheck)
 declare -A limit=([facts]=20 [devices]=30 [tests]=180 [table4]=240 [serve_1]=60
-                  [serve_64]=150 [flashconv]=120 [memcheck]=600)
+                  [serve_64]=150 [flashconv]=120 [attention]=120 [memcheck]=600)
 declare -A least=([facts]=5 [devices]=5 [tests]=30 [table4]=90 [serve_1]=30
-                  [serve_64]=60 [flashconv]=30 [memcheck]=60)
+                  [serve_64]=60 [flashconv]=30 [attention]=30 [memcheck]=60)
 reserve=5      # seconds kept back to write the summary
 kill_grace=3   # seconds between SIGTERM and SIGKILL
 
@@ -112,7 +115,7 @@ summary=$out/summary.txt
 tests_log=$out/tests.log
 bench_log=$out/bench.log
 rm -f "$summary" "$out/check.json" "$tests_log" "$bench_log" "$out/table4.json" \
-      "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json"
+      "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json" "$out/attention.json"
 : >"$tests_log"
 : >"$bench_log"
 
@@ -253,6 +256,10 @@ if kind == "table4":
     lat = r.get("latency", {}).get("h3serve", {}).get("median_step_ms")
     parts.append(f"batch-1 step {lat:.3f} ms" if lat else "no batch-1 latency")
     print("; ".join(parts))
+elif kind == "attention":
+    print("; ".join(
+        f"{c['kernel']} {c['type']} b{c['batch']} L{c['length']}: {c['tflops']:.0f} TFLOP/s "
+        f"({100 * c['fraction_of_peak']:.0f}%)" for c in r.get("cases", [])))
 elif kind.startswith("serve"):
     print("; ".join(
         f"prefill-tokens {b['prefill_tokens']}: served {f(s['served_tokens_per_s'])} tok/s, "
@@ -436,6 +443,11 @@ phase_flashconv() {
   bench_result $? flashconv
 }
 
+phase_attention() {
+  bounded "$bench_log" "$shim/bench/h3_attention_bench" --out "$out/attention.json"
+  bench_result $? attention
+}
+
 phase_memcheck() {
   local sanitizer="" d t rc targets=() parts=()
   sanitizer=$(command -v compute-sanitizer) ||
@@ -466,7 +478,7 @@ exit_status=0
 no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
 for phase in "${selected[@]}"; do
   left=$(( total - SECONDS - reserve ))
-  if [ -n "$no_gpu" ] && [[ " table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
+  if [ -n "$no_gpu" ] && [[ " table4 serve_1 serve_64 flashconv attention memcheck " == *" $phase "* ]]; then
     record "$phase" skipped - - "h3 devices sees no GPU"
     continue
   fi

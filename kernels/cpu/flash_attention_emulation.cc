@@ -57,9 +57,9 @@ void WriteCache(const Params& p, const Sequence& s) {
 // A sum of 16 products of half values (exact in fp64: 2 x 11 significant
 // bits each) added to an fp32 accumulator with one rounding, as one k16 step
 // of the MMA adds to its fp32 accumulator.
-float AddProducts16(float acc, const float* a, const float* b, int stride_b) {
+float AddProducts16(float acc, const float* a, const float* b) {
   double sum = 0;
-  for (int i = 0; i < 16; ++i) sum += double{a[i]} * b[i * stride_b];
+  for (int i = 0; i < 16; ++i) sum += double{a[i]} * b[i];
   return static_cast<float>(acc + sum);
 }
 
@@ -79,9 +79,9 @@ void FlashAttentionEmulation(const Params& p) {
     WriteCache(p, s);
     const std::vector<float> q = RoundedQueries(p, s);
     const int64_t keys = s.start + s.length;
-    // The half-rounded keys (row-major) and values (transposed, so that one
-    // output dim's 16 values of a k16 step are contiguous): [keys, d] and
-    // [d, keys], as the kernel's shared-memory tiles hold them.
+    // The half-rounded keys [keys, d] and values, transposed to [d, keys] so
+    // that the loop over one output dim reads them in order (the kernel
+    // holds both row-major and reads V's fragments transposed).
     std::vector<float> k(keys * d), vt(static_cast<size_t>(d) * keys);
     for (int64_t j = 0; j < keys; ++j) {
       for (int e = 0; e < d; ++e) {
@@ -106,7 +106,7 @@ void FlashAttentionEmulation(const Params& p) {
             const float* kr = &k[(k0 + j) * d + h * hd];
             float acc = 0;
             for (int i = 0; i < hd; i += 16) {
-              acc = AddProducts16(acc, qr + i, kr + i, 1);
+              acc = AddProducts16(acc, qr + i, kr + i);
             }
             x[j] = acc * scale;
             tile_max = std::max(tile_max, x[j]);
