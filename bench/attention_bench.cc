@@ -214,10 +214,14 @@ Json DeviceJson(int device) {
   CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
   int driver = 0;
   CHECK_CUDA(cudaDriverGetVersion(&driver));
+  std::ifstream file("/proc/driver/nvidia/version");  // the kernel module's
+  std::string nvidia;
+  std::getline(file, nvidia);
   return {{"name", prop.name},
           {"compute_capability",
            std::to_string(prop.major) + "." + std::to_string(prop.minor)},
           {"sms", prop.multiProcessorCount},
+          {"driver", nvidia.empty() ? Json() : Json(nvidia)},
           {"driver_cuda_version", driver}};
 }
 
