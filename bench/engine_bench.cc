@@ -7,6 +7,7 @@
 //       [--what both|prefill|decode|table4|latency|prefix-cache|breakdown|
 //               write-random]
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
+//       [--attention fma|flash]
 //       [--graphs on|off] [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
 //       [--batch 1] [--decode-context 128] [--decode-steps 32]
@@ -188,6 +189,7 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"what", flags.what},
       {"backend", backend_name},
       {"dtype", ElementTypeName(model->backend().weight_type())},
+      {"attention", flags.attention},
       {"graphs",
        {{"requested", flags.graphs},
         {"applied", options.graphs && model->backend().SupportsGraphs()}}},
@@ -219,6 +221,10 @@ int main(int argc, char** argv) {
                  "cpu, cuda, cuda:N or auto (the first usable GPU, else cpu)");
   app.add_option("--dtype", flags.dtype, "how weight matrices are stored")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  app.add_option("--attention", flags.attention,
+                 "prefill attention on CUDA: fma (fp32, the default) or "
+                 "flash (tensor cores, 16-bit --dtype; docs/cuda-engine.md)")
+      ->check(CLI::IsMember({"fma", "flash"}));
   app.add_option("--graphs", flags.graphs, "CUDA graphs for decode steps")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--prompt-len", flags.prompt_len)->check(CLI::PositiveNumber);

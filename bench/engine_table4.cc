@@ -68,6 +68,8 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
   options.device = flags.device;
   H3_ASSIGN_OR_RETURN(options.weight_type,
                       engine::ParseWeightType(flags.dtype));
+  H3_ASSIGN_OR_RETURN(options.attention,
+                      engine::ParseAttentionKernel(flags.attention));
   return engine::MakeBackend(options);
 }
 

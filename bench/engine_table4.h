@@ -27,6 +27,7 @@ struct EngineBenchFlags {
   std::string what = "both";
   std::string device = "cpu";
   std::string dtype = "fp32";
+  std::string attention = "fma";  // prefill attention: fma or flash
   std::string graphs = "on";
   int64_t prompt_len = 512;
   int64_t decode_context = 128;
@@ -59,7 +60,7 @@ absl::Status PrefillContexts(engine::Runner& runner,
                              const EngineBenchFlags& flags,
                              std::vector<engine::SlotId>* slots);
 
-// The backend --device and --dtype name (engine::MakeBackend).
+// The backend --device, --dtype and --attention name (engine::MakeBackend).
 absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
     const EngineBenchFlags& flags);
 

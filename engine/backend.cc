@@ -16,6 +16,13 @@ absl::StatusOr<std::optional<ElementType>> ParseWeightType(
                                     "\"; use auto, fp32, fp16 or bf16");
 }
 
+absl::StatusOr<AttentionKernel> ParseAttentionKernel(const std::string& name) {
+  if (name == "fma") return AttentionKernel::kFma;
+  if (name == "flash") return AttentionKernel::kFlash;
+  return absl::InvalidArgumentError("unknown attention kernel \"" + name +
+                                    "\"; use fma or flash");
+}
+
 absl::StatusOr<int64_t> HostAvailableBytes() {
   std::ifstream meminfo("/proc/meminfo");
   std::string key, unit;

@@ -213,17 +213,30 @@ std::unique_ptr<Backend> MakeCpuBackend();
 // read.
 absl::StatusOr<int64_t> HostAvailableBytes();
 
+// Which kernel a CUDA backend runs prefill attention on (decode attention
+// is fp32 either way). kFma: the fp32 kernel, the default, checked on an
+// H100. kFlash: the tensor-core FlashAttention-2 kernel
+// (kernels/cuda/flash_attention.h) with operands in the weights' 16-bit
+// type; shapes it has no instance for (head_dim other than 64 and 128) take
+// the fp32 kernel. Off by default until a GPU run has measured it.
+enum class AttentionKernel { kFma, kFlash };
+
+// "fma" or "flash"; InvalidArgument for anything else.
+absl::StatusOr<AttentionKernel> ParseAttentionKernel(const std::string& name);
+
 struct BackendOptions {
   // "cpu", "cuda" (the first GPU), "cuda:N", or "auto": the first GPU when
   // one is present and usable, else the CPU.
   std::string device = "auto";
   // Unset: fp16 on a GPU, fp32 on the CPU.
   std::optional<ElementType> weight_type;
+  AttentionKernel attention = AttentionKernel::kFma;
 };
 
 // The backend `options` name. InvalidArgument for an unknown device name,
 // FailedPrecondition for "cuda" without a usable GPU (the reason in words),
-// InvalidArgument for 16-bit weights on the CPU.
+// InvalidArgument for 16-bit weights on the CPU, and for kFlash attention
+// on the CPU or with fp32 weights (it computes in the 16-bit type).
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
     const BackendOptions& options);
 

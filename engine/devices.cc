@@ -90,11 +90,22 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
           absl::StrCat("the CPU backend keeps weights in fp32, not ",
                        ElementTypeName(*options.weight_type)));
     }
+    if (options.attention == AttentionKernel::kFlash) {
+      return absl::InvalidArgumentError(
+          "--attention flash runs on a GPU; the CPU backend has the fp32 "
+          "attention only (--attention fma)");
+    }
     return MakeCpuBackend();
   }
+  const ElementType type = options.weight_type.value_or(ElementType::kF16);
+  if (options.attention == AttentionKernel::kFlash &&
+      type == ElementType::kF32) {
+    return absl::InvalidArgumentError(
+        "--attention flash computes in the weights' 16-bit type: use --dtype "
+        "fp16 or bf16, or --attention fma with fp32");
+  }
 #if H3_WITH_CUDA
-  return cuda::MakeCudaBackend(device,
-                               options.weight_type.value_or(ElementType::kF16));
+  return cuda::MakeCudaBackend(device, type, options.attention);
 #else
   return absl::InternalError("unreachable: a GPU without CUDA");
 #endif

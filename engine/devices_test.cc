@@ -86,5 +86,30 @@ TEST(MakeBackendTest, ParsesWeightTypes) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(MakeBackendTest, ParsesAttentionKernels) {
+  EXPECT_EQ(*ParseAttentionKernel("fma"), AttentionKernel::kFma);
+  EXPECT_EQ(*ParseAttentionKernel("flash"), AttentionKernel::kFlash);
+  EXPECT_EQ(ParseAttentionKernel("wgmma").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BackendOptions{}.attention, AttentionKernel::kFma);
+}
+
+// The tensor-core attention needs a GPU and 16-bit weights; asking for it
+// elsewhere says so rather than silently running the fp32 kernel.
+TEST(MakeBackendTest, RefusesFlashAttentionWithoutItsPrerequisites) {
+  const absl::Status cpu =
+      MakeBackend({"cpu", std::nullopt, AttentionKernel::kFlash}).status();
+  EXPECT_EQ(cpu.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cpu.message().find("--attention flash"), absl::string_view::npos)
+      << cpu;
+  const CudaInventory inventory = ListCudaDevices();
+  if (inventory.devices.empty()) return;  // "cuda" fails before the dtype
+  const absl::Status fp32 =
+      MakeBackend({"cuda", ElementType::kF32, AttentionKernel::kFlash})
+          .status();
+  EXPECT_EQ(fp32.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fp32.message().find("--dtype"), absl::string_view::npos) << fp32;
+}
+
 }  // namespace
 }  // namespace h3::engine

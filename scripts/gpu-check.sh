@@ -30,6 +30,9 @@
 #                     breakdown): per-op times of a decode step and a
 #                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
 #                     64 (graphs off, forced)
+#   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against
+#                     tensor cores (fp16, bf16), h3-1.3b's shape, prompts of
+#                     512, 1536 and 4096 at batch 1 and 64
 #   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
 #                     GPT-2 at batch 64, then batch-1 latency
 #   serve_1    60/30  bench/serve_vs_offline.py --device cuda: h3serve under
@@ -44,10 +47,11 @@
 # timeout(1) ends it with every process it started (SIGTERM to the process
 # group, SIGKILL 3 s later).
 #
-# OUT_DIR receives at most 9 files, rewritten after every phase: summary.txt
+# OUT_DIR receives at most 10 files, rewritten after every phase: summary.txt
 # (what passed, failed, timed out, was skipped and why), check.json (the
 # same as JSON), tests.log (tests and memcheck), bench.log (everything else),
-# table4.json, serve_1.json, serve_64.json, flashconv.json, breakdown.json.
+# table4.json, serve_1.json, serve_64.json, flashconv.json, breakdown.json,
+# attention.json.
 # Our programs run with the archive's lib/ on LD_LIBRARY_PATH, through small
 # wrappers; nothing else (Python, PyTorch, nvidia-smi) sees those libraries.
 # Exit status: 0 when every phase that ran passed; 1 otherwise; 2 on bad
@@ -59,11 +63,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_phases=(facts devices tests breakdown table4 serve_1 serve_64 flashconv memcheck)
-declare -A limit=([facts]=20 [devices]=30 [tests]=180 [breakdown]=150 [table4]=240
-                  [serve_1]=60 [serve_64]=150 [flashconv]=120 [memcheck]=600)
-declare -A least=([facts]=5 [devices]=5 [tests]=30 [breakdown]=60 [table4]=90
-                  [serve_1]=30 [serve_64]=60 [flashconv]=30 [memcheck]=60)
+all_phases=(facts devices tests breakdown attention table4 serve_1 serve_64 flashconv memcheck)
+declare -A limit=([facts]=20 [devices]=30 [tests]=180 [breakdown]=150 [attention]=120
+                  [table4]=240 [serve_1]=60 [serve_64]=150 [flashconv]=120 [memcheck]=600)
+declare -A least=([facts]=5 [devices]=5 [tests]=30 [breakdown]=60 [attention]=30
+                  [table4]=90 [serve_1]=30 [serve_64]=60 [flashconv]=30 [memcheck]=60)
 reserve=5      # seconds kept back to write the summary
 kill_grace=3   # seconds between SIGTERM and SIGKILL
 
@@ -120,7 +124,8 @@ summary=$out/summary.txt
 tests_log=$out/tests.log
 bench_log=$out/bench.log
 rm -f "$summary" "$out/check.json" "$tests_log" "$bench_log" "$out/table4.json" \
-      "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json" "$out/breakdown.json"
+      "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json" "$out/breakdown.json" \
+      "$out/attention.json"
 : >"$tests_log"
 : >"$bench_log"
 
@@ -276,6 +281,10 @@ elif kind == "breakdown":
                      f"({ms.get('profiler_on', {}).get('median', 0):.2f} profiled; {top}), "
                      f"prefill {prefill.get('median', 0):.1f} ms")
     print("; ".join(parts))
+elif kind == "attention":
+    print("; ".join(
+        f"{c['kernel']} {c['type']} b{c['batch']} L{c['length']}: {c['tflops']:.0f} TFLOP/s "
+        f"({100 * c['fraction_of_peak']:.0f}%)" for c in r.get("cases", [])))
 elif kind.startswith("serve"):
     print("; ".join(
         f"prefill-tokens {b['prefill_tokens']}: served {f(s['served_tokens_per_s'])} tok/s, "
@@ -474,6 +483,11 @@ phase_flashconv() {
   bench_result $? flashconv
 }
 
+phase_attention() {
+  bounded "$bench_log" "$shim/bench/h3_attention_bench" --out "$out/attention.json"
+  bench_result $? attention
+}
+
 phase_memcheck() {
   local sanitizer="" d t rc targets=() parts=()
   sanitizer=$(command -v compute-sanitizer) ||
@@ -504,7 +518,7 @@ exit_status=0
 no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
 for phase in "${selected[@]}"; do
   left=$(( total - SECONDS - reserve ))
-  if [ -n "$no_gpu" ] && [[ " breakdown table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
+  if [ -n "$no_gpu" ] && [[ " breakdown attention table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
     record "$phase" skipped - - "h3 devices sees no GPU"
     continue
   fi

@@ -203,6 +203,13 @@ int main(int argc, char** argv) {
                  "a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
       ->capture_default_str();
+  std::string attention = "fma";
+  app.add_option("--attention", attention,
+                 "Prefill attention on a GPU: fma (fp32 kernel) or flash "
+                 "(tensor cores in the --dtype's 16-bit type; unmeasured, "
+                 "docs/cuda-engine.md)")
+      ->check(CLI::IsMember({"fma", "flash"}))
+      ->capture_default_str();
   app.add_option("--threads", threads,
                  "CPU threads of the engine (default: $H3_NUM_THREADS, else "
                  "all hardware threads)")
@@ -220,6 +227,7 @@ int main(int argc, char** argv) {
   options.default_model = !no_model;
   options.http.max_queued_connections = options.http.threads;
   options.backend.weight_type = *h3::engine::ParseWeightType(dtype);
+  options.backend.attention = *h3::engine::ParseAttentionKernel(attention);
   auto cache =
       h3::server::ParseMemoryAmount(cache_memory, "--prefix-cache-memory");
   if (!cache.ok()) {

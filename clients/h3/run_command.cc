@@ -39,6 +39,7 @@ struct RunFlags {
   int64_t prefill_chunk = 1024;
   std::string device = "auto";
   std::string dtype = "auto";
+  std::string attention = "fma";
   bool json = false;
   bool logits = false;
 };
@@ -115,6 +116,8 @@ absl::Status Run(const RunFlags& flags) {
   engine::BackendOptions backend_options{flags.device};
   H3_ASSIGN_OR_RETURN(backend_options.weight_type,
                       engine::ParseWeightType(flags.dtype));
+  H3_ASSIGN_OR_RETURN(backend_options.attention,
+                      engine::ParseAttentionKernel(flags.attention));
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       engine::MakeBackend(backend_options));
   H3_ASSIGN_OR_RETURN(
@@ -244,6 +247,11 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "Weight matrices on the GPU: fp16, bf16, fp32 (auto: fp16 "
                   "on a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--attention", flags->attention,
+                  "Prefill attention on a GPU: fma (fp32) or flash (tensor "
+                  "cores, 16-bit --dtype)")
+      ->check(CLI::IsMember({"fma", "flash"}))
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", flags->prefill_chunk,
                   "Prompt tokens per prefill chunk (state passing)")

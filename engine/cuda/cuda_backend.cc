@@ -12,6 +12,7 @@
 #include "engine/cuda/cuda_status.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling.h"
 #include "loader/dtype.h"
@@ -30,7 +31,10 @@ absl::Status LinearError(const std::string& message) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, ElementType type) : device_(device), type_(type) {}
+  CudaBackend(int device, ElementType type, AttentionKernel attention)
+      : device_(device),
+        type_(type),
+        flash_attention_(attention == AttentionKernel::kFlash) {}
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
@@ -163,6 +167,17 @@ class CudaBackend final : public Backend {
           "attention: positions up to ", p.start + p.length,
           " exceed the KV cache's capacity of ", p.cache.capacity));
     }
+    if (flash_attention_ && kernels::FlashAttentionSupports(p.shape, type_)) {
+      const kernels::flash::Sequence seq{p.start, p.length, 0, p.cache};
+      const cudaError_t err = kernels::FlashAttentionPrefillCuda(
+          {p.shape, type_, 1, &seq, p.qkv, p.inv_freq, p.out}, stream_);
+      // NotSupported (a device before sm_80, misaligned caches) comes before
+      // any launch: the fp32 kernel below serves instead.
+      if (err != cudaErrorNotSupported) {
+        H3_CUDA_RETURN_IF_ERROR(err);
+        return absl::OkStatus();
+      }
+    }
     H3_CUDA_RETURN_IF_ERROR(kernels::AttentionPrefillCuda(p, stream_));
     return absl::OkStatus();
   }
@@ -279,6 +294,7 @@ class CudaBackend final : public Backend {
 
   int device_;
   ElementType type_;
+  bool flash_attention_;  // prefill attention on tensor cores where possible
   cudaStream_t stream_ = nullptr;
   std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current
   int64_t linear_capacity_ = 0;
@@ -289,9 +305,9 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device,
-                                                         ElementType type) {
-  auto backend = std::make_unique<CudaBackend>(device, type);
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
+    int device, ElementType type, AttentionKernel attention) {
+  auto backend = std::make_unique<CudaBackend>(device, type, attention);
   H3_RETURN_IF_ERROR(backend->Init());
   return backend;
 }

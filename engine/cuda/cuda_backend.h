@@ -13,8 +13,11 @@
 
 namespace h3::engine::cuda {
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device,
-                                                         ElementType type);
+// `attention`: the prefill attention kernel (engine/backend.h); kFlash
+// uses `type` (fp16 or bf16) for its operands.
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
+    int device, ElementType type,
+    AttentionKernel attention = AttentionKernel::kFma);
 
 // The backend's H3 layer (cuda_h3_layer.cc). `stream` is the backend's.
 // fp32 weights take the cuFFT prefill (exact fp32 arithmetic); 16-bit ones

@@ -29,13 +29,14 @@ using h3::testing::FeedEach;
 using h3::testing::NormalisedError;
 
 // A small hybrid model the fused prefill kernel also takes (head_dim 1,
-// d_state 16): 3 layers, attention at 1 with 4 heads of 16 and rotary.
-loader::ModelConfig SmallConfig(int64_t head_dim) {
+// d_state 16): 3 layers, attention at 1 with 4 heads of 16 (or 1 head of
+// 64, a shape the tensor-core attention has an instance for) and rotary.
+loader::ModelConfig SmallConfig(int64_t head_dim, int64_t n_heads = 4) {
   loader::ModelConfig c;
   c.d_model = 64;
   c.n_layer = 3;
   c.attn_layer_idx = {1};
-  c.n_heads = 4;
+  c.n_heads = n_heads;
   c.head_dim = head_dim;
   c.d_state = 16;
   c.d_inner = 256;
@@ -59,20 +60,22 @@ int32_t Argmax(const float* logits, int64_t vocab) {
 
 class CudaEngineTest : public h3::testing::GpuTest {
  protected:
-  void Open(int64_t head_dim = 1) {
-    config_ = SmallConfig(head_dim);
-    const std::string path = h3::testing::TempPath(
-        "cuda_engine_p" + std::to_string(head_dim) + ".h3");
+  void Open(int64_t head_dim = 1, int64_t n_heads = 4) {
+    config_ = SmallConfig(head_dim, n_heads);
+    const std::string path =
+        h3::testing::TempPath("cuda_engine_p" + std::to_string(head_dim) +
+                              "_h" + std::to_string(n_heads) + ".h3");
     ASSERT_TRUE(h3::testing::WriteRandomModel(config_, path).ok());
     auto file = loader::ModelFile::Open(path);
     ASSERT_TRUE(file.ok()) << file.status();
     file_ = *std::move(file);
   }
 
-  std::unique_ptr<Runner> Load(const std::string& device,
-                               std::optional<ElementType> type,
-                               bool graphs = true, int64_t chunk = 48) {
-    auto backend = MakeBackend({device, type});
+  std::unique_ptr<Runner> Load(
+      const std::string& device, std::optional<ElementType> type,
+      bool graphs = true, int64_t chunk = 48,
+      AttentionKernel attention = AttentionKernel::kFma) {
+    auto backend = MakeBackend({device, type, attention});
     EXPECT_TRUE(backend.ok()) << backend.status();
     if (!backend.ok()) return nullptr;
     auto runner =
@@ -155,6 +158,33 @@ TEST_F(CudaEngineTest, SixteenBitWeightsStayCloseToTheCpu) {
     std::vector<int32_t> tokens;
     const std::vector<float> got = Greedy(*gpu, prompt, 8, &tokens);
     EXPECT_LT(NormalisedError(got, want), bound) << ElementTypeName(type);
+  }
+}
+
+// The same with prefill attention on tensor cores (--attention flash), one
+// head of 64: the kernel rounds queries, keys, values and weights to the
+// 16-bit type (kernels/flash_attention.h), relative errors of the same
+// 2^-12 / 2^-9 per element as the weights', so the same bounds hold. The
+// logits differ from the fp32 kernel's, which shows the path ran.
+TEST_F(CudaEngineTest, FlashAttentionStaysCloseToTheCpu) {
+  Open(1, /*n_heads=*/1);
+  auto cpu = Load("cpu", std::nullopt);
+  ASSERT_NE(cpu, nullptr);
+  // 150 tokens: prefill over three 64-key tiles, then decode steps.
+  const std::vector<int32_t> prompt = Tokens(150, 3, config_.vocab_size);
+  std::vector<int32_t> ignored;
+  const std::vector<float> want = Greedy(*cpu, prompt, 8, &ignored);
+  for (auto [type, bound] : {std::pair{ElementType::kF16, 1e-2},
+                             std::pair{ElementType::kBF16, 5e-2}}) {
+    auto flash = Load("cuda", type, true, 48, AttentionKernel::kFlash);
+    auto fma = Load("cuda", type, true, 48, AttentionKernel::kFma);
+    ASSERT_NE(flash, nullptr);
+    ASSERT_NE(fma, nullptr);
+    std::vector<int32_t> tokens;
+    const std::vector<float> got = Greedy(*flash, prompt, 8, &tokens);
+    const std::vector<float> fp32 = Greedy(*fma, prompt, 8, &tokens);
+    EXPECT_LT(NormalisedError(got, want), bound) << ElementTypeName(type);
+    EXPECT_NE(got, fp32) << ElementTypeName(type);
   }
 }
 

@@ -13,29 +13,13 @@
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/test_copies.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/random.h"
 
 namespace h3::kernels {
 namespace {
-
-#define ASSERT_CUDA_OK(expr) \
-  ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(cudaGetLastError())
-
-template <typename T>
-cudaError_t Upload(const std::vector<T>& host, DeviceBuffer* buf) {
-  cudaError_t err = buf->Reserve(std::max<size_t>(host.size(), 1) * sizeof(T));
-  if (err != cudaSuccess) return err;
-  return cudaMemcpy(buf->get(), host.data(), host.size() * sizeof(T),
-                    cudaMemcpyHostToDevice);
-}
-
-template <typename T>
-cudaError_t Download(const DeviceBuffer& buf, std::vector<T>* host) {
-  return cudaMemcpy(host->data(), buf.get(), host->size() * sizeof(T),
-                    cudaMemcpyDeviceToHost);
-}
 
 // GPT-NeoX's inverse frequencies, base 10000.
 std::vector<float> InvFreq(int rotary_dim) {

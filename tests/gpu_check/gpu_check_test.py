@@ -20,10 +20,11 @@ import unittest
 SOURCE = os.environ.get("H3_SOURCE_DIR") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CHECK = os.path.join(SOURCE, "scripts", "gpu-check.sh")
-PHASES = ["facts", "devices", "tests", "breakdown", "table4", "serve_1", "serve_64",
-          "flashconv", "memcheck"]
+PHASES = ["facts", "devices", "tests", "breakdown", "attention", "table4", "serve_1",
+          "serve_64", "flashconv", "memcheck"]
 ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "table4.json",
-                 "serve_1.json", "serve_64.json", "flashconv.json", "breakdown.json"}
+                 "serve_1.json", "serve_64.json", "flashconv.json", "breakdown.json",
+                 "attention.json"}
 
 # h3_engine_bench: writes the model (write-random), or prints a breakdown
 # report (one line of JSON) for the batch it is given.
@@ -131,6 +132,7 @@ class FakeMachine:
             glibc_required 2.17
             tool clients/h3
             bench bench/h3_engine_bench
+            bench bench/h3_attention_bench
             test kernels/kernels_cuda_test
             test engine/engine_cuda_test
             """))
@@ -140,6 +142,12 @@ class FakeMachine:
                    'echo "GPU 0: Fake H100, compute capability 9.0"\n', True)
         write(os.path.join(self.root, "build", "bench", "h3_engine_bench"),
               sh + FAKE_ENGINE_BENCH, True)
+        # h3_attention_bench writes its JSON itself (--out FILE).
+        write(os.path.join(self.root, "build", "bench", "h3_attention_bench"),
+              sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done\n'
+                   'echo \'{"cases": [{"kernel": "flash", "type": "fp16", "batch": 64, '
+                   '"length": 1536, "tflops": 400.0, "fraction_of_peak": 0.4}]}\' > "$out"\n',
+              True)
         write(os.path.join(self.root, "build", "kernels", "kernels_cuda_test"),
               sh + kernels_test, True)
         write(os.path.join(self.root, "build", "engine", "engine_cuda_test"),
@@ -219,14 +227,15 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual([r["batch"] for r in breakdown["runs"]], [1, 64])
         self.assertIn("--what breakdown --model " + m.model + " --device cuda --dtype fp16",
                       breakdown["commands"][0])
+        self.assertIn("flash fp16 b64 L1536: 400 TFLOP/s (40%)", m.phases["attention"]["detail"])
         self.assertEqual(m.check["commit"], "0123456789ab")
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
 
         files = set(os.listdir(m.out))
-        self.assertLessEqual(len(files), 9)
+        self.assertLessEqual(len(files), 10)
         self.assertEqual(files, ALLOWED_FILES)
         self.assertIn("failed: tests", m.summary)
-        self.assertIn("passed: facts devices breakdown table4 serve_1 serve_64 flashconv memcheck",
+        self.assertIn("passed: facts devices breakdown attention table4 serve_1 serve_64 flashconv memcheck",
                       m.summary)
         self.assertIn("gpu: 0, NVIDIA Fake H100", m.summary)
 
@@ -257,7 +266,7 @@ class GpuCheckTest(unittest.TestCase):
                 pid = int(f.read())
             self.assertFalse(alive(pid), f"the test's {who} {pid} still runs")
         self.assertIn("timed out: tests", m.summary)
-        self.assertIn("not selected: facts devices breakdown table4 serve_1 serve_64 memcheck",
+        self.assertIn("not selected: facts devices breakdown attention table4 serve_1 serve_64 memcheck",
                       m.summary)
 
     def test_the_total_limit_cuts_a_phase_and_skips_the_rest(self):

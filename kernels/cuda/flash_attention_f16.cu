@@ -1,0 +1,10 @@
+// The tensor-core attention kernel's fp16 instances (head_dim 64 and 128).
+#include "kernels/cuda/flash_attention_kernel.cuh"
+
+namespace h3::kernels::flash {
+
+cudaError_t LaunchF16(const LaunchArgs& args, cudaStream_t stream) {
+  return LaunchForHeadDim<__half>(args, stream);
+}
+
+}  // namespace h3::kernels::flash

@@ -1,0 +1,327 @@
+#ifndef H3_KERNELS_CUDA_FLASH_ATTENTION_KERNEL_CUH_
+#define H3_KERNELS_CUDA_FLASH_ATTENTION_KERNEL_CUH_
+
+// The tensor-core attention kernel (kernels/flash_attention.h states the
+// algorithm and its roundings; kernels/cpu/flash_attention_emulation.cc is
+// the same computation in plain C++). Included by one .cu per operand type.
+//
+// A block takes kQueryTile = 64 query rows of one head of one sequence:
+// 4 warps of 16 rows, each warp one m16 row block of mma.sync.m16n8k16.
+// Its rotated queries are rounded into shared memory once and held as A
+// fragments in registers. It walks the keys in tiles of kKeyTile = 64 up to
+// its last row's position: K and V tiles are read from the fp32 cache,
+// rounded into shared memory, S = Q K^T goes to fp32 accumulators (8 n8
+// tiles per warp), the online softmax runs on them in registers (a row's
+// values sit in one quad of lanes), P is rounded and repacked, without
+// leaving registers, into the A fragments of O += P V (the C layout of
+// m16n8 and the A layout of m16n8k16 agree row for row), and V's B
+// fragments come from ldmatrix.trans.
+//
+// Not done yet (docs/cuda-engine.md): cp.async/TMA double buffering of the
+// K/V tiles (they need the fp32 -> half conversion, which a half KV cache
+// would remove), wgmma on sm_90a, larger query tiles per warp.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/flash_attention_launch.h"
+
+namespace h3::kernels::flash {
+
+// Shared-memory tiles, in half elements. Each row is padded by 8 elements
+// (16 bytes): a row stride of hd + 8 halves is 4 words mod 32 for hd = 64
+// and 128, so the 8 rows x 4 words that a fragment load (or one ldmatrix
+// phase) touches fall in 32 distinct banks; and rows stay 16-byte aligned,
+// as ldmatrix and the 8-byte stores need.
+template <int kHeadDim>
+struct Traits {
+  static_assert(kHeadDim % 16 == 0, "k16 steps over the head dim");
+  static constexpr int kStride = kHeadDim + 8;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kDimSteps = kHeadDim / 16;  // k16 steps of Q K^T
+  static constexpr int kKeyTiles8 = kKeyTile / 8;  // n8 tiles of S per warp
+  static constexpr int kKeySteps = kKeyTile / 16;  // k16 steps of P V
+  static constexpr int kOutTiles8 = kHeadDim / 8;  // n8 tiles of O per warp
+  // q [kQueryTile][kStride], k and v [kKeyTile][kStride].
+  static constexpr int kSmemElements = (kQueryTile + 2 * kKeyTile) * kStride;
+  static_assert((kStride / 2) % 32 == 4, "conflict-free fragment loads");
+};
+
+template <typename T>
+struct HalfOps;
+
+template <>
+struct HalfOps<__half> {
+  static __device__ __half Round(float x) { return __float2half_rn(x); }
+  static __device__ float Value(__half x) { return __half2float(x); }
+  static __device__ uint32_t Pack(__half lo, __half hi) {
+    __half2 h = __halves2half2(lo, hi);  // lo in the low 16 bits
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  // c += a b on one m16n8k16 tile, fp32 accumulators.
+  static __device__ void Mma(float* c, const uint32_t* a, uint32_t b0,
+                             uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();  // the host entry refuses devices before sm_80
+#endif
+  }
+};
+
+template <>
+struct HalfOps<__nv_bfloat16> {
+  static __device__ __nv_bfloat16 Round(float x) {
+    return __float2bfloat16_rn(x);
+  }
+  static __device__ float Value(__nv_bfloat16 x) { return __bfloat162float(x); }
+  static __device__ uint32_t Pack(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+    __nv_bfloat162 h;
+    h.x = lo;
+    h.y = hi;
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ void Mma(float* c, const uint32_t* a, uint32_t b0,
+                             uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+  }
+};
+
+template <typename T>
+__device__ inline uint32_t Load32(const T* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// Four 8x8 b16 matrices, transposed: lane l gives the address of row l
+// (matrix l / 8). Used for V's B fragments: rows are keys.
+__device__ inline void LdMatrixX4Trans(const void* row, uint32_t* r) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(addr));
+#else
+  __trap();
+#endif
+}
+
+// rows x kHeadDim fp32 values (row r at src + r * row_stride) rounded into
+// a shared tile; rows past `valid` are zeros (a 0 weight times garbage
+// could be a NaN). 16-byte loads, 8-byte stores.
+template <typename T, int kHeadDim>
+__device__ inline void LoadTile(const float* src, int64_t row_stride, int rows,
+                                int valid, T* dst) {
+  using Ops = HalfOps<T>;
+  constexpr int kVec = kHeadDim / 4;
+  for (int e = threadIdx.x; e < rows * kVec; e += Traits<kHeadDim>::kThreads) {
+    const int r = e / kVec, i = (e % kVec) * 4;
+    float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r < valid)
+      x = *reinterpret_cast<const float4*>(src + r * row_stride + i);
+    uint2 packed;
+    packed.x = Ops::Pack(Ops::Round(x.x), Ops::Round(x.y));
+    packed.y = Ops::Pack(Ops::Round(x.z), Ops::Round(x.w));
+    *reinterpret_cast<uint2*>(dst + r * Traits<kHeadDim>::kStride + i) = packed;
+  }
+}
+
+// Grid (query tiles of the longest chunk, heads, sequences of the launch).
+// __grid_constant__: the block indexes args.seqs at run time, which would
+// otherwise copy the whole parameter block to each thread's local memory.
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
+    FlashAttentionKernel(const __grid_constant__ LaunchArgs args) {
+  using Tr = Traits<kHeadDim>;
+  using Ops = HalfOps<T>;
+  const Sequence& seq = args.seqs[blockIdx.z];
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kQueryTile;
+  if (q0 >= seq.length) return;
+  const int rows =
+      static_cast<int>(attention_detail::MinI64(kQueryTile, seq.length - q0));
+  const int h = blockIdx.y;
+  const int64_t d = static_cast<int64_t>(args.shape.heads) * kHeadDim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t4 = lane % 4;  // the fragments' row, column pair
+
+  extern __shared__ uint4 smem[];
+  T* q_s = reinterpret_cast<T*>(smem);      // [kQueryTile][kStride]
+  T* k_s = q_s + kQueryTile * Tr::kStride;  // [kKeyTile][kStride]
+  T* v_s = k_s + kKeyTile * Tr::kStride;    // [kKeyTile][kStride]
+
+  // The tile's rotated queries (as RotatedElement computes them for the
+  // fp32 kernel and ApplyRotary for the CPU), rounded; zeros past the chunk.
+  for (int e = threadIdx.x; e < kQueryTile * kHeadDim; e += Tr::kThreads) {
+    const int r = e / kHeadDim, i = e % kHeadDim;
+    float x = 0.0f;
+    if (r < rows) {
+      x = attention_detail::RotatedElement(
+          args.qkv + (seq.row + q0 + r) * 3 * d + h * kHeadDim, i,
+          args.shape.rotary_dim, args.inv_freq, seq.start + q0 + r);
+    }
+    q_s[r * Tr::kStride + i] = Ops::Round(x);
+  }
+  __syncthreads();
+
+  // The warp's 16 query rows as A fragments, one per k16 step over dims.
+  uint32_t qf[Tr::kDimSteps][4];
+  const T* qw = q_s + warp * 16 * Tr::kStride;
+  for (int kk = 0; kk < Tr::kDimSteps; ++kk) {
+    const T* p = qw + g * Tr::kStride + kk * 16 + 2 * t4;
+    qf[kk][0] = Load32(p);
+    qf[kk][1] = Load32(p + 8 * Tr::kStride);
+    qf[kk][2] = Load32(p + 8);
+    qf[kk][3] = Load32(p + 8 * Tr::kStride + 8);
+  }
+
+  // This lane's rows: g and g + 8 of the warp's block ([0] and [1] below).
+  const int64_t pos0 = seq.start + q0 + warp * 16 + g;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[Tr::kOutTiles8][4];
+  for (int n = 0; n < Tr::kOutTiles8; ++n) {
+    for (int c = 0; c < 4; ++c) o[n][c] = 0.0f;
+  }
+
+  const int64_t keys = seq.start + q0 + rows;  // the last row sees keys < this
+  for (int64_t k0 = 0; k0 < keys; k0 += kKeyTile) {
+    __syncthreads();  // the previous tile is consumed
+    const int valid =
+        static_cast<int>(attention_detail::MinI64(kKeyTile, keys - k0));
+    const int64_t off = k0 * d + h * kHeadDim;
+    LoadTile<T, kHeadDim>(seq.cache.k + off, d, kKeyTile, valid, k_s);
+    LoadTile<T, kHeadDim>(seq.cache.v + off, d, kKeyTile, valid, v_s);
+    __syncthreads();
+
+    // S = Q K^T: n8 tile n holds keys k0 + 8n ..; B fragment of key g.
+    float s[Tr::kKeyTiles8][4];
+    for (int n = 0; n < Tr::kKeyTiles8; ++n) {
+      for (int c = 0; c < 4; ++c) s[n][c] = 0.0f;
+      const T* kr = k_s + (8 * n + g) * Tr::kStride + 2 * t4;
+      for (int kk = 0; kk < Tr::kDimSteps; ++kk) {
+        Ops::Mma(s[n], qf[kk], Load32(kr + 16 * kk), Load32(kr + 16 * kk + 8));
+      }
+    }
+
+    // Scale to base 2, mask, and each row's max over the tile: c0, c1 are
+    // row g at keys 8n + 2 t4 + {0, 1}; c2, c3 row g + 8. A row's 64 keys
+    // are spread over the 4 lanes of its quad.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+    for (int n = 0; n < Tr::kKeyTiles8; ++n) {
+      for (int c = 0; c < 4; ++c) {
+        const int64_t key = k0 + 8 * n + 2 * t4 + (c & 1);
+        const int rr = c / 2;
+        const float x = key <= pos0 + 8 * rr
+                            ? __fmul_rn(s[n][c], args.scale_log2)
+                            : -INFINITY;
+        s[n][c] = x;
+        tile_max[rr] = fmaxf(tile_max[rr], x);
+      }
+    }
+    float corr[2];
+    for (int rr = 0; rr < 2; ++rr) {
+      tile_max[rr] =
+          fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 1));
+      tile_max[rr] =
+          fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 2));
+      // Key 0 is visible to every row (padding rows too), so after the
+      // first tile m is finite; before it exp2(-inf) = 0 clears nothing.
+      const float m_new = fmaxf(m[rr], tile_max[rr]);
+      corr[rr] = exp2f(m[rr] - m_new);
+      m[rr] = m_new;
+      l[rr] *= corr[rr];
+    }
+    for (int n = 0; n < Tr::kOutTiles8; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
+    }
+
+    // P rounded to T; the denominators sum the rounded weights. The A
+    // fragment of k16 step j over keys: n8 tiles 2j (keys 16j + 2 t4 ..)
+    // and 2j + 1 (keys 16j + 8 + 2 t4 ..), rows g and g + 8.
+    uint32_t pf[Tr::kKeySteps][4];
+    for (int n = 0; n < Tr::kKeyTiles8; ++n) {
+      T p[4];
+      for (int c = 0; c < 4; ++c) {
+        p[c] = Ops::Round(exp2f(s[n][c] - m[c / 2]));
+        l[c / 2] += Ops::Value(p[c]);
+      }
+      pf[n / 2][(n % 2) * 2] = Ops::Pack(p[0], p[1]);
+      pf[n / 2][(n % 2) * 2 + 1] = Ops::Pack(p[2], p[3]);
+    }
+
+    // O += P V. ldmatrix.trans of 32 key rows (two k16 steps) at dims
+    // 8n .. 8n + 7 gives both steps' B fragments.
+    for (int n = 0; n < Tr::kOutTiles8; ++n) {
+      for (int j = 0; j < Tr::kKeySteps; j += 2) {
+        uint32_t b[4];
+        LdMatrixX4Trans(v_s + (16 * j + lane) * Tr::kStride + 8 * n, b);
+        Ops::Mma(o[n], pf[j], b[0], b[1]);
+        Ops::Mma(o[n], pf[j + 1], b[2], b[3]);
+      }
+    }
+  }
+
+  // Each lane summed its own keys' weights: add the quad's.
+  for (int rr = 0; rr < 2; ++rr) {
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+  }
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = warp * 16 + g + 8 * rr;
+    if (r >= rows) continue;
+    float* out = args.out + (seq.row + q0 + r) * d + h * kHeadDim + 2 * t4;
+    for (int n = 0; n < Tr::kOutTiles8; ++n) {
+      *reinterpret_cast<float2*>(out + 8 * n) =
+          make_float2(o[n][2 * rr] / l[rr], o[n][2 * rr + 1] / l[rr]);
+    }
+  }
+}
+
+template <typename T, int kHeadDim>
+cudaError_t LaunchInstance(const LaunchArgs& args, cudaStream_t stream) {
+  constexpr size_t kSmem = Traits<kHeadDim>::kSmemElements * sizeof(T);
+  // 52 KiB at head_dim 128: above the 48 KiB default, so opt in.
+  cudaError_t err = cudaFuncSetAttribute(
+      FlashAttentionKernel<T, kHeadDim>,
+      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+  if (err != cudaSuccess) return err;
+  const dim3 grid(
+      static_cast<unsigned>((args.max_length + kQueryTile - 1) / kQueryTile),
+      static_cast<unsigned>(args.shape.heads),
+      static_cast<unsigned>(args.count));
+  FlashAttentionKernel<T, kHeadDim>
+      <<<grid, Traits<kHeadDim>::kThreads, kSmem, stream>>>(args);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t LaunchForHeadDim(const LaunchArgs& args, cudaStream_t stream) {
+  switch (args.shape.head_dim) {
+    case 64:
+      return LaunchInstance<T, 64>(args, stream);
+    case 128:
+      return LaunchInstance<T, 128>(args, stream);
+    default:
+      return cudaErrorNotSupported;
+  }
+}
+
+}  // namespace h3::kernels::flash
+
+#endif  // H3_KERNELS_CUDA_FLASH_ATTENTION_KERNEL_CUH_

@@ -1,0 +1,184 @@
+// The tensor-core prefill attention kernel against its CPU emulation
+// (label gpu: these skip without a device; the argument checks run
+// everywhere, as they touch no device). The emulation itself is checked
+// against AttentionCpu in kernels/cpu/flash_attention_emulation_test.cc.
+//
+// Bound per output element (tests/support/flash_attention_cases.h, Bound):
+// kernel and emulation round the same operands (the caches must agree to
+// the fp32 rounding of the GPU's fp64 sin/cos), but sum each score in a
+// different order (the MMA's internal order against k16 steps of exact
+// sums) and evaluate exp2 differently (exp2f within 2 ulps): each side's
+// fp32 weight is within ScoreError of the exact one. Where the two fp32
+// weights straddle a rounding boundary of the half type, the rounded
+// weights differ by one step, a relative 2u (u = 2^-11 fp16, 2^-8 bf16).
+// So delta = (1 + 2u)(1 + ScoreError)^2 - 1 for the weights, and each side
+// has its own fp32 accumulation roundings (the denominators also sum in a
+// different order: per lane, then across the quad). A fragment or mask
+// error is off by O(spread) in some row; a key seen twice or not at all in
+// row t by about spread / (t + 1), caught for t < 1 / (2u).
+#include "kernels/cuda/flash_attention.h"
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/test_copies.h"
+#include "tests/support/flash_attention_cases.h"
+#include "tests/support/gpu_test.h"
+#include "tests/support/normalised_error.h"
+
+namespace h3::kernels::flash {
+namespace {
+
+// The emulation's cases, and 40 short sequences (two launches of at most
+// kMaxSequencesPerLaunch).
+std::vector<Case> GpuCases() {
+  std::vector<Case> cases = Cases();
+  Case many{2, 64, 32, ElementType::kF16, {}};
+  for (int i = 0; i < 40; ++i) many.chunks.push_back({3 * i, i % 7 + 1});
+  cases.push_back(many);
+  many.type = ElementType::kBF16;
+  cases.push_back(many);
+  return cases;
+}
+
+class FlashAttentionGpuTest : public h3::testing::GpuTestWithParam<Case> {};
+
+TEST_P(FlashAttentionGpuTest, MatchesEmulation) {
+  const Case& c = GetParam();
+  const Inputs in = MakeInputs(c, 7);
+  const int64_t d = in.shape.d_model();
+  const size_t n = c.chunks.size();
+
+  DeviceBuffer d_qkv, d_freq, d_out;
+  std::vector<DeviceBuffer> d_k(n), d_v(n);
+  ASSERT_CUDA_OK(Upload(in.qkv, &d_qkv));
+  ASSERT_CUDA_OK(Upload(in.inv_freq, &d_freq));
+  ASSERT_CUDA_OK(d_out.Reserve(in.rows * d * sizeof(float)));
+  std::vector<std::vector<float>> emu_k = in.k, emu_v = in.v;
+  std::vector<Sequence> host_seqs, device_seqs;
+  int64_t row = 0;
+  for (size_t s = 0; s < n; ++s) {
+    const Chunk& ch = c.chunks[s];
+    ASSERT_CUDA_OK(Upload(in.k[s], &d_k[s]));
+    ASSERT_CUDA_OK(Upload(in.v[s], &d_v[s]));
+    const int64_t cap = in.Capacity(ch);
+    host_seqs.push_back(
+        {ch.prefix, ch.length, row, {emu_k[s].data(), emu_v[s].data(), cap}});
+    device_seqs.push_back({ch.prefix,
+                           ch.length,
+                           row,
+                           {d_k[s].as<float>(), d_v[s].as<float>(), cap}});
+    row += ch.length;
+  }
+  const int count = static_cast<int>(n);
+  ASSERT_CUDA_OK(FlashAttentionPrefillCuda(
+      {in.shape, c.type, count, device_seqs.data(), d_qkv.as<float>(),
+       c.rotary_dim > 0 ? d_freq.as<float>() : nullptr, d_out.as<float>()},
+      nullptr));
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
+  std::vector<float> gpu_out(in.rows * d), emu_out(in.rows * d);
+  ASSERT_CUDA_OK(Download(d_out, &gpu_out));
+  FlashAttentionEmulation({in.shape, c.type, count, host_seqs.data(),
+                           in.qkv.data(), in.freq(), emu_out.data()});
+
+  const double u = UnitRoundoff(c.type);
+  double worst = 0;
+  for (size_t s = 0; s < n; ++s) {
+    SCOPED_TRACE(::testing::Message() << "sequence " << s);
+    const Chunk& ch = c.chunks[s];
+    std::vector<float> gpu_k(emu_k[s].size()), gpu_v(emu_v[s].size());
+    ASSERT_CUDA_OK(Download(d_k[s], &gpu_k));
+    ASSERT_CUDA_OK(Download(d_v[s], &gpu_v));
+    // Keys: rotated in fp64 on both sides from the same fp32 angle; CUDA's
+    // sin/cos may flip an fp32 rounding now and then (one ulp, < 6e-8 of
+    // the scale). Values are copies. Positions past the chunk untouched.
+    EXPECT_LE(h3::testing::NormalisedError(gpu_k, emu_k[s]), 1e-6);
+    EXPECT_EQ(gpu_v, emu_v[s]);
+
+    const std::vector<float> chunk_qkv(
+        in.qkv.begin() + host_seqs[s].row * 3 * d,
+        in.qkv.begin() + (host_seqs[s].row + ch.length) * 3 * d);
+    const Operands rounded =
+        MakeOperands(in, ch, chunk_qkv, emu_k[s], emu_v[s], &c.type);
+    const int hd = c.head_dim;
+    EXPECT_EQ(0, CompareRows(
+                     in, ch, rounded, gpu_out.data() + host_seqs[s].row * d,
+                     emu_out.data() + host_seqs[s].row * d,
+                     [&](const RowSpread& r, int i, int64_t keys) {
+                       const double e = ScoreError(hd, r.max_abs_dot);
+                       const double delta = (1 + 2 * u) * (1 + e) * (1 + e) - 1;
+                       return Bound(delta, r.spread[i], r.mag[i], keys) +
+                              Bound(0, 0, r.mag[i], keys);
+                     },
+                     &worst));
+  }
+  RecordProperty("worst_error_over_bound", std::to_string(worst));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlashAttentionGpuTest,
+                         ::testing::ValuesIn(GpuCases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string name = CaseName(info.param);
+                           if (info.param.chunks.size() > 8) {
+                             name = name.substr(0, name.find("_0p")) +
+                                    "_40sequences";
+                           }
+                           return name;
+                         });
+
+// The checks come before any device work, so these run without a GPU; the
+// pointers are never dereferenced.
+TEST(FlashAttentionArgumentsTest, RefusesWhatItHasNoInstanceFor) {
+  EXPECT_TRUE(FlashAttentionSupports({16, 128, 0}, ElementType::kF16));
+  EXPECT_TRUE(FlashAttentionSupports({12, 64, 64}, ElementType::kBF16));
+  EXPECT_FALSE(FlashAttentionSupports({16, 96, 0}, ElementType::kF16));
+  EXPECT_FALSE(FlashAttentionSupports({16, 256, 0}, ElementType::kF16));
+  EXPECT_FALSE(FlashAttentionSupports({16, 128, 0}, ElementType::kF32));
+  EXPECT_FALSE(FlashAttentionSupports({16, 128, 3}, ElementType::kF16));
+
+  alignas(16) static float host[1024];
+  const Sequence seq{0, 1, 0, {host, host, 4}};
+  auto run = [&](AttentionShape shape, ElementType type, Sequence s) {
+    return FlashAttentionPrefillCuda({shape, type, 1, &s, host, host, host},
+                                     nullptr);
+  };
+  EXPECT_EQ(run({2, 96, 0}, ElementType::kF16, seq), cudaErrorNotSupported);
+  EXPECT_EQ(run({2, 64, 0}, ElementType::kF32, seq), cudaErrorNotSupported);
+  Sequence misaligned = seq;
+  misaligned.cache.v = host + 2;  // 8 bytes off
+  EXPECT_EQ(run({2, 64, 0}, ElementType::kF16, misaligned),
+            cudaErrorNotSupported);
+  // Contract violations: past the capacity, odd rotary, no frequencies.
+  Sequence past = seq;
+  past.start = 4;
+  EXPECT_EQ(run({2, 64, 0}, ElementType::kF16, past), cudaErrorInvalidValue);
+  EXPECT_EQ(run({2, 64, 3}, ElementType::kF16, seq), cudaErrorInvalidValue);
+  EXPECT_EQ(FlashAttentionPrefillCuda(
+                {{2, 64, 8}, ElementType::kF16, 1, &seq, host, nullptr, host},
+                nullptr),
+            cudaErrorInvalidValue);
+}
+
+TEST(FlashAttentionArgumentsTest, EmptyCallsSucceedWithoutLaunching) {
+  const Sequence empty{5, 0, 0, {nullptr, nullptr, 5}};
+  EXPECT_EQ(
+      FlashAttentionPrefillCuda(
+          {{2, 64, 0}, ElementType::kF16, 1, &empty, nullptr, nullptr, nullptr},
+          nullptr),
+      cudaSuccess);
+  EXPECT_EQ(FlashAttentionPrefillCuda({{2, 64, 0},
+                                       ElementType::kF16,
+                                       0,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr},
+                                      nullptr),
+            cudaSuccess);
+}
+
+}  // namespace
+}  // namespace h3::kernels::flash

@@ -1,0 +1,38 @@
+#ifndef H3_KERNELS_CUDA_TEST_COPIES_H_
+#define H3_KERNELS_CUDA_TEST_COPIES_H_
+
+// Host <-> device copies of std::vectors for the kernels' GPU tests, and
+// ASSERT_CUDA_OK, which prints the runtime's last error. Test support.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/device_buffer.h"
+
+#define ASSERT_CUDA_OK(expr) \
+  ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(cudaGetLastError())
+
+namespace h3::kernels {
+
+// Makes `buf` hold host's bytes (at least one element's room).
+template <typename T>
+cudaError_t Upload(const std::vector<T>& host, DeviceBuffer* buf) {
+  cudaError_t err = buf->Reserve(std::max<size_t>(host.size(), 1) * sizeof(T));
+  if (err != cudaSuccess) return err;
+  return cudaMemcpy(buf->get(), host.data(), host.size() * sizeof(T),
+                    cudaMemcpyHostToDevice);
+}
+
+// Fills all of *host (its size says how much) from the start of buf.
+template <typename T>
+cudaError_t Download(const DeviceBuffer& buf, std::vector<T>* host) {
+  return cudaMemcpy(host->data(), buf.get(), host->size() * sizeof(T),
+                    cudaMemcpyDeviceToHost);
+}
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_CUDA_TEST_COPIES_H_
