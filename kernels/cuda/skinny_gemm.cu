@@ -3,13 +3,15 @@
 // A block owns kSkinnyCols = 4 output columns. It first copies those 4 rows
 // of W, the whole k (zero-padded to a multiple of 256), into shared memory
 // with 16-byte loads: W is read from HBM exactly once per call whatever the
-// row count. Then its 4 warps multiply the tile with every row of x:
-//   - up to 8 rows: warp w takes column w and all rows (kRows = 1, 2, 4 or 8
-//     accumulators per lane);
-//   - 9 to 64 rows: warp w takes row groups of 8 (w, w + 4) against all 4
-//     columns, so each x value read serves 4 columns (32 accumulators).
-// Either way an output is reduced by one warp in the fixed order of the
-// header: lane = slice, chunks in order, then the xor butterfly. Only who
+// row count. Then its 4 warps multiply the tile with every row of x: the rows
+// are cut into groups of kRows (1 up to 4 rows, 2 up to 8, 4 up to 16, else
+// 8), warp w takes groups w, w + 4, ..., and multiplies each with all 4
+// columns. Each x value a lane loads (from L1/L2: x is small and every block
+// reads it) thus serves 4 columns, and each row of x is read once per block:
+// per block, x traffic is rows / 2 times the W bytes, the tile's shared-memory
+// reads (groups) times. kRows x 4 accumulators a lane.
+// An output is always reduced by one warp in the fixed order of the header:
+// lane = slice, chunks in order, then the xor butterfly. Only which warp
 // computes it changes with the row count, never how.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -22,41 +24,45 @@ namespace h3::kernels {
 namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kWarps = kSkinnyCols;  // one warp per column in the few-row case
+// 4 warps: enough threads to issue the tile's loads together (16 KiB at
+// k = 2048, 16-bit W: 8 loads a thread), and 4 row groups to spread rows over.
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-// Row group of the many-row case: 8 rows x 4 columns = 32 accumulators a lane.
-constexpr int kGroupRows = 8;
 // 16-byte vectors each thread loads before storing any to shared memory, so
-// that enough loads are in flight to cover HBM latency.
-constexpr int kFillBatch = 4;
+// that enough loads are in flight to cover HBM latency: the whole tile at
+// k = 2048 (1024 vectors of 16-bit W over 128 threads).
+constexpr int kFillBatch = 8;
 
 // W's element bits (the tile copy does not interpret them) and widening.
+__device__ float2 ToFloat2(__half2 h) { return __half22float2(h); }
+__device__ float2 ToFloat2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+
+// out[at, at + 8) = the 8 16-bit values of v, as pairs of Pair.
+template <typename Pair>
+__device__ void WidenPairs(const uint4& v, float* out, int at) {
+  const Pair* h = reinterpret_cast<const Pair*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = ToFloat2(h[i]);
+    out[at + 2 * i] = f.x;
+    out[at + 2 * i + 1] = f.y;
+  }
+}
+
 template <typename T>
 struct Weight;
 template <>
 struct Weight<__half> {
   using Bits = uint16_t;
   static __device__ void Widen(const uint4& v, float* out, int at) {
-    const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(h[i]);
-      out[at + 2 * i] = f.x;
-      out[at + 2 * i + 1] = f.y;
-    }
+    WidenPairs<__half2>(v, out, at);
   }
 };
 template <>
 struct Weight<__nv_bfloat16> {
   using Bits = uint16_t;
   static __device__ void Widen(const uint4& v, float* out, int at) {
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __bfloat1622float2(h[i]);
-      out[at + 2 * i] = f.x;
-      out[at + 2 * i + 1] = f.y;
-    }
+    WidenPairs<__nv_bfloat162>(v, out, at);
   }
 };
 template <>
@@ -124,12 +130,13 @@ __device__ void LoadX(const float* row, int64_t i0, int64_t k, bool x_vec,
   }
 }
 
-// Rows [r0, r0 + kRows) against tile columns [col0, col0 + kCols): steps 2-4
-// of the header's algorithm, lane = slice.
-template <typename T, int kRows, int kCols>
+// Rows [r0, r0 + kRows) against the tile's columns: steps 2-4 of the
+// header's algorithm, lane = slice.
+template <typename T, int kRows>
 __device__ void MultiplyTile(const SkinnyGemmParams& p, const uint4* tile,
-                             int64_t k_pad, int64_t j0, int col0, int64_t r0,
+                             int64_t k_pad, int64_t j0, int64_t r0,
                              bool x_vec) {
+  constexpr int kCols = kSkinnyCols;
   constexpr int kVec = 16 / sizeof(typename Weight<T>::Bits);
   constexpr int kLoads = kSkinnyLaneElems / kVec;  // 16-byte loads a slice
   const int lane = threadIdx.x % 32;
@@ -141,8 +148,7 @@ __device__ void MultiplyTile(const SkinnyGemmParams& p, const uint4* tile,
     for (int c = 0; c < kCols; ++c) {
 #pragma unroll
       for (int l = 0; l < kLoads; ++l) {
-        Weight<T>::Widen(tile[(col0 + c) * row_vecs + i0 / kVec + l], w[c],
-                         l * kVec);
+        Weight<T>::Widen(tile[c * row_vecs + i0 / kVec + l], w[c], l * kVec);
       }
     }
 #pragma unroll
@@ -166,7 +172,7 @@ __device__ void MultiplyTile(const SkinnyGemmParams& p, const uint4* tile,
       for (int width = kSkinnyLanes / 2; width > 0; width /= 2) {
         v = SkinnyAdd(v, __shfl_xor_sync(kFullMask, v, width));
       }
-      const int64_t j = j0 + col0 + c;
+      const int64_t j = j0 + c;
       if (lane == 0 && r0 + r < p.rows && j < p.n) {
         if (p.bias != nullptr) v = SkinnyAdd(v, p.bias[j]);
         if (p.gelu) v = SkinnyGeluTanh(v);
@@ -176,7 +182,7 @@ __device__ void MultiplyTile(const SkinnyGemmParams& p, const uint4* tile,
   }
 }
 
-template <typename T, int kRows, int kCols>
+template <typename T, int kRows>
 __global__ void __launch_bounds__(kThreads)
     SkinnyGemmKernel(SkinnyGemmParams p, int64_t k_pad, bool w_vec,
                      bool x_vec) {
@@ -185,12 +191,8 @@ __global__ void __launch_bounds__(kThreads)
   FillTile<T>(p, j0, k_pad, w_vec, tile);
   __syncthreads();
   const int warp = threadIdx.x / 32;
-  if constexpr (kCols == 1) {
-    MultiplyTile<T, kRows, 1>(p, tile, k_pad, j0, warp, 0, x_vec);
-  } else {
-    for (int64_t r0 = warp * kRows; r0 < p.rows; r0 += kWarps * kRows) {
-      MultiplyTile<T, kRows, kCols>(p, tile, k_pad, j0, 0, r0, x_vec);
-    }
+  for (int64_t r0 = warp * kRows; r0 < p.rows; r0 += kWarps * kRows) {
+    MultiplyTile<T, kRows>(p, tile, k_pad, j0, r0, x_vec);
   }
 }
 
@@ -198,20 +200,23 @@ bool Aligned16(const void* ptr) {
   return reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
 }
 
-template <typename T, int kRows, int kCols>
+template <typename T, int kRows>
 cudaError_t Launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int64_t size = sizeof(typename Weight<T>::Bits);
   const int64_t k_pad = (p.k + kSkinnyChunk - 1) / kSkinnyChunk * kSkinnyChunk;
   const size_t shared = static_cast<size_t>(kSkinnyCols * k_pad * size);
   const bool w_vec = Aligned16(p.w) && (p.k * size) % 16 == 0;
   const bool x_vec = Aligned16(p.x) && p.k % 4 == 0;
-  auto* kernel = SkinnyGemmKernel<T, kRows, kCols>;
-  // Above the 48 KiB every kernel gets, shared memory needs an opt-in (a
-  // host-side attribute, not a stream operation: safe during capture).
-  const cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kSkinnyMaxSharedBytes));
-  if (err != cudaSuccess) return err;
+  auto* kernel = SkinnyGemmKernel<T, kRows>;
+  // Above the 48 KiB every kernel gets, shared memory needs an opt-in: a
+  // host-side attribute, not a stream operation, so it may be set during
+  // graph capture (flash-attention does the same at every launch).
+  if (shared > 48 * 1024) {
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(kSkinnyMaxSharedBytes));
+    if (err != cudaSuccess) return err;
+  }
   const int64_t blocks = (p.n + kSkinnyCols - 1) / kSkinnyCols;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
   kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(
@@ -219,13 +224,14 @@ cudaError_t Launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// Groups small enough that every warp gets one when there are 4 or more
+// rows, and at most 8 rows (32 accumulators a lane).
 template <typename T>
 cudaError_t LaunchForRows(const SkinnyGemmParams& p, cudaStream_t stream) {
-  if (p.rows == 1) return Launch<T, 1, 1>(p, stream);
-  if (p.rows <= 2) return Launch<T, 2, 1>(p, stream);
-  if (p.rows <= 4) return Launch<T, 4, 1>(p, stream);
-  if (p.rows <= kGroupRows) return Launch<T, kGroupRows, 1>(p, stream);
-  return Launch<T, kGroupRows, kSkinnyCols>(p, stream);
+  if (p.rows <= kWarps) return Launch<T, 1>(p, stream);
+  if (p.rows <= 2 * kWarps) return Launch<T, 2>(p, stream);
+  if (p.rows <= 4 * kWarps) return Launch<T, 4>(p, stream);
+  return Launch<T, 8>(p, stream);
 }
 
 }  // namespace

@@ -124,9 +124,11 @@ std::vector<Case> Cases() {
       cases.push_back({type, rows, 37, 1000, true, false, 0});
       cases.push_back({type, rows, 37, 1000, true, true, 0});
     }
-    // Odd k (scalar W and x loads), an unaligned W, the 8-row boundary,
-    // a d_model-sized product and the largest k.
+    // Odd k (scalar W and x loads), an unaligned W, every row-group size
+    // (rows 3, 8, 9, 16, 33), a d_model-sized product and the largest k.
     cases.push_back({type, 9, 5, 301, true, true, 0});
+    cases.push_back({type, 16, 9, 777, true, true, 0});
+    cases.push_back({type, 33, 9, 256, true, false, 0});
     cases.push_back({type, 3, 6, 512, true, false, 1});
     cases.push_back({type, 8, 2048, 2048, true, true, 0});
     cases.push_back({type, 2, 7, 12288, false, false, 0});
