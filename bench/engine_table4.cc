@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
   options.device = flags.device;
   H3_ASSIGN_OR_RETURN(options.weight_type,
                       engine::ParseWeightType(flags.dtype));
+  options.batch_invariant = flags.batch_invariant;
   return engine::MakeBackend(options);
 }
 

@@ -94,7 +94,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
   }
 #if H3_WITH_CUDA
   return cuda::MakeCudaBackend(device,
-                               options.weight_type.value_or(ElementType::kF16));
+                               options.weight_type.value_or(ElementType::kF16),
+                               options.batch_invariant);
 #else
   return absl::InternalError("unreachable: a GPU without CUDA");
 #endif

@@ -203,6 +203,12 @@ int main(int argc, char** argv) {
                  "a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
       ->capture_default_str();
+  app.add_flag("--batch-invariant", options.backend.batch_invariant,
+               "GPU: every matrix product by a kernel whose per-row result "
+               "does not depend on the other rows of the step, so a "
+               "sequence's logits are bitwise the same alone or batched "
+               "(slower prefill; docs/cuda-engine.md, \"Batch invariance\"). "
+               "The CPU is batch-invariant without it");
   app.add_option("--threads", threads,
                  "CPU threads of the engine (default: $H3_NUM_THREADS, else "
                  "all hardware threads)")

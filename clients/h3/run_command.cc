@@ -39,6 +39,7 @@ struct RunFlags {
   int64_t prefill_chunk = 1024;
   std::string device = "auto";
   std::string dtype = "auto";
+  bool batch_invariant = false;
   bool json = false;
   bool logits = false;
 };
@@ -115,6 +116,7 @@ absl::Status Run(const RunFlags& flags) {
   engine::BackendOptions backend_options{flags.device};
   H3_ASSIGN_OR_RETURN(backend_options.weight_type,
                       engine::ParseWeightType(flags.dtype));
+  backend_options.batch_invariant = flags.batch_invariant;
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       engine::MakeBackend(backend_options));
   H3_ASSIGN_OR_RETURN(
@@ -245,6 +247,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "on a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
       ->capture_default_str();
+  cmd->add_flag("--batch-invariant", flags->batch_invariant,
+                "GPU: matrix products whose per-row results do not depend "
+                "on the batch (docs/cuda-engine.md)");
   cmd->add_option("--prefill-chunk", flags->prefill_chunk,
                   "Prompt tokens per prefill chunk (state passing)")
       ->capture_default_str()

@@ -13,8 +13,10 @@
 
 namespace h3::engine::cuda {
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device,
-                                                         ElementType type);
+// batch_invariant: every Linear by SkinnyGemmCuda (in pieces of at most 64
+// rows), never cuBLASLt; see BackendOptions::batch_invariant.
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
+    int device, ElementType type, bool batch_invariant = false);
 
 // The backend's H3 layer (cuda_h3_layer.cc). `stream` is the backend's.
 // fp32 weights take the cuFFT prefill (exact fp32 arithmetic); 16-bit ones

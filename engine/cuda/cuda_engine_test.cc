@@ -4,6 +4,7 @@
 // off. Label gpu: skips without a device.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -255,6 +256,55 @@ TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
     }
     for (SlotId s : slots_a) with->memory().Release(s);
     for (SlotId s : slots_b) without->memory().Release(s);
+  }
+}
+
+// --batch-invariant (BackendOptions::batch_invariant): every product is the
+// skinny kernel, and the other ops of a decode step are per row already
+// (docs/cuda-engine.md), so a sequence's logits are bitwise those it gets
+// alone, in a batch of 7 or 64 (buckets 8 and 64, graphs on) at any row.
+TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
+  Open(1);
+  constexpr int kSteps = 3;
+  const int64_t row = config_.padded_vocab_size, vocab = config_.vocab_size;
+  const auto prompt = Tokens(37, 7, vocab);
+  const auto feed = Tokens(kSteps, 8, vocab);
+  for (ElementType type : {ElementType::kF16, ElementType::kBF16}) {
+    auto backend = MakeBackend({"cuda", type, /*batch_invariant=*/true});
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    auto runner = h3::testing::MakeRunner(*file_, *std::move(backend),
+                                          /*slots=*/64, /*context=*/512, 48);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    Runner& gpu = **runner;
+    std::vector<std::vector<float>> alone(kSteps);
+    const SlotId slot = *gpu.memory().Acquire();
+    ASSERT_TRUE(Feed(gpu, slot, prompt, nullptr).ok());
+    for (int step = 0; step < kSteps; ++step) {
+      ASSERT_TRUE(Feed(gpu, slot, {&feed[step], 1}, &alone[step]).ok());
+    }
+    gpu.memory().Release(slot);
+    for (auto [batch, at] :
+         {std::pair{7, 0}, std::pair{7, 3}, std::pair{7, 6}, std::pair{64, 0},
+          std::pair{64, 37}, std::pair{64, 63}}) {
+      std::vector<SlotId> slots;
+      for (int b = 0; b < batch; ++b) {
+        slots.push_back(*gpu.memory().Acquire());
+        const auto mine = b == at ? prompt : Tokens(5 + b % 40, 200 + b, vocab);
+        ASSERT_TRUE(Feed(gpu, slots.back(), mine, nullptr).ok());
+      }
+      for (int step = 0; step < kSteps; ++step) {
+        auto next = Tokens(batch, 300 + step, vocab);
+        next[at] = feed[step];
+        std::vector<float> logits;
+        ASSERT_TRUE(FeedEach(gpu, slots, next, &logits).ok());
+        EXPECT_EQ(std::memcmp(logits.data() + at * row, alone[step].data(),
+                              row * sizeof(float)),
+                  0)
+            << ElementTypeName(type) << ": row " << at << " of " << batch
+            << ", step " << step;
+      }
+      for (SlotId s : slots) gpu.memory().Release(s);
+    }
   }
 }
 
