@@ -21,7 +21,8 @@ set(h3_gpu_check_lines
 set(h3_gpu_check_targets)
 get_property(h3_gpu_tests GLOBAL PROPERTY H3_GPU_TESTS)
 foreach(entry tool:h3 tool:h3serve bench:h3_engine_bench
-              bench:h3_flashconv_bench module:h3_sentencepiece_module)
+              bench:h3_flashconv_bench bench:h3_linear_bench
+              module:h3_sentencepiece_module)
   string(REPLACE ":" ";" entry "${entry}")
   list(GET entry 0 kind)
   list(GET entry 1 name)

@@ -25,6 +25,8 @@
 #                     the CUDA libraries the machine must supply
 #   devices    30/5   h3 devices
 #   tests     180/30  every gpu-labelled test program (--gtest_brief=1)
+#   linear     90/20  h3_linear_bench: the batch-invariant skinny GEMM against
+#                     cuBLASLt on the H3-1.3B decode products, rows 1, 8, 64
 #   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
 #                     GPT-2 at batch 64, then batch-1 latency
 #   serve_1    60/30  bench/serve_vs_offline.py --device cuda: h3serve under
@@ -39,10 +41,10 @@
 # timeout(1) ends it with every process it started (SIGTERM to the process
 # group, SIGKILL 3 s later).
 #
-# OUT_DIR receives at most 8 files, rewritten after every phase: summary.txt
+# OUT_DIR receives at most 9 files, rewritten after every phase: summary.txt
 # (what passed, failed, timed out, was skipped and why), check.json (the
 # same as JSON), tests.log (tests and memcheck), bench.log (everything else),
-# table4.json, serve_1.json, serve_64.json, flashconv.json.
+# linear.json, table4.json, serve_1.json, serve_64.json, flashconv.json.
 # Our programs run with the archive's lib/ on LD_LIBRARY_PATH, through small
 # wrappers; nothing else (Python, PyTorch, nvidia-smi) sees those libraries.
 # Exit status: 0 when every phase that ran passed; 1 otherwise; 2 on bad
@@ -54,11 +56,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_phases=(facts devices tests table4 serve_1 serve_64 flashconv memcheck)
-declare -A limit=([facts]=20 [devices]=30 [tests]=180 [table4]=240 [serve_1]=60
-                  [serve_64]=150 [flashconv]=120 [memcheck]=600)
-declare -A least=([facts]=5 [devices]=5 [tests]=30 [table4]=90 [serve_1]=30
-                  [serve_64]=60 [flashconv]=30 [memcheck]=60)
+all_phases=(facts devices tests linear table4 serve_1 serve_64 flashconv memcheck)
+declare -A limit=([facts]=20 [devices]=30 [tests]=180 [linear]=90 [table4]=240
+                  [serve_1]=60 [serve_64]=150 [flashconv]=120 [memcheck]=600)
+declare -A least=([facts]=5 [devices]=5 [tests]=30 [linear]=20 [table4]=90
+                  [serve_1]=30 [serve_64]=60 [flashconv]=30 [memcheck]=60)
 reserve=5      # seconds kept back to write the summary
 kill_grace=3   # seconds between SIGTERM and SIGKILL
 
@@ -111,8 +113,8 @@ out=$(cd "$out" && pwd)
 summary=$out/summary.txt
 tests_log=$out/tests.log
 bench_log=$out/bench.log
-rm -f "$summary" "$out/check.json" "$tests_log" "$bench_log" "$out/table4.json" \
-      "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json"
+rm -f "$summary" "$out/check.json" "$tests_log" "$bench_log" "$out/linear.json" \
+      "$out/table4.json" "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json"
 : >"$tests_log"
 : >"$bench_log"
 
@@ -253,6 +255,15 @@ if kind == "table4":
     lat = r.get("latency", {}).get("h3serve", {}).get("median_step_ms")
     parts.append(f"batch-1 step {lat:.3f} ms" if lat else "no batch-1 latency")
     print("; ".join(parts))
+elif kind == "linear":
+    step = r.get("step_ms", {})
+    parts = []
+    for rows in (1, 8, 64):
+        s, c = step.get(f"fp16_rows{rows}_skinny"), step.get(f"fp16_rows{rows}_cublaslt")
+        if s and c:
+            parts.append(f"fp16 rows {rows}: products of a step {s:.3f} ms skinny, "
+                         f"{c:.3f} ms cuBLASLt")
+    print("; ".join(parts) or "no fp16 timings")
 elif kind.startswith("serve"):
     print("; ".join(
         f"prefill-tokens {b['prefill_tokens']}: served {f(s['served_tokens_per_s'])} tok/s, "
@@ -401,6 +412,14 @@ bench_result() {
   esac
 }
 
+phase_linear() {
+  if [ ! -x "$shim/bench/h3_linear_bench" ]; then
+    status=skipped; detail="no h3_linear_bench in this build"; return
+  fi
+  bounded "$bench_log" "$shim/bench/h3_linear_bench" --out "$out/linear.json"
+  bench_result $? linear
+}
+
 phase_table4() {
   local rc
   ensure_model
@@ -466,7 +485,7 @@ exit_status=0
 no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
 for phase in "${selected[@]}"; do
   left=$(( total - SECONDS - reserve ))
-  if [ -n "$no_gpu" ] && [[ " table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
+  if [ -n "$no_gpu" ] && [[ " linear table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
     record "$phase" skipped - - "h3 devices sees no GPU"
     continue
   fi

@@ -4,7 +4,7 @@ programs are small shell scripts (gtest-like output, sleeps, children that
 must be killed), fake bench scripts that write their JSON, and nvidia-smi
 and compute-sanitizer stand-ins on PATH. Checks the phase order, the
 per-phase and total time limits, that a timed-out phase's processes are
-gone, the summary's lists, and that at most 8 files are written.
+gone, the summary's lists, and that at most 9 files are written.
 
 Environment: H3_SOURCE_DIR (the source tree)."""
 import json
@@ -20,9 +20,10 @@ import unittest
 SOURCE = os.environ.get("H3_SOURCE_DIR") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CHECK = os.path.join(SOURCE, "scripts", "gpu-check.sh")
-PHASES = ["facts", "devices", "tests", "table4", "serve_1", "serve_64", "flashconv", "memcheck"]
-ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "table4.json",
-                 "serve_1.json", "serve_64.json", "flashconv.json"}
+PHASES = ["facts", "devices", "tests", "linear", "table4", "serve_1", "serve_64", "flashconv",
+          "memcheck"]
+ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "linear.json",
+                 "table4.json", "serve_1.json", "serve_64.json", "flashconv.json"}
 
 PASSING_TEST = """\
 echo "env H3_SOURCE_DIR=$H3_SOURCE_DIR LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
@@ -110,6 +111,7 @@ class FakeMachine:
             glibc_required 2.17
             tool clients/h3
             bench bench/h3_engine_bench
+            bench bench/h3_linear_bench
             test kernels/kernels_cuda_test
             test engine/engine_cuda_test
             """))
@@ -119,6 +121,10 @@ class FakeMachine:
                    'echo "GPU 0: Fake H100, compute capability 9.0"\n', True)
         write(os.path.join(self.root, "build", "bench", "h3_engine_bench"),
               sh + 'while [ $# -gt 0 ]; do [ "$1" = --model ] && echo model > "$2"; shift; done\n',
+              True)
+        write(os.path.join(self.root, "build", "bench", "h3_linear_bench"),
+              sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && echo \'{"step_ms": '
+                   '{"fp16_rows1_skinny": 0.9, "fp16_rows1_cublaslt": 1.2}}\' > "$2"; shift; done\n',
               True)
         write(os.path.join(self.root, "build", "kernels", "kernels_cuda_test"),
               sh + kernels_test, True)
@@ -188,15 +194,18 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("engine 20,000 tok/s", m.phases["table4"]["detail"])
         self.assertIn("0.90 of offline", m.phases["serve_64"]["detail"])
         self.assertIn("2 timings, 1 skipped", m.phases["flashconv"]["detail"])
+        self.assertIn("fp16 rows 1: products of a step 0.900 ms skinny, 1.200 ms cuBLASLt",
+                      m.phases["linear"]["detail"])
         self.assertEqual(m.check["commit"], "0123456789ab")
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
 
         files = set(os.listdir(m.out))
-        self.assertLessEqual(len(files), 8)
+        self.assertLessEqual(len(files), 9)
         self.assertEqual(files, ALLOWED_FILES)
         self.assertIn("failed: tests", m.summary)
-        self.assertIn("passed: facts devices table4 serve_1 serve_64 flashconv memcheck",
-                      m.summary)
+        self.assertIn(
+            "passed: facts devices linear table4 serve_1 serve_64 flashconv memcheck",
+            m.summary)
         self.assertIn("gpu: 0, NVIDIA Fake H100", m.summary)
 
         # The programs see the archive's data and libraries, the machine's after.
@@ -224,7 +233,7 @@ class GpuCheckTest(unittest.TestCase):
                 pid = int(f.read())
             self.assertFalse(alive(pid), f"the test's {who} {pid} still runs")
         self.assertIn("timed out: tests", m.summary)
-        self.assertIn("not selected: facts devices table4 serve_1 serve_64 memcheck",
+        self.assertIn("not selected: facts devices linear table4 serve_1 serve_64 memcheck",
                       m.summary)
 
     def test_the_total_limit_cuts_a_phase_and_skips_the_rest(self):
@@ -254,13 +263,13 @@ class GpuCheckTest(unittest.TestCase):
         os.remove(os.path.join(m.bin, "nvidia-smi"))
         write(os.path.join(m.root, "build", "clients", "h3"),
               '#!/bin/sh\necho "No GPUs: no NVIDIA driver is installed"\n', True)
-        m.run("--phases", "facts,devices,tests,table4,memcheck")
+        m.run("--phases", "facts,devices,tests,linear,table4,memcheck")
         self.assertEqual(m.phases["facts"]["status"], "failed")
         self.assertIn("nvidia-smi not found", m.phases["facts"]["detail"])
         self.assertEqual(m.phases["devices"]["status"], "failed")
         self.assertEqual(m.phases["tests"]["status"], "failed")
         self.assertIn("want of a CUDA device", m.phases["tests"]["detail"])
-        for phase in ("table4", "memcheck"):
+        for phase in ("linear", "table4", "memcheck"):
             self.assertEqual(m.phases[phase]["status"], "skipped")
             self.assertEqual(m.phases[phase]["detail"], "h3 devices sees no GPU")
         self.assertFalse(os.path.exists(m.model), "no model written without a GPU")
