@@ -308,6 +308,46 @@ TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
   }
 }
 
+// --batch-invariant in a mixed step of 104 rows (products in pieces of 64):
+// single tokens and prompt chunks alike equal each sequence fed alone,
+// bitwise (the prompts are cut at the same prefill_chunk boundaries).
+TEST_F(CudaEngineTest, BatchInvariantMixedStepEqualsEachSequenceAloneBitwise) {
+  Open(1);
+  auto backend = MakeBackend({"cuda", ElementType::kF16, true});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto runner = h3::testing::MakeRunner(*file_, *std::move(backend), 16, 512,
+                                        /*prefill_chunk=*/48);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  Runner& gpu = **runner;
+  const int64_t row = config_.padded_vocab_size;
+  const std::vector<int> lengths = {1, 97, 1, 5};
+  std::vector<SlotId> mixed, alone;
+  std::vector<std::vector<int32_t>> feeds;
+  StepPlan plan;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const auto prompt = Tokens(9 + 4 * i, 80 + i, config_.vocab_size);
+    for (auto* list : {&mixed, &alone}) {
+      list->push_back(*gpu.memory().Acquire());
+      ASSERT_TRUE(Feed(gpu, list->back(), prompt, nullptr).ok());
+    }
+    feeds.push_back(Tokens(lengths[i], 90 + i, config_.vocab_size));
+  }
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    plan.sequences.push_back(
+        {.slot = mixed[i], .tokens = feeds[i], .logits = true});
+  }
+  StepResult result;
+  ASSERT_TRUE(gpu.Execute(plan, &result).ok());
+  std::vector<float> logits;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_TRUE(Feed(gpu, alone[i], feeds[i], &logits).ok());
+    ASSERT_NE(result.LogitsOf(i), nullptr);
+    EXPECT_EQ(
+        std::memcmp(result.LogitsOf(i), logits.data(), row * sizeof(float)), 0)
+        << "entry " << i << " of " << lengths[i] << " tokens";
+  }
+}
+
 // State passing on the GPU: a prompt prefilled in one step (three H3
 // prefill calls of up to 48 tokens) and fed token by token leave the same
 // state.
