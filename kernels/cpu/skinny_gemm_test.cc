@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct Case {
   ElementType type;
   int64_t n, k;
 };
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << ElementTypeName(c.type) << " n " << c.n << " k " << c.k;
+}
 
 class SkinnyGemmEmulationTest : public ::testing::TestWithParam<Case> {};
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
          "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
          (c.bias ? "_bias" : "") + (c.gelu ? "_gelu" : "") +
          (c.w_offset != 0 ? "_unaligned" : "");
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << ElementTypeName(c.type) << " rows " << c.rows << " n " << c.n << " k "
+      << c.k << (c.bias ? " bias" : "") << (c.gelu ? " gelu" : "")
+      << (c.w_offset != 0 ? " unaligned W" : "");
 }
 
 uint32_t Bits(float f) {
