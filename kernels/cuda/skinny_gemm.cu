@@ -85,16 +85,20 @@ __device__ void FillTile(const SkinnyGemmParams& p, int64_t j0, int64_t k_pad,
   using Bits = typename Weight<T>::Bits;
   constexpr int kVec = 16 / sizeof(Bits);
   const Bits* w = static_cast<const Bits*>(p.w);
-  const int64_t row_vecs = k_pad / kVec;
-  const int64_t total = kSkinnyCols * row_vecs;
-  for (int64_t first = threadIdx.x; first < total;
-       first += int64_t{kThreads} * kFillBatch) {
+  // 32-bit: a tile holds at most 6144 vectors, and a 64-bit division per
+  // 16-byte load would cost about as many instructions as the SM can issue
+  // while HBM delivers it.
+  const unsigned row_vecs = static_cast<unsigned>(k_pad / kVec);
+  const unsigned total = kSkinnyCols * row_vecs;
+  for (unsigned first = threadIdx.x; first < total;
+       first += kThreads * kFillBatch) {
     uint4 data[kFillBatch];
 #pragma unroll
     for (int b = 0; b < kFillBatch; ++b) {
-      const int64_t v = first + int64_t{b} * kThreads;
-      const int64_t j = j0 + v / row_vecs;
-      const int64_t i = (v % row_vecs) * kVec;
+      const unsigned v = first + b * kThreads;
+      const unsigned col = v / row_vecs;
+      const int64_t j = j0 + col;
+      const int64_t i = int64_t{v - col * row_vecs} * kVec;
       data[b] = make_uint4(0, 0, 0, 0);
       if (v >= total || j >= p.n || i >= p.k) continue;
       const Bits* src = w + j * p.k + i;
@@ -108,7 +112,7 @@ __device__ void FillTile(const SkinnyGemmParams& p, int64_t j0, int64_t k_pad,
     }
 #pragma unroll
     for (int b = 0; b < kFillBatch; ++b) {
-      const int64_t v = first + int64_t{b} * kThreads;
+      const unsigned v = first + b * kThreads;
       if (v < total) tile[v] = data[b];
     }
   }
