@@ -8,7 +8,7 @@
 //               write-random]
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
 //       [--attention fma|flash]
-//       [--graphs on|off] [--reps 5]
+//       [--graphs on|off] [--batch-invariant] [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
 //       [--batch 1] [--decode-context 128] [--decode-steps 32]
 //       [--random-shape h3-1.3b|h3-125m|...|small]
@@ -190,6 +190,7 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"backend", backend_name},
       {"dtype", ElementTypeName(model->backend().weight_type())},
       {"attention", flags.attention},
+      {"batch_invariant", flags.batch_invariant},
       {"graphs",
        {{"requested", flags.graphs},
         {"applied", options.graphs && model->backend().SupportsGraphs()}}},
@@ -227,6 +228,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fma", "flash"}));
   app.add_option("--graphs", flags.graphs, "CUDA graphs for decode steps")
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_flag("--batch-invariant", flags.batch_invariant,
+               "CUDA: every product by the batch-invariant kernel "
+               "(kernels/skinny_gemm.h) instead of cuBLASLt");
   app.add_option("--prompt-len", flags.prompt_len)->check(CLI::PositiveNumber);
   app.add_option("--decode-context", flags.decode_context)
       ->check(CLI::PositiveNumber);

@@ -70,6 +70,7 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
                       engine::ParseWeightType(flags.dtype));
   H3_ASSIGN_OR_RETURN(options.attention,
                       engine::ParseAttentionKernel(flags.attention));
+  options.batch_invariant = flags.batch_invariant;
   return engine::MakeBackend(options);
 }
 

@@ -7,6 +7,7 @@
 // C++17.
 
 #include <cuda_runtime_api.h>
+#include <errno.h>  // program_invocation_short_name (glibc)
 
 #include <cstdint>
 #include <cstdio>
@@ -16,7 +17,7 @@
 
 namespace h3::bench {
 
-// The program's policy on CUDA failures: print the call, where it was made
+// The benchmarks' policy on CUDA failures: print the call, where it was made
 // and the runtime's error, and exit with status 1.
 #define H3_BENCH_CUDA_CHECK(call) \
   ::h3::bench::CheckCuda((call), #call, __FILE__, __LINE__)
@@ -24,8 +25,9 @@ namespace h3::bench {
 inline void CheckCuda(cudaError_t err, const char* call, const char* file,
                       int line) {
   if (err == cudaSuccess) return;
-  std::fprintf(stderr, "h3_flashconv_bench: %s failed at %s:%d: %s: %s\n", call,
-               file, line, cudaGetErrorName(err), cudaGetErrorString(err));
+  std::fprintf(stderr, "%s: %s failed at %s:%d: %s: %s\n",
+               program_invocation_short_name, call, file, line,
+               cudaGetErrorName(err), cudaGetErrorString(err));
   std::exit(1);
 }
 

@@ -231,6 +231,12 @@ struct BackendOptions {
   // Unset: fp16 on a GPU, fp32 on the CPU.
   std::optional<ElementType> weight_type;
   AttentionKernel attention = AttentionKernel::kFma;
+  // CUDA: every matrix product by the batch-invariant kernel
+  // (kernels/skinny_gemm.h), so that a row's results never depend on the
+  // other rows of its step (docs/cuda-engine.md, "Batch invariance"). Off:
+  // cuBLASLt, whose algorithm (and summation order) depends on the row
+  // count. The CPU backend is row-invariant either way.
+  bool batch_invariant = false;
 };
 
 // The backend `options` name. InvalidArgument for an unknown device name,

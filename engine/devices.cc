@@ -105,7 +105,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
         "fp16 or bf16, or --attention fma with fp32");
   }
 #if H3_WITH_CUDA
-  return cuda::MakeCudaBackend(device, type, options.attention);
+  return cuda::MakeCudaBackend(device, type, options.attention,
+                               options.batch_invariant);
 #else
   return absl::InternalError("unreachable: a GPU without CUDA");
 #endif

@@ -30,6 +30,8 @@
 #                     breakdown): per-op times of a decode step and a
 #                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
 #                     64 (graphs off, forced)
+#   linear     90/20  h3_linear_bench: the batch-invariant skinny GEMM against
+#                     cuBLASLt on the H3-1.3B decode products, rows 1, 8, 64
 #   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against
 #                     tensor cores (fp16, bf16), h3-1.3b's shape, prompts of
 #                     512, 1536 and 4096 at batch 1 and 64
@@ -47,11 +49,11 @@
 # timeout(1) ends it with every process it started (SIGTERM to the process
 # group, SIGKILL 3 s later).
 #
-# OUT_DIR receives at most 10 files, rewritten after every phase: summary.txt
+# OUT_DIR receives at most 11 files, rewritten after every phase: summary.txt
 # (what passed, failed, timed out, was skipped and why), check.json (the
 # same as JSON), tests.log (tests and memcheck), bench.log (everything else),
-# table4.json, serve_1.json, serve_64.json, flashconv.json, breakdown.json,
-# attention.json.
+# breakdown.json, linear.json, attention.json, table4.json, serve_1.json,
+# serve_64.json, flashconv.json.
 # Our programs run with the archive's lib/ on LD_LIBRARY_PATH, through small
 # wrappers; nothing else (Python, PyTorch, nvidia-smi) sees those libraries.
 # Exit status: 0 when every phase that ran passed; 1 otherwise; 2 on bad
@@ -63,10 +65,12 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_phases=(facts devices tests breakdown attention table4 serve_1 serve_64 flashconv memcheck)
-declare -A limit=([facts]=20 [devices]=30 [tests]=180 [breakdown]=150 [attention]=120
-                  [table4]=240 [serve_1]=60 [serve_64]=150 [flashconv]=120 [memcheck]=600)
-declare -A least=([facts]=5 [devices]=5 [tests]=30 [breakdown]=60 [attention]=30
+all_phases=(facts devices tests breakdown linear attention table4 serve_1 serve_64 flashconv
+            memcheck)
+declare -A limit=([facts]=20 [devices]=30 [tests]=180 [breakdown]=150 [linear]=90
+                  [attention]=120 [table4]=240 [serve_1]=60 [serve_64]=150 [flashconv]=120
+                  [memcheck]=600)
+declare -A least=([facts]=5 [devices]=5 [tests]=30 [breakdown]=60 [linear]=20 [attention]=30
                   [table4]=90 [serve_1]=30 [serve_64]=60 [flashconv]=30 [memcheck]=60)
 reserve=5      # seconds kept back to write the summary
 kill_grace=3   # seconds between SIGTERM and SIGKILL
@@ -125,7 +129,7 @@ tests_log=$out/tests.log
 bench_log=$out/bench.log
 rm -f "$summary" "$out/check.json" "$tests_log" "$bench_log" "$out/table4.json" \
       "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json" "$out/breakdown.json" \
-      "$out/attention.json"
+      "$out/linear.json" "$out/attention.json"
 : >"$tests_log"
 : >"$bench_log"
 
@@ -285,6 +289,15 @@ elif kind == "attention":
     print("; ".join(
         f"{c['kernel']} {c['type']} b{c['batch']} L{c['length']}: {c['tflops']:.0f} TFLOP/s "
         f"({100 * c['fraction_of_peak']:.0f}%)" for c in r.get("cases", [])))
+elif kind == "linear":
+    step = r.get("step_ms", {})
+    parts = []
+    for rows in (1, 8, 64):
+        s, c = step.get(f"fp16_rows{rows}_skinny"), step.get(f"fp16_rows{rows}_cublaslt")
+        if s and c:
+            parts.append(f"fp16 rows {rows}: products of a step {s:.3f} ms skinny, "
+                         f"{c:.3f} ms cuBLASLt")
+    print("; ".join(parts) or "no fp16 timings")
 elif kind.startswith("serve"):
     print("; ".join(
         f"prefill-tokens {b['prefill_tokens']}: served {f(s['served_tokens_per_s'])} tok/s, "
@@ -433,6 +446,14 @@ bench_result() {
   esac
 }
 
+phase_linear() {
+  if [ ! -x "$shim/bench/h3_linear_bench" ]; then
+    status=skipped; detail="no h3_linear_bench in this build"; return
+  fi
+  bounded "$bench_log" "$shim/bench/h3_linear_bench" --out "$out/linear.json"
+  bench_result $? linear
+}
+
 phase_table4() {
   local rc
   ensure_model
@@ -518,7 +539,7 @@ exit_status=0
 no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
 for phase in "${selected[@]}"; do
   left=$(( total - SECONDS - reserve ))
-  if [ -n "$no_gpu" ] && [[ " breakdown attention table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
+  if [ -n "$no_gpu" ] && [[ " breakdown linear attention table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
     record "$phase" skipped - - "h3 devices sees no GPU"
     continue
   fi

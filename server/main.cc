@@ -210,6 +210,12 @@ int main(int argc, char** argv) {
                  "docs/cuda-engine.md)")
       ->check(CLI::IsMember({"fma", "flash"}))
       ->capture_default_str();
+  app.add_flag("--batch-invariant", options.backend.batch_invariant,
+               "GPU: every matrix product by a kernel whose per-row result "
+               "does not depend on the other rows of the step, so a "
+               "sequence's logits are bitwise the same alone or batched "
+               "(slower prefill; docs/cuda-engine.md, \"Batch invariance\"). "
+               "The CPU is batch-invariant without it");
   app.add_option("--threads", threads,
                  "CPU threads of the engine (default: $H3_NUM_THREADS, else "
                  "all hardware threads)")

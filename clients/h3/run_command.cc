@@ -40,6 +40,7 @@ struct RunFlags {
   std::string device = "auto";
   std::string dtype = "auto";
   std::string attention = "fma";
+  bool batch_invariant = false;
   bool json = false;
   bool logits = false;
 };
@@ -118,6 +119,7 @@ absl::Status Run(const RunFlags& flags) {
                       engine::ParseWeightType(flags.dtype));
   H3_ASSIGN_OR_RETURN(backend_options.attention,
                       engine::ParseAttentionKernel(flags.attention));
+  backend_options.batch_invariant = flags.batch_invariant;
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       engine::MakeBackend(backend_options));
   H3_ASSIGN_OR_RETURN(
@@ -253,6 +255,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "cores, 16-bit --dtype)")
       ->check(CLI::IsMember({"fma", "flash"}))
       ->capture_default_str();
+  cmd->add_flag("--batch-invariant", flags->batch_invariant,
+                "GPU: matrix products whose per-row results do not depend "
+                "on the batch (docs/cuda-engine.md)");
   cmd->add_option("--prefill-chunk", flags->prefill_chunk,
                   "Prompt tokens per prefill chunk (state passing)")
       ->capture_default_str()

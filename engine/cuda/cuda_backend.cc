@@ -15,6 +15,7 @@
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling.h"
+#include "kernels/cuda/skinny_gemm.h"
 #include "loader/dtype.h"
 
 namespace h3::engine::cuda {
@@ -31,10 +32,12 @@ absl::Status LinearError(const std::string& message) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, ElementType type, AttentionKernel attention)
+  CudaBackend(int device, ElementType type, AttentionKernel attention,
+              bool batch_invariant)
       : device_(device),
         type_(type),
-        flash_attention_(attention == AttentionKernel::kFlash) {}
+        flash_attention_(attention == AttentionKernel::kFlash),
+        batch_invariant_(batch_invariant) {}
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
@@ -140,6 +143,7 @@ class CudaBackend final : public Backend {
   }
 
   absl::Status Linear(const LinearParams& p) override {
+    if (batch_invariant_) return SkinnyLinear(p);
     const kernels::LinearCudaParams params{
         p.x,         p.w->data(), p.w->type(),
         p.bias,      p.y,         p.rows,
@@ -256,6 +260,28 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // The batch-invariant product: rows in pieces of kSkinnyMaxRows, each
+  // row's result the same whatever the piece holds.
+  absl::Status SkinnyLinear(const LinearParams& p) {
+    kernels::SkinnyGemmParams params{
+        p.x,         p.w->data(), p.w->type(),
+        p.bias,      p.y,         0,
+        p.w->rows(), p.w->cols(), p.epilogue == Epilogue::kGeluTanh};
+    for (int64_t first = 0; first < p.rows; first += kernels::kSkinnyMaxRows) {
+      params.x = p.x + first * params.k;
+      params.y = p.y + first * params.n;
+      params.rows = std::min(kernels::kSkinnyMaxRows, p.rows - first);
+      const char* broken = kernels::SkinnyGemmCheck(params);
+      if (broken[0] != '\0') {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch-invariant linear (", params.n, " x ", params.k,
+                         ", ", ElementTypeName(params.w_type), "): ", broken));
+      }
+      H3_CUDA_RETURN_IF_ERROR(kernels::SkinnyGemmCuda(params, stream_));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status DeviceAlloc(int64_t bytes, void** p) {
     const cudaError_t err = cudaMalloc(p, bytes);
     if (err == cudaErrorMemoryAllocation) {
@@ -295,6 +321,7 @@ class CudaBackend final : public Backend {
   int device_;
   ElementType type_;
   bool flash_attention_;  // prefill attention on tensor cores where possible
+  bool batch_invariant_;
   cudaStream_t stream_ = nullptr;
   std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current
   int64_t linear_capacity_ = 0;
@@ -306,8 +333,10 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
-    int device, ElementType type, AttentionKernel attention) {
-  auto backend = std::make_unique<CudaBackend>(device, type, attention);
+    int device, ElementType type, AttentionKernel attention,
+    bool batch_invariant) {
+  auto backend =
+      std::make_unique<CudaBackend>(device, type, attention, batch_invariant);
   H3_RETURN_IF_ERROR(backend->Init());
   return backend;
 }

@@ -14,10 +14,13 @@
 namespace h3::engine::cuda {
 
 // `attention`: the prefill attention kernel (engine/backend.h); kFlash
-// uses `type` (fp16 or bf16) for its operands.
+// uses `type` (fp16 or bf16) for its operands. batch_invariant: every Linear
+// by SkinnyGemmCuda (in pieces of at most 64 rows), never cuBLASLt; see
+// BackendOptions::batch_invariant.
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
     int device, ElementType type,
-    AttentionKernel attention = AttentionKernel::kFma);
+    AttentionKernel attention = AttentionKernel::kFma,
+    bool batch_invariant = false);
 
 // The backend's H3 layer (cuda_h3_layer.cc). `stream` is the backend's.
 // fp32 weights take the cuFFT prefill (exact fp32 arithmetic); 16-bit ones

@@ -4,6 +4,7 @@
 // off. Label gpu: skips without a device.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -285,6 +286,98 @@ TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
     }
     for (SlotId s : slots_a) with->memory().Release(s);
     for (SlotId s : slots_b) without->memory().Release(s);
+  }
+}
+
+// --batch-invariant (BackendOptions::batch_invariant): every product is the
+// skinny kernel, and the other ops of a decode step are per row already
+// (docs/cuda-engine.md), so a sequence's logits are bitwise those it gets
+// alone, in a batch of 7 or 64 (buckets 8 and 64, graphs on) at any row.
+TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
+  Open(1);
+  constexpr int kSteps = 3;
+  const int64_t row = config_.padded_vocab_size, vocab = config_.vocab_size;
+  const auto prompt = Tokens(37, 7, vocab);
+  const auto feed = Tokens(kSteps, 8, vocab);
+  for (ElementType type : {ElementType::kF16, ElementType::kBF16}) {
+    auto backend = MakeBackend(
+        {.device = "cuda", .weight_type = type, .batch_invariant = true});
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    auto runner = h3::testing::MakeRunner(*file_, *std::move(backend),
+                                          /*slots=*/64, /*context=*/512, 48);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    Runner& gpu = **runner;
+    std::vector<std::vector<float>> alone(kSteps);
+    const SlotId slot = *gpu.memory().Acquire();
+    ASSERT_TRUE(Feed(gpu, slot, prompt, nullptr).ok());
+    for (int step = 0; step < kSteps; ++step) {
+      ASSERT_TRUE(Feed(gpu, slot, {&feed[step], 1}, &alone[step]).ok());
+    }
+    gpu.memory().Release(slot);
+    for (auto [batch, at] :
+         {std::pair{7, 0}, std::pair{7, 3}, std::pair{7, 6}, std::pair{64, 0},
+          std::pair{64, 37}, std::pair{64, 63}}) {
+      std::vector<SlotId> slots;
+      for (int b = 0; b < batch; ++b) {
+        slots.push_back(*gpu.memory().Acquire());
+        const auto mine = b == at ? prompt : Tokens(5 + b % 40, 200 + b, vocab);
+        ASSERT_TRUE(Feed(gpu, slots.back(), mine, nullptr).ok());
+      }
+      for (int step = 0; step < kSteps; ++step) {
+        auto next = Tokens(batch, 300 + step, vocab);
+        next[at] = feed[step];
+        std::vector<float> logits;
+        ASSERT_TRUE(FeedEach(gpu, slots, next, &logits).ok());
+        EXPECT_EQ(std::memcmp(logits.data() + at * row, alone[step].data(),
+                              row * sizeof(float)),
+                  0)
+            << ElementTypeName(type) << ": row " << at << " of " << batch
+            << ", step " << step;
+      }
+      for (SlotId s : slots) gpu.memory().Release(s);
+    }
+  }
+}
+
+// --batch-invariant in a mixed step of 104 rows (products in pieces of 64):
+// single tokens and prompt chunks alike equal each sequence fed alone,
+// bitwise (the prompts are cut at the same prefill_chunk boundaries).
+TEST_F(CudaEngineTest, BatchInvariantMixedStepEqualsEachSequenceAloneBitwise) {
+  Open(1);
+  auto backend = MakeBackend({.device = "cuda",
+                              .weight_type = ElementType::kF16,
+                              .batch_invariant = true});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto runner = h3::testing::MakeRunner(*file_, *std::move(backend), 16, 512,
+                                        /*prefill_chunk=*/48);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  Runner& gpu = **runner;
+  const int64_t row = config_.padded_vocab_size;
+  const std::vector<int> lengths = {1, 97, 1, 5};
+  std::vector<SlotId> mixed, alone;
+  std::vector<std::vector<int32_t>> feeds;
+  StepPlan plan;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const auto prompt = Tokens(9 + 4 * i, 80 + i, config_.vocab_size);
+    for (auto* list : {&mixed, &alone}) {
+      list->push_back(*gpu.memory().Acquire());
+      ASSERT_TRUE(Feed(gpu, list->back(), prompt, nullptr).ok());
+    }
+    feeds.push_back(Tokens(lengths[i], 90 + i, config_.vocab_size));
+  }
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    plan.sequences.push_back(
+        {.slot = mixed[i], .tokens = feeds[i], .logits = true});
+  }
+  StepResult result;
+  ASSERT_TRUE(gpu.Execute(plan, &result).ok());
+  std::vector<float> logits;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    ASSERT_TRUE(Feed(gpu, alone[i], feeds[i], &logits).ok());
+    ASSERT_NE(result.LogitsOf(i), nullptr);
+    EXPECT_EQ(
+        std::memcmp(result.LogitsOf(i), logits.data(), row * sizeof(float)), 0)
+        << "entry " << i << " of " << lengths[i] << " tokens";
   }
 }
 

@@ -20,11 +20,11 @@ import unittest
 SOURCE = os.environ.get("H3_SOURCE_DIR") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CHECK = os.path.join(SOURCE, "scripts", "gpu-check.sh")
-PHASES = ["facts", "devices", "tests", "breakdown", "attention", "table4", "serve_1",
-          "serve_64", "flashconv", "memcheck"]
+PHASES = ["facts", "devices", "tests", "breakdown", "linear", "attention", "table4",
+          "serve_1", "serve_64", "flashconv", "memcheck"]
 ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "table4.json",
                  "serve_1.json", "serve_64.json", "flashconv.json", "breakdown.json",
-                 "attention.json"}
+                 "linear.json", "attention.json"}
 
 # h3_engine_bench: writes the model (write-random), or prints a breakdown
 # report (one line of JSON) for the batch it is given.
@@ -133,6 +133,7 @@ class FakeMachine:
             tool clients/h3
             bench bench/h3_engine_bench
             bench bench/h3_attention_bench
+            bench bench/h3_linear_bench
             test kernels/kernels_cuda_test
             test engine/engine_cuda_test
             """))
@@ -147,6 +148,10 @@ class FakeMachine:
               sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done\n'
                    'echo \'{"cases": [{"kernel": "flash", "type": "fp16", "batch": 64, '
                    '"length": 1536, "tflops": 400.0, "fraction_of_peak": 0.4}]}\' > "$out"\n',
+              True)
+        write(os.path.join(self.root, "build", "bench", "h3_linear_bench"),
+              sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && echo \'{"step_ms": '
+                   '{"fp16_rows1_skinny": 0.9, "fp16_rows1_cublaslt": 1.2}}\' > "$2"; shift; done\n',
               True)
         write(os.path.join(self.root, "build", "kernels", "kernels_cuda_test"),
               sh + kernels_test, True)
@@ -228,15 +233,17 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("--what breakdown --model " + m.model + " --device cuda --dtype fp16",
                       breakdown["commands"][0])
         self.assertIn("flash fp16 b64 L1536: 400 TFLOP/s (40%)", m.phases["attention"]["detail"])
+        self.assertIn("fp16 rows 1: products of a step 0.900 ms skinny, 1.200 ms cuBLASLt",
+                      m.phases["linear"]["detail"])
         self.assertEqual(m.check["commit"], "0123456789ab")
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
 
         files = set(os.listdir(m.out))
-        self.assertLessEqual(len(files), 10)
+        self.assertLessEqual(len(files), 11)
         self.assertEqual(files, ALLOWED_FILES)
         self.assertIn("failed: tests", m.summary)
-        self.assertIn("passed: facts devices breakdown attention table4 serve_1 serve_64 flashconv memcheck",
-                      m.summary)
+        self.assertIn("passed: facts devices breakdown linear attention table4 serve_1 serve_64 "
+                      "flashconv memcheck", m.summary)
         self.assertIn("gpu: 0, NVIDIA Fake H100", m.summary)
 
         # The programs see the archive's data and libraries, the machine's after.
@@ -266,7 +273,8 @@ class GpuCheckTest(unittest.TestCase):
                 pid = int(f.read())
             self.assertFalse(alive(pid), f"the test's {who} {pid} still runs")
         self.assertIn("timed out: tests", m.summary)
-        self.assertIn("not selected: facts devices breakdown attention table4 serve_1 serve_64 memcheck",
+        self.assertIn("not selected: facts devices breakdown linear attention table4 serve_1 "
+                      "serve_64 memcheck",
                       m.summary)
 
     def test_the_total_limit_cuts_a_phase_and_skips_the_rest(self):
@@ -296,13 +304,13 @@ class GpuCheckTest(unittest.TestCase):
         os.remove(os.path.join(m.bin, "nvidia-smi"))
         write(os.path.join(m.root, "build", "clients", "h3"),
               '#!/bin/sh\necho "No GPUs: no NVIDIA driver is installed"\n', True)
-        m.run("--phases", "facts,devices,tests,table4,memcheck")
+        m.run("--phases", "facts,devices,tests,linear,table4,memcheck")
         self.assertEqual(m.phases["facts"]["status"], "failed")
         self.assertIn("nvidia-smi not found", m.phases["facts"]["detail"])
         self.assertEqual(m.phases["devices"]["status"], "failed")
         self.assertEqual(m.phases["tests"]["status"], "failed")
         self.assertIn("want of a CUDA device", m.phases["tests"]["detail"])
-        for phase in ("table4", "memcheck"):
+        for phase in ("linear", "table4", "memcheck"):
             self.assertEqual(m.phases[phase]["status"], "skipped")
             self.assertEqual(m.phases[phase]["detail"], "h3 devices sees no GPU")
         self.assertFalse(os.path.exists(m.model), "no model written without a GPU")

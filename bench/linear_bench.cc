@@ -1,0 +1,253 @@
+// h3_linear_bench: the decode products of the H3-1.3B shape (d_model 2048)
+// by SkinnyGemmCuda (the batch-invariant kernel, kernels/skinny_gemm.h) and by
+// LinearCuda (cuBLASLt, the default path), against the device-to-device copy
+// bandwidth measured in the same run. JSON on stdout, or in --out.
+//
+//   h3_linear_bench [--types fp16,bf16] [--rows 1,8,64] [--vocab 50264]
+//       [--reps 50] [--rounds 3] [--rotate-mib 512] [--copy-mib 1024]
+//       [--device 0] [--out FILE]
+//
+// Method: per (product, weight type, rows, kernel), enough copies of W (N(0,1)
+// values) to pass --rotate-mib, so that calls read W from HBM and not from
+// L2; 3 untimed calls, then --rounds rounds of --reps calls cycling through
+// the copies, each round between two CUDA events. ms: the per-call mean of
+// the fastest round (and of the median one). Bytes per call: W, x, y and bias;
+// gb_per_s = bytes / ms; fraction_of_copy = gb_per_s / the copy bandwidth
+// (bytes read + written per second by cudaMemcpyAsync, the fastest of 20).
+// step_ms: 24 layers x (qkv + out_proj + fc1 + fc2) + lm_head, the products
+// of one decode step.
+//
+// Exit status: 0; 1 on a CUDA failure (the call and the error are printed)
+// or an unwritable --out; 2 without a CUDA device.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "base/build_info.h"
+#include "bench/flashconv_device.h"
+#include "bench/flashconv_floor.h"
+#include "bench/flashconv_report.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/linear.h"
+#include "kernels/cuda/skinny_gemm.h"
+#include "nlohmann/json.hpp"
+
+namespace h3::bench {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct Flags {
+  std::vector<std::string> types = {"fp16", "bf16"};
+  std::vector<int64_t> rows = {1, 8, 64};
+  int64_t vocab = 50264;  // the random H3-1.3B's padded vocabulary
+  int reps = 50;
+  int rounds = 3;
+  int64_t rotate_mib = 512;
+  int64_t copy_mib = 1024;
+  int device = 0;
+  std::string out;
+};
+
+struct Product {
+  const char* name;
+  int64_t n, k;
+  bool bias, gelu;
+};
+
+// The products of one H3-1.3B layer (q|k|v stacked), then the tied LM head.
+std::vector<Product> Products(int64_t vocab) {
+  return {{"qkv", 6144, 2048, true, false},
+          {"out_proj", 2048, 2048, true, false},
+          {"fc1", 8192, 2048, true, true},
+          {"fc2", 2048, 8192, true, false},
+          {"lm_head", vocab, 2048, false, false}};
+}
+
+ElementType TypeOf(const std::string& name) {
+  return name == "bf16" ? ElementType::kBF16 : ElementType::kF16;
+}
+
+// Per-call ms of each round of `reps` calls of run(copy index).
+template <typename Run>
+std::vector<double> TimeRounds(const Flags& f, int copies, cudaStream_t stream,
+                               Run run) {
+  for (int i = 0; i < 3; ++i) run(i % copies);
+  cudaEvent_t start, stop;
+  H3_BENCH_CUDA_CHECK(cudaEventCreate(&start));
+  H3_BENCH_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int round = 0; round < f.rounds; ++round) {
+    H3_BENCH_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int i = 0; i < f.reps; ++i) run(i % copies);
+    H3_BENCH_CUDA_CHECK(cudaEventRecord(stop, stream));
+    H3_BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
+    float total = 0;
+    H3_BENCH_CUDA_CHECK(cudaEventElapsedTime(&total, start, stop));
+    ms.push_back(total / f.reps);
+  }
+  H3_BENCH_CUDA_CHECK(cudaEventDestroy(start));
+  H3_BENCH_CUDA_CHECK(cudaEventDestroy(stop));
+  return ms;
+}
+
+int Run(const Flags& f) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count <= f.device) {
+    std::cerr << "h3_linear_bench: no CUDA device " << f.device << " ("
+              << (err != cudaSuccess ? cudaGetErrorString(err)
+                                     : std::to_string(count) + " found")
+              << ")\n";
+    return 2;
+  }
+  H3_BENCH_CUDA_CHECK(cudaSetDevice(f.device));
+  cudaStream_t stream;
+  H3_BENCH_CUDA_CHECK(cudaStreamCreate(&stream));
+  const Bandwidth bw = MeasureBandwidth(f.device, f.copy_mib << 20, stream);
+  const int64_t max_rows = *std::max_element(f.rows.begin(), f.rows.end());
+  std::unique_ptr<kernels::LinearCuda> lt;
+  kernels::LinearCuda::Options options;
+  options.max_rows_times_k = max_rows * 8192;
+  const std::string lt_error = kernels::LinearCuda::Create(options, &lt);
+  if (!lt_error.empty()) {
+    std::cerr << "h3_linear_bench: " << lt_error << "\n";
+    return 1;
+  }
+
+  Json records = Json::array();
+  Json step_ms = Json::object();
+  for (const std::string& type_name : f.types) {
+    const ElementType type = TypeOf(type_name);
+    for (const Product& p : Products(f.vocab)) {
+      const int64_t w_bytes = p.n * p.k * ElementSize(type);
+      const int copies = static_cast<int>(
+          std::max<int64_t>(1, ((f.rotate_mib << 20) + w_bytes - 1) / w_bytes));
+      std::vector<kernels::DeviceBuffer> w(copies);
+      for (int c = 0; c < copies; ++c) {
+        H3_BENCH_CUDA_CHECK(w[c].Reserve(w_bytes));
+        H3_BENCH_CUDA_CHECK(
+            FillNormal(w[c].get(), p.n * p.k, type, 100 + c, stream));
+      }
+      kernels::DeviceBuffer x, y, bias;
+      H3_BENCH_CUDA_CHECK(x.Reserve(max_rows * p.k * sizeof(float)));
+      H3_BENCH_CUDA_CHECK(y.Reserve(max_rows * p.n * sizeof(float)));
+      H3_BENCH_CUDA_CHECK(bias.Reserve(p.n * sizeof(float)));
+      H3_BENCH_CUDA_CHECK(
+          FillNormal(x.get(), max_rows * p.k, ElementType::kF32, 1, stream));
+      H3_BENCH_CUDA_CHECK(
+          FillNormal(bias.get(), p.n, ElementType::kF32, 2, stream));
+      for (const int64_t rows : f.rows) {
+        const auto* xp = static_cast<const float*>(x.get());
+        auto* yp = static_cast<float*>(y.get());
+        const auto* bp =
+            p.bias ? static_cast<const float*>(bias.get()) : nullptr;
+        const std::vector<double> skinny =
+            TimeRounds(f, copies, stream, [&](int c) {
+              H3_BENCH_CUDA_CHECK(kernels::SkinnyGemmCuda(
+                  {xp, w[c].get(), type, bp, yp, rows, p.n, p.k, p.gelu},
+                  stream));
+            });
+        const std::vector<double> cublas =
+            TimeRounds(f, copies, stream, [&](int c) {
+              const std::string e = lt->Run(
+                  {xp, w[c].get(), type, bp, yp, rows, p.n, p.k, p.gelu},
+                  stream);
+              if (!e.empty()) {
+                std::cerr << "h3_linear_bench: " << e << "\n";
+                std::exit(1);
+              }
+            });
+        const double bytes =
+            w_bytes + 4.0 * rows * (p.k + p.n) + (p.bias ? 4.0 * p.n : 0.0);
+        for (auto [kernel, ms] :
+             {std::pair{"skinny", skinny}, std::pair{"cublaslt", cublas}}) {
+          const TimeStats s = Summarize(ms);
+          const double gbps = bytes / (s.min * 1e-3) / 1e9;
+          records.push_back({{"product", p.name},
+                             {"n", p.n},
+                             {"k", p.k},
+                             {"type", type_name},
+                             {"rows", rows},
+                             {"kernel", kernel},
+                             {"ms", s.min},
+                             {"ms_median_round", s.median},
+                             {"bytes", bytes},
+                             {"gb_per_s", gbps},
+                             {"fraction_of_copy", gbps * 1e9 / bw.measured}});
+          const std::string key =
+              type_name + "_rows" + std::to_string(rows) + "_" + kernel;
+          const double layers = std::string(p.name) == "lm_head" ? 1 : 24;
+          step_ms[key] = step_ms.value(key, 0.0) + layers * s.min;
+        }
+      }
+    }
+  }
+  const BuildInfo& build = GetBuildInfo();
+  const Json report = {
+      {"benchmark", "h3_linear_bench"},
+      {"build",
+       {{"git_commit", build.git_commit},
+        {"build_type", build.build_type},
+        {"cuda_version", build.cuda_version}}},
+      {"device", DeviceJson(f.device)},
+      {"bandwidth", BandwidthJson(bw)},
+      {"method",
+       "per-call mean of the fastest of --rounds rounds of --reps calls, W "
+       "rotated through copies past --rotate-mib; gb_per_s = (W + x + y + "
+       "bias bytes) / ms; fraction_of_copy against "
+       "bandwidth.measured_gb_per_s"},
+      {"reps", f.reps},
+      {"rounds", f.rounds},
+      {"step_ms", step_ms},
+      {"results", records}};
+  if (f.out.empty()) {
+    std::cout << report.dump(1) << "\n";
+    return 0;
+  }
+  std::ofstream file(f.out);
+  file << report.dump(1) << "\n";
+  file.close();
+  if (!file) {
+    std::cerr << "h3_linear_bench: cannot write " << f.out << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace h3::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"Times the batch-invariant skinny GEMM against cuBLASLt (JSON)",
+               "h3_linear_bench"};
+  h3::bench::Flags f;
+  app.add_option("--types", f.types)
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp16", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--rows", f.rows)
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--vocab", f.vocab, "rows of the LM head")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--reps", f.reps)->check(CLI::PositiveNumber);
+  app.add_option("--rounds", f.rounds)->check(CLI::PositiveNumber);
+  app.add_option("--rotate-mib", f.rotate_mib,
+                 "W copies to cycle through, in all (past the L2 size)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--copy-mib", f.copy_mib, "size of the bandwidth copy")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--device", f.device)->check(CLI::NonNegativeNumber);
+  app.add_option("--out", f.out, "the JSON file (default: stdout)");
+  CLI11_PARSE(app, argc, argv);
+  return h3::bench::Run(f);
+}

@@ -1,0 +1,193 @@
+// SkinnyGemmEmulation, the specification of the batch-invariant decode
+// product (kernels/skinny_gemm.h): close to a double-precision reference with
+// a bound derived from its arithmetic, and bitwise independent of the batch.
+#include "kernels/skinny_gemm.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/support/skinny_gemm_data.h"
+
+namespace h3::kernels {
+namespace {
+
+using h3::testing::MakeSkinnyGemmData;
+using h3::testing::SkinnyGemmData;
+
+constexpr double kUnit = 0x1p-24;  // fp32 unit roundoff
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+std::vector<float> Emulate(const SkinnyGemmData& d, const float* x,
+                           int64_t rows, bool bias, bool gelu) {
+  std::vector<float> y(rows * d.n, NAN);
+  SkinnyGemmParams p{x,        d.w_bits.data(),
+                     d.type,   bias ? d.bias.data() : nullptr,
+                     y.data(), rows,
+                     d.n,      d.k,
+                     gelu};
+  EXPECT_STREQ(SkinnyGemmCheck(p), "");
+  SkinnyGemmEmulation(p);
+  return y;
+}
+
+// 0.5 v (1 + tanh(a)) = v / (1 + e^(-2a)): the second form, since 1 + tanh(a)
+// cancels in double too for a < -10 (v < -5).
+double GeluTanhDouble(double v) {
+  const double a = std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
+  return v / (1.0 + std::exp(-2 * a));
+}
+
+struct Case {
+  ElementType type;
+  int64_t n, k;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << ElementTypeName(c.type) << " n " << c.n << " k " << c.k;
+}
+
+class SkinnyGemmEmulationTest : public ::testing::TestWithParam<Case> {};
+
+// The error bound, per output. Each slice sums m = 8 ceil(k / 256) products
+// by fma (one rounding a step) and the fold adds 5 levels, the bias one more:
+// by the standard recursive-summation bound the pre-activation errs by at
+// most gamma(m + 6) (sum |x_i w_i| + |bias|), gamma(j) = j u / (1 - j u).
+// The GELU's slope is at most 1.13, and its own evaluation adds: 5 roundings
+// in the exponent's argument a (relative, so |a| 5u absolute, which e^a turns
+// into a relative |a| 5u), e^a's 3 ulp, and the add and divide: at most
+// (8 + 5 |a|) u relative to the result.
+TEST_P(SkinnyGemmEmulationTest, CloseToDoubleReference) {
+  const Case c = GetParam();
+  constexpr int64_t kRows = 7;
+  const SkinnyGemmData d = MakeSkinnyGemmData(c.type, kRows, c.n, c.k, 11);
+  const int64_t m = 8 * ((c.k + kSkinnyChunk - 1) / kSkinnyChunk);
+  const double gamma = (m + 6) * kUnit / (1 - (m + 6) * kUnit);
+  for (const bool gelu : {false, true}) {
+    const std::vector<float> y = Emulate(d, d.x.data(), kRows, true, gelu);
+    double worst = 0;  // largest error / bound
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        double sum = d.bias[j], size = std::fabs(d.bias[j]);
+        for (int64_t i = 0; i < c.k; ++i) {
+          const double term = double{d.x[r * c.k + i]} * d.w[j * c.k + i];
+          sum += term;
+          size += std::fabs(term);
+        }
+        double want = sum, bound = gamma * size;
+        if (gelu) {
+          want = GeluTanhDouble(sum);
+          const double a = std::fabs(2 * std::sqrt(2.0 / M_PI) *
+                                     (sum + 0.044715 * sum * sum * sum));
+          bound = 1.13 * bound + (8 + 5 * a) * kUnit * std::fabs(want);
+        }
+        const double err = std::fabs(y[r * c.n + j] - want);
+        ASSERT_LE(err, bound) << "row " << r << " col " << j << " want " << want
+                              << " got " << y[r * c.n + j];
+        worst = std::max(worst, err / bound);
+      }
+    }
+    // The bound is a worst case; typical errors are far below it.
+    EXPECT_GT(worst, 0.0) << "exact everywhere: the reference is suspect";
+  }
+}
+
+// A row's outputs alone are bitwise those of the same row in batches of 1, 7
+// and 64, at every position, whatever the other rows hold.
+TEST_P(SkinnyGemmEmulationTest, RowsAreBatchInvariant) {
+  const Case c = GetParam();
+  const SkinnyGemmData d =
+      MakeSkinnyGemmData(c.type, kSkinnyMaxRows, c.n, c.k, 23);
+  for (const int64_t row : {int64_t{0}, int64_t{41}}) {
+    const float* x_row = d.x.data() + row * c.k;
+    const std::vector<float> alone = Emulate(d, x_row, 1, true, true);
+    for (const int64_t batch : {1, 7, 64}) {
+      for (int64_t at = 0; at < batch; ++at) {
+        // The pool's rows in order, with `row` moved to position `at`.
+        std::vector<float> x(d.x.begin(), d.x.begin() + batch * c.k);
+        std::copy(x_row, x_row + c.k, x.begin() + at * c.k);
+        const std::vector<float> y = Emulate(d, x.data(), batch, true, true);
+        for (int64_t j = 0; j < c.n; ++j) {
+          ASSERT_EQ(Bits(y[at * c.n + j]), Bits(alone[j]))
+              << "row " << row << " at " << at << " of " << batch << ", col "
+              << j;
+        }
+      }
+    }
+  }
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(ElementTypeName(info.param.type)) + "_n" +
+         std::to_string(info.param.n) + "_k" + std::to_string(info.param.k);
+}
+
+// k: a multiple of the chunk, a tail of whole slices, an odd tail.
+INSTANTIATE_TEST_SUITE_P(Shapes, SkinnyGemmEmulationTest,
+                         ::testing::Values(Case{ElementType::kF16, 13, 512},
+                                           Case{ElementType::kBF16, 13, 1000},
+                                           Case{ElementType::kF32, 13, 301},
+                                           Case{ElementType::kF16, 5, 301},
+                                           Case{ElementType::kBF16, 5, 7}),
+                         CaseName);
+
+TEST(SkinnyExpTest, WithinThreeUlpsOfLibm) {
+  for (float a = -87.0f; a <= 88.0f; a += 0.01171875f) {
+    const double want = std::exp(double{a});
+    const double got = SkinnyExp(a);
+    ASSERT_LE(std::fabs(got - want), 3 * 0x1p-23 * want) << "e^" << a;
+  }
+  EXPECT_EQ(SkinnyExp(-200.0f), 0.0f);
+  EXPECT_EQ(SkinnyExp(100.0f), INFINITY);
+  EXPECT_TRUE(std::isnan(SkinnyExp(NAN)));
+}
+
+// The GELU against the double reference over [-10, 10], with the bound of
+// CloseToDoubleReference for an exact input: (8 + 5 |a|) u relative.
+TEST(SkinnyExpTest, GeluWithinItsBound) {
+  for (float v = -10.0f; v <= 10.0f; v += 0.0009765625f) {
+    const double want = GeluTanhDouble(v);
+    if (want == 0) continue;  // v = 0
+    const double a = std::fabs(2 * std::sqrt(2.0 / M_PI) *
+                               (v + 0.044715 * double{v} * v * v));
+    ASSERT_LE(std::fabs(SkinnyGeluTanh(v) - want),
+              (8 + 5 * a) * kUnit * std::fabs(want))
+        << "GELU(" << v << ")";
+  }
+}
+
+TEST(SkinnyGemmCheckTest, NamesTheFieldAndTheLimit) {
+  const float x = 0, w = 0;
+  float y = 0;
+  SkinnyGemmParams p{&x, &w, ElementType::kF32, nullptr, &y, 1, 1, 1, false};
+  EXPECT_STREQ(SkinnyGemmCheck(p), "");
+  p.rows = 65;
+  EXPECT_STREQ(SkinnyGemmCheck(p), "rows: 0 to 64");
+  p.rows = 1;
+  p.k = 6145;
+  EXPECT_STREQ(SkinnyGemmCheck(p), "k: 1 to 6144 for fp32 weights");
+  p.w_type = ElementType::kF16;
+  EXPECT_STREQ(SkinnyGemmCheck(p), "");
+  p.k = 12289;
+  EXPECT_STREQ(SkinnyGemmCheck(p), "k: 1 to 12288 for 16-bit weights");
+  p.k = 0;
+  EXPECT_STREQ(SkinnyGemmCheck(p), "k: 1 to 12288 for 16-bit weights");
+  p.k = 1;
+  p.w_type = ElementType::kI8;
+  EXPECT_STREQ(SkinnyGemmCheck(p), "w_type: fp32, fp16 or bf16 only");
+  p.w_type = ElementType::kF16;
+  p.y = nullptr;
+  EXPECT_STREQ(SkinnyGemmCheck(p), "x, w and y: must not be null");
+}
+
+}  // namespace
+}  // namespace h3::kernels
