@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loader/convert.h"
 #include "loader/model_file.h"
@@ -165,16 +167,26 @@ TEST_F(SchedulerTest, ConcurrentRequestsEachGetTheirSoloResultBitwise) {
   }
 }
 
-// Records what the loop reports.
+// Records what the loop reports; with hold_first, holds the loop after its
+// first iteration until released (requests submitted meanwhile are then
+// admitted together, however busy the machine).
 class RecordingObserver : public SchedulerObserver {
  public:
   void OnIteration(const IterationReport& r) override {
-    std::lock_guard<std::mutex> lock(mu);
-    prefill_tokens += r.prefill_tokens;
-    generated += r.generated_tokens;
-    gaps += static_cast<int64_t>(r.inter_token_seconds.size());
-    max_decode_batch = std::max(max_decode_batch, r.decode_batch);
-    last = r;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      prefill_tokens += r.prefill_tokens;
+      generated += r.generated_tokens;
+      gaps += static_cast<int64_t>(r.inter_token_seconds.size());
+      max_decode_batch = std::max(max_decode_batch, r.decode_batch);
+      chunks.insert(chunks.end(), r.prompt_chunks.begin(),
+                    r.prompt_chunks.end());
+      last = r;
+    }
+    if (hold_first && !held.HasBeenNotified()) {
+      held.Notify();
+      release.WaitForNotification();
+    }
   }
   void OnFinish(FinishReason reason, const Usage& usage) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -184,33 +196,108 @@ class RecordingObserver : public SchedulerObserver {
   std::mutex mu;
   int64_t prefill_tokens = 0, generated = 0, gaps = 0;
   int max_decode_batch = 0;
+  std::vector<IterationReport::PromptChunk> chunks;
   IterationReport last;
   std::vector<FinishReason> finished;
+  bool hold_first = false;
+  absl::Notification held, release;
 };
+
+// Submits a one-token request and holds the loop after it (observer's
+// hold_first), so that the requests submitted before Release start together.
+void HoldTheLoop(Scheduler& s, RecordingObserver& observer) {
+  GenerationRequest r;
+  r.request_id = "gate";
+  r.prompt = {1};
+  r.max_new_tokens = 1;
+  auto gate = s.Submit(std::move(r));
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  ASSERT_TRUE(observer.held.WaitForNotificationWithTimeout(absl::Seconds(20)));
+}
 
 TEST_F(SchedulerTest, TheObserverSeesEveryTokenAndEveryEnd) {
   RecordingObserver observer;
+  observer.hold_first = true;
   {
     auto scheduler = Make(3, {.observer = &observer});
+    HoldTheLoop(*scheduler, observer);
     std::vector<std::unique_ptr<RequestOutput>> streams;
     for (int i = 0; i < 3; ++i) {
       auto stream = scheduler->Submit(
           Greedy("o" + std::to_string(i), {1, 2, 3, 4}, 5 + i));
-      ASSERT_TRUE(stream.ok()) << stream.status();
-      streams.push_back(*std::move(stream));
+      streams.push_back(stream.ok() ? *std::move(stream) : nullptr);
+      EXPECT_TRUE(stream.ok()) << stream.status();
     }
-    for (auto& stream : streams) Collect(*stream);
+    observer.release.Notify();
+    for (auto& stream : streams) {
+      if (stream != nullptr) Collect(*stream);
+    }
     WaitForFreeSlots(*scheduler);
   }
   std::lock_guard<std::mutex> lock(observer.mu);
-  EXPECT_EQ(observer.prefill_tokens, 3 * 4);
-  EXPECT_EQ(observer.generated, 5 + 6 + 7);
+  // The gate's one prompt token and one generated token, then the three.
+  EXPECT_EQ(observer.prefill_tokens, 1 + 3 * 4);
+  EXPECT_EQ(observer.generated, 1 + 5 + 6 + 7);
   EXPECT_EQ(observer.gaps, 5 + 6 + 7 - 3);  // all but each first token
   EXPECT_EQ(observer.max_decode_batch, 3);
   EXPECT_EQ(observer.finished,
-            std::vector<FinishReason>(3, FinishReason::kLength));
+            std::vector<FinishReason>(4, FinishReason::kLength));
   EXPECT_EQ(observer.last.running, 0);
   EXPECT_EQ(observer.last.free_slots, 3);
+}
+
+// With fixed_chunk_tokens, prompts started together under a budget that
+// would cut them anywhere are cut at multiples of 16 or at their end only,
+// and give the same tokens; without it the same run cuts elsewhere.
+TEST_F(SchedulerTest, FixedChunksCutPromptsAtMultiplesOnly) {
+  const std::vector<int> lengths = {50, 37, 70};
+  std::vector<std::vector<int32_t>> tokens[2];
+  for (int64_t fixed : {int64_t{0}, int64_t{16}}) {
+    RecordingObserver observer;
+    observer.hold_first = true;
+    auto scheduler = Make(3, {.step_tokens = 40,
+                              .fixed_chunk_tokens = fixed,
+                              .observer = &observer});
+    HoldTheLoop(*scheduler, observer);
+    std::vector<std::unique_ptr<RequestOutput>> streams;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      std::vector<int32_t> prompt(lengths[i]);
+      for (int t = 0; t < lengths[i]; ++t) prompt[t] = (7 * t + i) % 61;
+      auto stream = scheduler->Submit(
+          Greedy("f" + std::to_string(i), std::move(prompt), 6));
+      streams.push_back(stream.ok() ? *std::move(stream) : nullptr);
+      EXPECT_TRUE(stream.ok()) << stream.status();
+    }
+    observer.release.Notify();
+    for (auto& stream : streams) {
+      if (stream != nullptr)
+        tokens[fixed > 0].push_back(Collect(*stream).first);
+    }
+    WaitForFreeSlots(*scheduler);
+    std::lock_guard<std::mutex> lock(observer.mu);
+    int unaligned = 0;
+    for (const IterationReport::PromptChunk& c : observer.chunks) {
+      const int64_t end = c.start + c.tokens;
+      if (c.start % 16 != 0 || (end % 16 != 0 && end != c.prompt)) {
+        ++unaligned;
+      }
+    }
+    if (fixed > 0) {
+      EXPECT_EQ(unaligned, 0);
+    } else {
+      EXPECT_GT(unaligned, 0) << "the budget alone should cut elsewhere";
+    }
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);  // the CPU is chunk-invariant
+
+  auto runner = h3::testing::MakeRunner(*file_, MakeCpuBackend(), 3, 128);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  const auto refused =
+      Scheduler::Create(*std::move(runner), nullptr,
+                        {.step_tokens = 40, .fixed_chunk_tokens = 38});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("fixed prompt chunks of 38 tokens"));
 }
 
 TEST_F(SchedulerTest, CancelAbortAndDeadlineFreeTheirSlots) {
