@@ -214,8 +214,9 @@ int main(int argc, char** argv) {
                "GPU: every matrix product by a kernel whose per-row result "
                "does not depend on the other rows of the step, so a "
                "sequence's logits are bitwise the same alone or batched "
-               "(slower prefill; docs/cuda-engine.md, \"Batch invariance\"). "
-               "The CPU is batch-invariant without it");
+               "(slower prefill; prompts are cut at fixed positions and the "
+               "prefix cache is off; docs/cuda-engine.md, \"Batch "
+               "invariance\"). The CPU is batch-invariant without it");
   app.add_option("--threads", threads,
                  "CPU threads of the engine (default: $H3_NUM_THREADS, else "
                  "all hardware threads)")

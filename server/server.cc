@@ -42,6 +42,21 @@ absl::Status Server::LoadModel(const ServerOptions& options,
     scheduler.step_tokens =
         engine::DefaultStepTokens(model->backend(), options.slots);
   }
+  engine::PrefixCacheOptions cache = options.prefix_cache;
+  if (options.backend.batch_invariant && served->device != "cpu") {
+    // Batch invariance end to end: prompts cut at fixed positions, and no
+    // states restored from another request's cuts or decode steps
+    // (docs/cuda-engine.md, "Batch invariance"). The CPU needs neither.
+    scheduler.fixed_chunk_tokens = scheduler.step_tokens - options.slots;
+    if (scheduler.fixed_chunk_tokens < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--batch-invariant cuts prompts into chunks of --prefill-tokens (",
+          scheduler.step_tokens, ") less --slots (", options.slots,
+          ") tokens: raise --prefill-tokens"));
+    }
+    cache.max_bytes = 0;
+    cache.memory_fraction = 0;
+  }
   // The activations are sized for the scheduler's step budget.
   H3_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::Runner> runner,
@@ -49,7 +64,7 @@ absl::Status Server::LoadModel(const ServerOptions& options,
           std::move(model), {.slots = options.slots,
                              .max_sequence_length = options.max_sequence_length,
                              .max_step_tokens = scheduler.step_tokens,
-                             .prefix_cache = options.prefix_cache}));
+                             .prefix_cache = cache}));
   H3_ASSIGN_OR_RETURN(
       scheduler_, engine::Scheduler::Create(std::move(runner), tokenizer_.get(),
                                             scheduler));

@@ -13,6 +13,14 @@ namespace h3::engine {
 struct IterationReport {
   int prefill_sequences = 0;  // sequences that got a prompt chunk
   int64_t prefill_tokens = 0;
+  // Each prompt chunk of the step: where it starts, its tokens, and the
+  // whole prompt's length.
+  struct PromptChunk {
+    int64_t start = 0;
+    int64_t tokens = 0;
+    int64_t prompt = 0;
+  };
+  std::vector<PromptChunk> prompt_chunks;
   int decode_batch = 0;  // sequences in the batched decode step
   int64_t generated_tokens = 0;
   // For every token sampled after a sequence's first: the seconds since

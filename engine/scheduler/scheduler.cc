@@ -87,6 +87,13 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
         "at most the runner's ",
         r.max_step_tokens));
   }
+  if (options.fixed_chunk_tokens < 0 ||
+      options.fixed_chunk_tokens > options.step_tokens - r.slots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fixed prompt chunks of ", options.fixed_chunk_tokens,
+                     " tokens: must be >= 0 and at most the tokens per step (",
+                     options.step_tokens, ") less the ", r.slots, " slots"));
+  }
   std::unique_ptr<Scheduler> s(
       new Scheduler(std::move(runner), tokenizer, options));
   s->thread_ = std::thread([p = s.get()] { p->Loop(); });
@@ -383,8 +390,13 @@ absl::Status Scheduler::RunStep() {
     if (s->finish != FinishReason::kNone || s->prefilled == s->prompt()) {
       continue;
     }
-    const int64_t n =
-        std::min(NextSnapshot(*s), s->prefilled + budget) - s->prefilled;
+    int64_t end = std::min(NextSnapshot(*s), s->prefilled + budget);
+    if (const int64_t c = options_.fixed_chunk_tokens; c > 0) {
+      end = std::min(s->prompt(), (s->prefilled / c + 1) * c);
+      if (end - s->prefilled > budget) continue;
+    }
+    const int64_t n = end - s->prefilled;
+    report_.prompt_chunks.push_back({s->prefilled, n, s->prompt()});
     const bool last = s->prefilled + n == s->prompt();
     plan_.sequences.push_back(
         {.slot = s->slot,

@@ -38,6 +38,14 @@ struct SchedulerOptions {
   // generating between its chunks. At least the runner's slots (so prompts
   // always progress), at most its max_step_tokens; 0: DefaultStepTokens.
   int64_t step_tokens = 0;
+  // 0: prompts are cut wherever the step's budget ends. N > 0: a prompt
+  // chunk ends only at a multiple of N tokens or at the prompt's end (a
+  // chunk that does not fit waits for the next step), so that where a
+  // prompt is cut never depends on the other requests: with a
+  // batch-invariant backend a request then gets the same bits alone or in
+  // a busy server (docs/cuda-engine.md, "Batch invariance"). At most
+  // step_tokens - the runner's slots, so that the oldest prompt always fits.
+  int64_t fixed_chunk_tokens = 0;
   // Deltas a stream buffers before the loop merges new ones into the last.
   int stream_buffer = 64;
   // Receives per-iteration and per-request measurements; may be null. Must
