@@ -5,8 +5,8 @@
 // operations (engine/model_forward.cc, engine/runner.cc), each timed by the
 // backend's own clock (ProfileClock: steady_clock on the CPU, CUDA events on
 // the stream), and summed per (layer type, name). Off unless
-// Backend::EnableProfiler(true): then Backend::profiler() is null and a
-// ProfileRange costs one pointer test (no clock, no event, no sync).
+// Backend::EnableProfiler(true); while off, Backend::profiler() is null and
+// a ProfileRange costs one pointer test (no clock, no event, no sync).
 
 #include <cstdint>
 #include <memory>
