@@ -1,6 +1,5 @@
 // Bad requests get the right gRPC status code and a message naming the
 // field and the limit, and the server keeps serving.
-#include <unistd.h>
 
 #include <filesystem>
 
@@ -8,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "server/testing/test_server.h"
 #include "tests/support/random_model.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::server {
 namespace {
@@ -205,8 +205,7 @@ TEST_F(BadRequestTest, OtherMethods) {
 }
 
 TEST(NoTokenizerTest, TextIsAFailedPreconditionAndIdsWork) {
-  const std::string model = ::testing::TempDir() + "/no_tokenizer_" +
-                            std::to_string(getpid()) + ".h3";
+  const std::string model = h3::testing::TempPath("no_tokenizer.h3");
   ASSERT_TRUE(
       h3::testing::WriteRandomModel(h3::testing::SmallHybridConfig(64), model)
           .ok());

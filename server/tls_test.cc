@@ -9,6 +9,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "server/testing/test_server.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::server {
 namespace {
@@ -25,8 +26,7 @@ std::string Read(const std::string& path) {
 class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(::testing::TempDir() + "/h3_tls_" +
-                           std::to_string(getpid()));
+    dir_ = new std::string(h3::testing::TempPath("h3_tls"));
     std::filesystem::create_directories(*dir_);
     // A P-256 key and a certificate for 127.0.0.1, valid for a day.
     const std::string command =

@@ -1,6 +1,5 @@
 #include "clients/h3/bench_dataset.h"
 
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -10,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::cli {
 namespace {
@@ -99,8 +99,7 @@ class JsonlTest : public ::testing::Test {
     return path_;
   }
 
-  std::string path_ = ::testing::TempDir() + "/bench_prompts_" +
-                      std::to_string(getpid()) + ".jsonl";
+  std::string path_ = h3::testing::TempPath("bench_prompts.jsonl");
 };
 
 TEST_F(JsonlTest, ReadsPromptsAndOutputLengthsAndRepeatsThem) {

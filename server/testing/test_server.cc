@@ -13,14 +13,14 @@
 #include "gtest/gtest.h"
 #include "loader/convert.h"
 #include "tests/support/random_model.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::server::testing {
 
 const std::string& SpmModelPath() {
   static const std::string* path = [] {
     // Per process: ctest runs each test in its own process, in parallel.
-    const std::string dir =
-        ::testing::TempDir() + "/h3_server_" + std::to_string(getpid());
+    const std::string dir = h3::testing::TempPath("h3_server");
     std::filesystem::create_directories(dir);
     // Removed when the test process exits.
     static const std::string* removed = new std::string(dir);

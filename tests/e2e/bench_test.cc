@@ -7,7 +7,6 @@
 // (fake_server.h): Ctrl-C cancels the calls in flight and still reports,
 // and --progress draws the bar. Nothing here asserts speed.
 #include <signal.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -23,6 +22,7 @@
 #include "tests/e2e/bench_support.h"
 #include "tests/e2e/fake_server.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_path.h"
 
 namespace h3 {
 namespace {
@@ -61,8 +61,7 @@ class BenchTest : public ::testing::Test {
 
   std::unique_ptr<server::Server> server_;
   std::string address_;
-  const std::string stem_ =
-      ::testing::TempDir() + "/bench_" + std::to_string(getpid());
+  const std::string stem_ = h3::testing::TempPath("bench");
   const std::string json_path_ = stem_ + ".json";
   const std::string prompts_path_ = stem_ + ".jsonl";
 };

@@ -5,7 +5,6 @@
 // server (fake_server.h): each turn's prompt holds the previous one and the
 // answer's ids as streamed, and the context warning counts the last turn.
 // Usage errors. Nothing here asserts speed.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,6 +20,7 @@
 #include "server/testing/test_server.h"
 #include "tests/e2e/bench_support.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_path.h"
 
 namespace h3 {
 namespace {
@@ -44,8 +44,7 @@ class BenchTurnsTest : public ::testing::Test {
 
   nlohmann::json ReadJson() { return testing::ReadJsonFile(json_path_); }
 
-  const std::string json_path_ = ::testing::TempDir() + "/bench_turns_" +
-                                 std::to_string(getpid()) + ".json";
+  const std::string json_path_ = h3::testing::TempPath("bench_turns.json");
 };
 
 TEST_F(BenchTurnsTest, FromTurnTwoTheCacheHoldsThePreviousPromptAndAnswer) {

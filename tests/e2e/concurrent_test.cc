@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "h3/v1/text_generation.grpc.pb.h"
@@ -37,15 +38,7 @@ std::string H3serveBinary() {
 }
 
 std::vector<std::string> DeviceFlags() {
-  std::vector<std::string> flags;
-  std::string all = H3_TEST_DEVICE_FLAGS;
-  for (size_t at = 0; at < all.size();) {
-    size_t end = all.find(' ', at);
-    if (end == std::string::npos) end = all.size();
-    if (end > at) flags.push_back(all.substr(at, end - at));
-    at = end + 1;
-  }
-  return flags;
+  return absl::StrSplit(H3_TEST_DEVICE_FLAGS, ' ', absl::SkipEmpty());
 }
 
 struct Answer {

@@ -5,7 +5,6 @@
 // INVALID_ARGUMENT. generate_fake_test.cc covers the flags and the output
 // format against a scripted server.
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/random_model.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_path.h"
 
 namespace h3 {
 namespace {
@@ -66,8 +66,7 @@ class GenerateTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const loader::ModelConfig config = h3::testing::SmallHybridConfig(800);
     // ctest runs each test in a process of its own, some at once.
-    const std::string stem =
-        ::testing::TempDir() + "/generate_" + std::to_string(getpid());
+    const std::string stem = h3::testing::TempPath("generate");
     const std::string random = stem + "_random.h3";
     model_ = stem + "_spm.h3";
     const absl::Status written = h3::testing::WriteRandomModel(config, random);

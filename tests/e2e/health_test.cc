@@ -2,7 +2,6 @@
 // real h3serve: SERVING exits 0; a draining server (NOT_SERVING), an unknown
 // service, and an address where nothing listens exit 1 with the reason.
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/random_model.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_path.h"
 
 namespace h3 {
 namespace {
@@ -33,8 +33,7 @@ class HealthTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // ctest runs each test in a process of its own, some at once.
-    model_ =
-        ::testing::TempDir() + "/health_" + std::to_string(getpid()) + ".h3";
+    model_ = h3::testing::TempPath("health.h3");
     const absl::Status written = h3::testing::WriteRandomModel(
         h3::testing::SmallHybridConfig(61), model_);
     if (!written.ok()) setup_error_ = std::string(written.message());

@@ -6,7 +6,6 @@
 // npm cannot install it). openai_server_test.cc has the cases that need a
 // server of their own.
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -25,6 +24,7 @@
 #include "tests/e2e/openai_support.h"
 #include "tests/support/raw_http.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_path.h"
 
 namespace h3 {
 namespace {
@@ -250,8 +250,7 @@ TEST_F(OpenAiTest, ErrorsAreOpenAiJsonWithTheirStatus) {
 }
 
 TEST_F(OpenAiTest, OfficialOpenAiJavaScriptClient) {
-  const std::string dir =
-      ::testing::TempDir() + "/openai_client_" + std::to_string(getpid());
+  const std::string dir = h3::testing::TempPath("openai_client");
   std::filesystem::create_directories(dir);
   const RunResult npm = RunCommand(
       {"/bin/sh", "-c",

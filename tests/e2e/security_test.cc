@@ -4,7 +4,6 @@
 // and a unary Complete whose client process dies frees its slot.
 #include <signal.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -21,6 +20,7 @@
 #include "h3/v1/text_generation.grpc.pb.h"
 #include "tests/support/random_model.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_path.h"
 
 namespace h3 {
 namespace {
@@ -39,7 +39,7 @@ constexpr char kKey[] = "e2e-key-0123456789abcdef";
 class SecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = ::testing::TempDir() + "/h3_security_" + std::to_string(getpid());
+    dir_ = h3::testing::TempPath("h3_security");
     std::filesystem::create_directories(dir_);
     ASSERT_TRUE(h3::testing::WriteRandomModel(
                     h3::testing::SmallHybridConfig(64), dir_ + "/model.h3")

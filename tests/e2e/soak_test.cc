@@ -7,7 +7,6 @@
 // request, and the server holds no more threads or open files than after a
 // warm-up of the same mix.
 #include <signal.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -26,6 +25,7 @@
 #include "tests/support/random_model.h"
 #include "tests/support/server_stats.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_path.h"
 
 namespace h3 {
 namespace {
@@ -200,8 +200,7 @@ std::vector<std::string> RunMany(
 }
 
 TEST(SoakTest, ThousandRequestsLeaveNothingBehind) {
-  const std::string model =
-      ::testing::TempDir() + "/soak_" + std::to_string(getpid()) + ".h3";
+  const std::string model = h3::testing::TempPath("soak.h3");
   ASSERT_TRUE(
       testing::WriteRandomModel(testing::SmallHybridConfig(kVocab), model)
           .ok());
