@@ -1,42 +1,24 @@
 #include "server/cache_metrics.h"
 
-#include <string>
+#include "server/metric_builders.h"
 
 namespace h3::server {
-namespace {
-
-prometheus::Counter& Counter(prometheus::Registry& registry,
-                             const std::string& name, const std::string& help) {
-  return prometheus::BuildCounter()
-      .Name(name)
-      .Help(help)
-      .Register(registry)
-      .Add({});
-}
-
-prometheus::Gauge& Gauge(prometheus::Registry& registry,
-                         const std::string& name, const std::string& help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add(
-      {});
-}
-
-}  // namespace
 
 PrefixCacheMetrics::PrefixCacheMetrics(prometheus::Registry& registry)
-    : queries_(Counter(registry, "h3_prefix_cache_queries_total",
-                       "Requests that looked up their prompt in the prefix "
-                       "cache")),
-      hit_tokens_(Counter(registry, "h3_prefix_cache_hit_tokens_total",
-                          "Prompt tokens restored from the prefix cache "
-                          "instead of computed")),
-      evictions_(Counter(registry, "h3_prefix_cache_evictions_total",
-                         "Prefix cache snapshots dropped to make room")),
-      snapshots_(Gauge(registry, "h3_prefix_cache_snapshots",
-                       "Prefix cache snapshots held")),
-      bytes_(Gauge(registry, "h3_prefix_cache_bytes",
-                   "Bytes the prefix cache holds (states and K/V)")),
-      max_bytes_(Gauge(registry, "h3_prefix_cache_max_bytes",
-                       "Bytes the prefix cache may hold; 0: off")) {}
+    : queries_(NewCounter(registry, "h3_prefix_cache_queries_total",
+                          "Requests that looked up their prompt in the prefix "
+                          "cache")),
+      hit_tokens_(NewCounter(registry, "h3_prefix_cache_hit_tokens_total",
+                             "Prompt tokens restored from the prefix cache "
+                             "instead of computed")),
+      evictions_(NewCounter(registry, "h3_prefix_cache_evictions_total",
+                            "Prefix cache snapshots dropped to make room")),
+      snapshots_(NewGauge(registry, "h3_prefix_cache_snapshots",
+                          "Prefix cache snapshots held")),
+      bytes_(NewGauge(registry, "h3_prefix_cache_bytes",
+                      "Bytes the prefix cache holds (states and K/V)")),
+      max_bytes_(NewGauge(registry, "h3_prefix_cache_max_bytes",
+                          "Bytes the prefix cache may hold; 0: off")) {}
 
 void PrefixCacheMetrics::Update(const engine::PrefixCacheStats& s) {
   queries_.Increment(static_cast<double>(s.queries - last_.queries));

@@ -7,28 +7,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/build_info.h"
+#include "server/metric_builders.h"
 #include "server/thread_stack.h"
 
 namespace h3::server {
 namespace {
 
 using prometheus::Histogram;
-
-prometheus::Counter& NewCounter(prometheus::Registry& registry,
-                                const std::string& name,
-                                const std::string& help) {
-  return prometheus::BuildCounter()
-      .Name(name)
-      .Help(help)
-      .Register(registry)
-      .Add({});
-}
-
-prometheus::Gauge& NewGauge(prometheus::Registry& registry,
-                            const std::string& name, const std::string& help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add(
-      {});
-}
 
 Histogram& NewHistogram(prometheus::Registry& registry, const std::string& name,
                         const std::string& help,
