@@ -73,6 +73,15 @@ constexpr const char* ElementTypeName(ElementType type) {
   return "?";
 }
 
+// Element i of a tensor of `type` at `base` (byte arithmetic for tensors
+// whose type is chosen at run time).
+inline const void* ElementAt(const void* base, int64_t i, ElementType type) {
+  return static_cast<const char*>(base) + i * ElementSize(type);
+}
+inline void* ElementAt(void* base, int64_t i, ElementType type) {
+  return static_cast<char*>(base) + i * ElementSize(type);
+}
+
 }  // namespace h3
 
 #endif  // H3_BASE_ELEMENT_TYPE_H_

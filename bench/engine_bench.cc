@@ -8,7 +8,8 @@
 //               write-random]
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
 //       [--attention fma|flash]
-//       [--graphs on|off] [--batch-invariant] [--reps 5]
+//       [--graphs on|off] [--batch-invariant] [--half-activations]
+//       [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
 //       [--batch 1] [--decode-context 128] [--decode-steps 32]
 //       [--random-shape h3-1.3b|h3-125m|...|small]
@@ -191,6 +192,7 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"dtype", ElementTypeName(model->backend().weight_type())},
       {"attention", flags.attention},
       {"batch_invariant", flags.batch_invariant},
+      {"half_activations", flags.half_activations},
       {"graphs",
        {{"requested", flags.graphs},
         {"applied", options.graphs && model->backend().SupportsGraphs()}}},
@@ -231,6 +233,9 @@ int main(int argc, char** argv) {
   app.add_flag("--batch-invariant", flags.batch_invariant,
                "CUDA: every product by the batch-invariant kernel "
                "(kernels/skinny_gemm.h) instead of cuBLASLt");
+  app.add_flag("--half-activations", flags.half_activations,
+               "CUDA, 16-bit --dtype: activations that feed products in that "
+               "type (BackendOptions::half_activations)");
   app.add_option("--prompt-len", flags.prompt_len)->check(CLI::PositiveNumber);
   app.add_option("--decode-context", flags.decode_context)
       ->check(CLI::PositiveNumber);

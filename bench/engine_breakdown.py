@@ -7,7 +7,7 @@ each run's decode and prefill ops, and writes {"benchmark", "commands",
   bench/engine_breakdown.py --model M.h3 [--build DIR] [--device cpu]
       [--dtype fp32] [--batches 1,8] [--prompt-len 512]
       [--decode-context 128] [--decode-steps 32] [--reps 3]
-      [--timeout 600] [--out FILE]
+      [--half-activations] [--timeout 600] [--out FILE]
 
 Each run is bounded by --timeout seconds; a run that fails or runs out of
 time ends the script with status 1, after writing the runs that finished.
@@ -50,6 +50,8 @@ def main():
     ap.add_argument("--decode-context", type=int, default=128)
     ap.add_argument("--decode-steps", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--half-activations", action="store_true",
+                    help="CUDA, 16-bit --dtype: activations in that type")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args()
@@ -60,6 +62,8 @@ def main():
                "--dtype", args.dtype, "--batch", batch, "--prompt-len", str(args.prompt_len),
                "--decode-context", str(args.decode_context),
                "--decode-steps", str(args.decode_steps), "--reps", str(args.reps)]
+        if args.half_activations:
+            cmd.append("--half-activations")
         commands.append(" ".join(["h3_engine_bench", *cmd[1:]]))
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)

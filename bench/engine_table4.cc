@@ -71,6 +71,7 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
   H3_ASSIGN_OR_RETURN(options.attention,
                       engine::ParseAttentionKernel(flags.attention));
   options.batch_invariant = flags.batch_invariant;
+  options.half_activations = flags.half_activations;
   return engine::MakeBackend(options);
 }
 

@@ -29,7 +29,8 @@ struct EngineBenchFlags {
   std::string dtype = "fp32";
   std::string attention = "fma";  // prefill attention: fma or flash
   std::string graphs = "on";
-  bool batch_invariant = false;  // BackendOptions::batch_invariant
+  bool batch_invariant = false;   // BackendOptions::batch_invariant
+  bool half_activations = false;  // BackendOptions::half_activations
   int64_t prompt_len = 512;
   int64_t decode_context = 128;
   int64_t decode_steps = 32;

@@ -35,8 +35,10 @@ class Buffer {
 };
 
 // How weight matrices are stored (base/element_type.h: kF32, kF16 or kBF16;
-// activations, SSM states and SSM parameters are always fp32). The CPU
-// backend stores fp32 only.
+// SSM states, SSM parameters and the residual stream are always fp32; the
+// activations that feed products are fp32 or, with half activations, the
+// weights' type: Backend::activation_type). The CPU backend stores fp32
+// weights only.
 //
 // "fp32", "fp16", "bf16", or "auto" (unset: the backend's default).
 // InvalidArgument for anything else.
@@ -90,32 +92,37 @@ class Staging {
 enum class Epilogue { kNone, kGeluTanh };
 
 // y[rows, n] = epilogue(x[rows, k] W^T + bias) with W [n, k] row-major (the
-// PyTorch Linear layout). bias may be null. y must not alias x.
+// PyTorch Linear layout). bias (fp32) may be null. y must not alias x. x and
+// y each hold fp32 or the backend's activation_type(); a 16-bit y is the fp32
+// result rounded once (to nearest even).
 struct LinearParams {
-  const float* x = nullptr;
+  const void* x = nullptr;
   const Matrix* w = nullptr;
   const float* bias = nullptr;
-  float* y = nullptr;
+  void* y = nullptr;
   int64_t rows = 0;
   Epilogue epilogue = Epilogue::kNone;
+  ElementType x_type = ElementType::kF32;
+  ElementType y_type = ElementType::kF32;
 };
 
 // One H3 layer's inner operation (kernels/h3.h), prepared once per layer by
 // Backend::MakeH3Layer: it owns the layer's SSM parameters in the backend and
 // whatever its calls reuse (kernel spectra, FFT plans, scratch). Its inputs
-// are the fused projection q|k|v: rows of 3 d values.
+// are the fused projection q|k|v: rows of 3 d values. qkv and out hold the
+// backend's activation_type().
 class H3Layer {
  public:
   virtual ~H3Layer() = default;
   // Prefill of `length` tokens of one sequence at positions [start, start +
   // length) from `state` (updated in place): qkv [length, 3d], out
   // [length, d].
-  virtual absl::Status Prefill(int64_t start, int64_t length, const float* qkv,
-                               float* out, const kernels::H3State& state) = 0;
+  virtual absl::Status Prefill(int64_t start, int64_t length, const void* qkv,
+                               void* out, const kernels::H3State& state) = 0;
   // One token of each of `batch` sequences: qkv [batch, 3d], out [batch, d];
   // `states` and the tokens' `positions` [batch] in backend memory (e.g. a
   // Staging's device side).
-  virtual absl::Status Step(int batch, const float* qkv, float* out,
+  virtual absl::Status Step(int batch, const void* qkv, void* out,
                             const kernels::H3State* states,
                             const int64_t* positions) = 0;
 };
@@ -134,6 +141,11 @@ class Backend {
   // "cpu", "cuda:0", ...
   virtual std::string name() const = 0;
   virtual ElementType weight_type() const = 0;
+  // The type of the activations that feed products (engine/model.h,
+  // Activations: the norms' and mixers' outputs, q|k|v, the MLP's hidden
+  // layer): fp32, or with half activations the weights' 16-bit type. Ops
+  // given such a tensor take its type from here or from their params.
+  virtual ElementType activation_type() const { return ElementType::kF32; }
 
   virtual absl::StatusOr<Buffer> Allocate(int64_t floats) = 0;
   // Copies between host memory and this backend's memory.
@@ -141,7 +153,11 @@ class Backend {
                                     float* dst) = 0;
   virtual absl::Status CopyToHost(const float* src, int64_t n, float* host) = 0;
   // Copies within this backend's memory; the ranges must not overlap.
-  virtual absl::Status Copy(const float* src, int64_t n, float* dst) = 0;
+  virtual absl::Status CopyBytes(const void* src, int64_t bytes,
+                                 void* dst) = 0;
+  absl::Status Copy(const float* src, int64_t n, float* dst) {
+    return CopyBytes(src, n * static_cast<int64_t>(sizeof(float)), dst);
+  }
   virtual absl::Status Fill(float* dst, int64_t n, float value) = 0;
   // A weight matrix from host fp32 values, rounded to weight_type().
   virtual absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
@@ -206,8 +222,12 @@ class Backend {
 
 // The CPU backend: row-invariant matrix products (kernels/cpu/gemm.h),
 // kissfft convolutions, the kernels' CPU twins, threads from
-// base/parallel.h.
-std::unique_ptr<Backend> MakeCpuBackend();
+// base/parallel.h. `activations` (kF32, kF16 or kBF16) is its
+// activation_type(): 16-bit activations on the CPU exist to test the model's
+// half-activation path (the same roundings as the GPU's, around fp32
+// arithmetic), not to serve.
+std::unique_ptr<Backend> MakeCpuBackend(
+    ElementType activations = ElementType::kF32);
 
 // The host's MemAvailable (/proc/meminfo); Unavailable where it cannot be
 // read.
@@ -237,12 +257,19 @@ struct BackendOptions {
   // cuBLASLt, whose algorithm (and summation order) depends on the row
   // count. The CPU backend is row-invariant either way.
   bool batch_invariant = false;
+  // CUDA with 16-bit weights: the activations that feed products in the
+  // weights' type (Backend::activation_type), so products read them without
+  // a conversion kernel and q|k|v and the MLP's hidden layer are written in
+  // 16 bits. Off: fp32 activations, rounded to the weights' type before each
+  // product. Off by default until a GPU run has measured it.
+  bool half_activations = false;
 };
 
 // The backend `options` name. InvalidArgument for an unknown device name,
 // FailedPrecondition for "cuda" without a usable GPU (the reason in words),
 // InvalidArgument for 16-bit weights on the CPU, and for kFlash attention
-// on the CPU or with fp32 weights (it computes in the 16-bit type).
+// or half activations on the CPU or with fp32 weights (they compute in the
+// 16-bit type).
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
     const BackendOptions& options);
 

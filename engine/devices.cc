@@ -95,6 +95,11 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
           "--attention flash runs on a GPU; the CPU backend has the fp32 "
           "attention only (--attention fma)");
     }
+    if (options.half_activations) {
+      return absl::InvalidArgumentError(
+          "--half-activations keeps activations in the weights' 16-bit type; "
+          "the CPU backend keeps its weights in fp32");
+    }
     return MakeCpuBackend();
   }
   const ElementType type = options.weight_type.value_or(ElementType::kF16);
@@ -104,9 +109,13 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
         "--attention flash computes in the weights' 16-bit type: use --dtype "
         "fp16 or bf16, or --attention fma with fp32");
   }
+  if (options.half_activations && type == ElementType::kF32) {
+    return absl::InvalidArgumentError(
+        "--half-activations keeps activations in the weights' 16-bit type: "
+        "use --dtype fp16 or bf16");
+  }
 #if H3_WITH_CUDA
-  return cuda::MakeCudaBackend(device, type, options.attention,
-                               options.batch_invariant);
+  return cuda::MakeCudaBackend(device, type, options);
 #else
   return absl::InternalError("unreachable: a GPU without CUDA");
 #endif

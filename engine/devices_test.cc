@@ -111,5 +111,25 @@ TEST(MakeBackendTest, RefusesFlashAttentionWithoutItsPrerequisites) {
   EXPECT_NE(fp32.message().find("--dtype"), absl::string_view::npos) << fp32;
 }
 
+// Half activations take the weights' 16-bit type: the CPU (fp32 weights
+// only) and fp32 weights on a GPU refuse them, naming the flag.
+TEST(MakeBackendTest, RefusesHalfActivationsWithoutSixteenBitWeights) {
+  BackendOptions options;
+  options.device = "cpu";
+  options.half_activations = true;
+  const absl::Status cpu = MakeBackend(options).status();
+  EXPECT_EQ(cpu.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cpu.message().find("--half-activations"), absl::string_view::npos)
+      << cpu;
+  EXPECT_FALSE(BackendOptions{}.half_activations);  // off by default
+  const CudaInventory inventory = ListCudaDevices();
+  if (inventory.devices.empty()) return;  // "cuda" fails before the dtype
+  options.device = "cuda";
+  options.weight_type = ElementType::kF32;
+  const absl::Status fp32 = MakeBackend(options).status();
+  EXPECT_EQ(fp32.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fp32.message().find("--dtype"), absl::string_view::npos) << fp32;
+}
+
 }  // namespace
 }  // namespace h3::engine

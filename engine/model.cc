@@ -197,11 +197,18 @@ absl::StatusOr<Activations> Model::NewActivations(int64_t rows) {
   const int64_t d = config_.d_model;
   Activations act;
   act.rows = rows;
-  for (Buffer* b : {&act.hidden, &act.residual, &act.normed, &act.mixed}) {
+  act.type = backend_->activation_type();
+  for (Buffer* b : {&act.hidden, &act.residual, &act.mixed}) {
     H3_ASSIGN_OR_RETURN(*b, backend_->Allocate(rows * d));
   }
-  H3_ASSIGN_OR_RETURN(act.qkv, backend_->Allocate(rows * 3 * d));
-  H3_ASSIGN_OR_RETURN(act.mlp, backend_->Allocate(rows * config_.d_inner));
+  // Elements of act.type, in whole floats.
+  const int64_t size = ElementSize(act.type);
+  auto allocate = [&](int64_t elements) {
+    return backend_->Allocate((elements * size + 3) / 4);
+  };
+  H3_ASSIGN_OR_RETURN(act.normed, allocate(rows * d));
+  H3_ASSIGN_OR_RETURN(act.qkv, allocate(rows * 3 * d));
+  H3_ASSIGN_OR_RETURN(act.mlp, allocate(rows * config_.d_inner));
   return act;
 }
 

@@ -64,12 +64,17 @@ struct ForwardBatch {
 
 // A forward's activations for up to `rows` rows, in backend memory; made by
 // Model::NewActivations, owned by whoever runs forwards (the Runner).
+// hidden, residual and mixed are fp32 (the residual stream); normed, qkv and
+// mlp, which feed products, hold elements of `type` (the backend's
+// activation_type()): with 16-bit activations their Buffers' sizes in floats
+// are not their element counts.
 struct Activations {
   int64_t rows = 0;
-  Buffer hidden, residual, mixed;  // [rows, d]
-  Buffer normed;                   // [rows, d]: the final norm's output
-  Buffer qkv;                      // [rows, 3d]
-  Buffer mlp;                      // [rows, d_inner]
+  ElementType type = ElementType::kF32;  // of normed, qkv and mlp
+  Buffer hidden, residual, mixed;        // [rows, d]
+  Buffer normed;                         // [rows, d]: the final norm's output
+  Buffer qkv;                            // [rows, 3d]
+  Buffer mlp;                            // [rows, d_inner]
 };
 
 // The hybrid H3 language model, written once over a Backend: its weights and
@@ -116,8 +121,9 @@ class Model {
   // backend detects; Internal for a device failure.
   absl::Status Forward(const ForwardBatch& batch, Activations& act);
 
-  // The tied LM head: logits [rows, padded_vocab] = normed [rows, d] E^T.
-  absl::Status LmHead(const float* normed, int64_t rows, float* logits);
+  // The tied LM head: logits [rows, padded_vocab] = normed [rows, d] E^T,
+  // normed of the backend's activation_type(), the logits fp32.
+  absl::Status LmHead(const void* normed, int64_t rows, float* logits);
 
  private:
   struct Layer;

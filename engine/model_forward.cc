@@ -25,6 +25,25 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
   }
   const int64_t d = config_.d_model;
   const float eps = static_cast<float>(config_.layer_norm_epsilon);
+  // normed, qkv and mlp in act.type; the residual stream in fp32.
+  const ElementType at = act.type;
+  constexpr ElementType f32 = ElementType::kF32;
+  // residual (+)= x; normed = LayerNorm(residual) gamma + beta.
+  auto add_norm = [&](const float* x, bool add, const Buffer& gamma,
+                      const Buffer& beta) {
+    kernels::AddLayerNormParams p;
+    p.x = x;
+    p.residual = act.residual.data();
+    p.add_residual = add;
+    p.gamma = gamma.data();
+    p.beta = beta.data();
+    p.out = act.normed.data();
+    p.out_type = at;
+    p.rows = rows;
+    p.cols = d;
+    p.eps = eps;
+    return backend_->AddLayerNorm(p);
+  };
   // Each op in a named range of the profiler (engine/profiler.h), if on.
   Profiler* const prof = backend_->profiler();
   H3_RETURN_IF_ERROR(TimeOp(prof, "embedding", "model", [&] {
@@ -35,50 +54,48 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
     const char* type = layer.attention ? "attention" : "h3";
     // The residual add (from the second layer on) and the first norm.
     H3_RETURN_IF_ERROR(TimeOp(prof, "ln_1", type, [&] {
-      return backend_->AddLayerNorm({act.hidden.data(), act.residual.data(),
-                                     /*add_residual=*/i > 0,
-                                     layer.norm1_w.data(), layer.norm1_b.data(),
-                                     act.normed.data(), rows, d, eps});
+      return add_norm(act.hidden.data(), /*add=*/i > 0, layer.norm1_w,
+                      layer.norm1_b);
     }));
     // The mixer: q|k|v in one product, the sequence mixing into normed
     // (free once the product has read it), the output projection.
     H3_RETURN_IF_ERROR(TimeOp(prof, "qkv_linear", type, [&] {
       return backend_->Linear({act.normed.data(), &layer.wqkv_w,
-                               layer.wqkv_b.data(), act.qkv.data(), rows});
+                               layer.wqkv_b.data(), act.qkv.data(), rows,
+                               Epilogue::kNone, at, at});
     }));
     H3_RETURN_IF_ERROR(
         layer.attention ? AttentionMixer(layer, index_of_layer_[i], batch, act)
                         : H3Mixer(layer, index_of_layer_[i], batch, act));
     H3_RETURN_IF_ERROR(TimeOp(prof, "out_linear", type, [&] {
       return backend_->Linear({act.normed.data(), &layer.out_w,
-                               layer.out_b.data(), act.mixed.data(), rows});
+                               layer.out_b.data(), act.mixed.data(), rows,
+                               Epilogue::kNone, at, f32});
     }));
     H3_RETURN_IF_ERROR(TimeOp(prof, "ln_2", type, [&] {
-      return backend_->AddLayerNorm(
-          {act.mixed.data(), act.residual.data(), true, layer.norm2_w.data(),
-           layer.norm2_b.data(), act.normed.data(), rows, d, eps});
+      return add_norm(act.mixed.data(), true, layer.norm2_w, layer.norm2_b);
     }));
     H3_RETURN_IF_ERROR(TimeOp(prof, "mlp_fc1_gelu", type, [&] {
       return backend_->Linear({act.normed.data(), &layer.fc1_w,
                                layer.fc1_b.data(), act.mlp.data(), rows,
-                               Epilogue::kGeluTanh});
+                               Epilogue::kGeluTanh, at, at});
     }));
     H3_RETURN_IF_ERROR(TimeOp(prof, "mlp_fc2", type, [&] {
       return backend_->Linear({act.mlp.data(), &layer.fc2_w, layer.fc2_b.data(),
-                               act.hidden.data(), rows});
+                               act.hidden.data(), rows, Epilogue::kNone, at,
+                               f32});
     }));
   }
   return TimeOp(prof, "ln_f", "model", [&] {
-    return backend_->AddLayerNorm({act.hidden.data(), act.residual.data(), true,
-                                   ln_f_weight_.data(), ln_f_bias_.data(),
-                                   act.normed.data(), rows, d, eps});
+    return add_norm(act.hidden.data(), true, ln_f_weight_, ln_f_bias_);
   });
 }
 
 absl::Status Model::H3Mixer(Layer& layer, int index, const ForwardBatch& batch,
                             Activations& act) {
   const int64_t d = config_.d_model;
-  float* inner = act.normed.data();
+  const ElementType at = act.type;
+  void* inner = act.normed.data();
   const StepRows& step = batch.step;
   if (step.count > 0) {
     H3_RETURN_IF_ERROR(TimeOp(backend_->profiler(), "h3_step", "h3", [&] {
@@ -93,9 +110,10 @@ absl::Status Model::H3Mixer(Layer& layer, int index, const ForwardBatch& batch,
     for (int64_t done = 0; done < s.length;) {
       const int64_t n = std::min(options_.prefill_chunk, s.length - done);
       H3_RETURN_IF_ERROR(TimeOp(backend_->profiler(), "h3_prefill", "h3", [&] {
-        return layer.h3->Prefill(s.position + done, n,
-                                 act.qkv.data() + (row + done) * 3 * d,
-                                 inner + (row + done) * d, s.memory.h3[index]);
+        return layer.h3->Prefill(
+            s.position + done, n,
+            ElementAt(act.qkv.data(), (row + done) * 3 * d, at),
+            ElementAt(inner, (row + done) * d, at), s.memory.h3[index]);
       }));
       done += n;
     }
@@ -112,34 +130,49 @@ absl::Status Model::AttentionMixer(Layer& layer, int index,
                                       static_cast<int>(d / config_.n_heads),
                                       static_cast<int>(config_.rotary_dim)};
   const float* inv_freq = layer.inv_freq.data();
-  float* out = act.normed.data();
+  const ElementType at = act.type;
+  void* out = act.normed.data();
   const StepRows& step = batch.step;
   if (step.count > 0) {
+    kernels::AttentionDecodeParams p;
+    p.shape = shape;
+    p.batch = static_cast<int>(step.count);
+    p.qkv = act.qkv.data();
+    p.inv_freq = inv_freq;
+    p.caches = step.kv[index];
+    p.positions = step.positions;
+    p.out = out;
+    p.io_type = at;
     H3_RETURN_IF_ERROR(
         TimeOp(backend_->profiler(), "attention_decode", "attention", [&] {
-          return backend_->AttentionDecode(
-              {shape, static_cast<int>(step.count), act.qkv.data(), inv_freq,
-               step.kv[index], step.positions, out},
-              step.kv_capacity);
+          return backend_->AttentionDecode(p, step.kv_capacity);
         }));
   }
   int64_t row = step.count;
   for (const Segment& s : batch.segments) {
+    kernels::AttentionParams p;
+    p.shape = shape;
+    p.start = s.position;
+    p.length = s.length;
+    p.qkv = ElementAt(act.qkv.data(), row * 3 * d, at);
+    p.inv_freq = inv_freq;
+    p.cache = s.memory.kv[index];
+    p.out = ElementAt(out, row * d, at);
+    p.io_type = at;
     H3_RETURN_IF_ERROR(
-        TimeOp(backend_->profiler(), "attention_prefill", "attention", [&] {
-          return backend_->Attention({shape, s.position, s.length,
-                                      act.qkv.data() + row * 3 * d, inv_freq,
-                                      s.memory.kv[index], out + row * d});
-        }));
+        TimeOp(backend_->profiler(), "attention_prefill", "attention",
+               [&] { return backend_->Attention(p); }));
     row += s.length;
   }
   return absl::OkStatus();
 }
 
-absl::Status Model::LmHead(const float* normed, int64_t rows, float* logits) {
+absl::Status Model::LmHead(const void* normed, int64_t rows, float* logits) {
   // Tied to the embedding: logits = LN_f(residual) E^T.
   return TimeOp(backend_->profiler(), "lm_head", "model", [&] {
-    return backend_->Linear({normed, &embedding_, nullptr, logits, rows});
+    return backend_->Linear({normed, &embedding_, nullptr, logits, rows,
+                             Epilogue::kNone, backend_->activation_type(),
+                             ElementType::kF32});
   });
 }
 

@@ -34,6 +34,9 @@ class RangeCheckingBackend final : public Backend {
 
   std::string name() const override { return inner_->name(); }
   ElementType weight_type() const override { return inner_->weight_type(); }
+  ElementType activation_type() const override {
+    return inner_->activation_type();
+  }
   absl::StatusOr<Buffer> Allocate(int64_t floats) override {
     return inner_->Allocate(floats);
   }
@@ -45,9 +48,9 @@ class RangeCheckingBackend final : public Backend {
     Check("CopyToHost");
     return inner_->CopyToHost(src, n, host);
   }
-  absl::Status Copy(const float* src, int64_t n, float* dst) override {
-    Check("Copy");
-    return inner_->Copy(src, n, dst);
+  absl::Status CopyBytes(const void* src, int64_t bytes, void* dst) override {
+    Check("CopyBytes");
+    return inner_->CopyBytes(src, bytes, dst);
   }
   absl::Status Fill(float* dst, int64_t n, float value) override {
     Check("Fill");
@@ -107,12 +110,12 @@ class CheckedH3Layer final : public H3Layer {
   CheckedH3Layer(std::unique_ptr<H3Layer> inner,
                  const RangeCheckingBackend& owner)
       : inner_(std::move(inner)), owner_(owner) {}
-  absl::Status Prefill(int64_t start, int64_t length, const float* qkv,
-                       float* out, const kernels::H3State& state) override {
+  absl::Status Prefill(int64_t start, int64_t length, const void* qkv,
+                       void* out, const kernels::H3State& state) override {
     owner_.Check("H3Layer::Prefill");
     return inner_->Prefill(start, length, qkv, out, state);
   }
-  absl::Status Step(int batch, const float* qkv, float* out,
+  absl::Status Step(int batch, const void* qkv, void* out,
                     const kernels::H3State* states,
                     const int64_t* positions) override {
     owner_.Check("H3Layer::Step");

@@ -266,11 +266,14 @@ absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
       return backend.Upload(staging_, l.bytes);
     }));
     H3_RETURN_IF_ERROR(model_->Forward(batch, act_));
-    float* normed = act_.normed.data();
+    void* normed = act_.normed.data();
+    const ElementType at = act_.type;
     for (auto [from, to] : gather) {
       if (from == to) continue;
       H3_RETURN_IF_ERROR(TimeOp(prof, "gather_rows", "model", [&] {
-        return backend.Copy(normed + from * d, d, normed + to * d);
+        return backend.CopyBytes(ElementAt(normed, from * d, at),
+                                 d * ElementSize(at),
+                                 ElementAt(normed, to * d, at));
       }));
     }
     H3_RETURN_IF_ERROR(HeadAndSample(head, sample));

@@ -2,7 +2,9 @@
 // a sequence's logits do not depend on how its prompt is split into steps
 // (bitwise), on what else shares its step (bitwise: other sequences' single
 // tokens and prompt chunks, any row), on prefill versus token-by-token
-// feeding (bitwise), and a copied state continues like the original.
+// feeding (bitwise), and a copied state continues like the original. The
+// same with 16-bit activations (Backend::activation_type): they round the
+// same values whatever the split or the batch, so the invariants hold.
 #include "engine/runner.h"
 
 #include <random>
@@ -13,6 +15,7 @@
 #include "loader/model_file.h"
 #include "tests/support/random_model.h"
 #include "tests/support/runner_calls.h"
+#include "tests/support/temp_path.h"
 
 namespace h3::engine {
 namespace {
@@ -34,14 +37,18 @@ loader::ModelConfig TinyConfig(int64_t head_dim, int64_t rotary_dim) {
   return c;
 }
 
-class RunnerTest : public ::testing::TestWithParam<std::tuple<int, int>> {
+// The H3 layers' head dim, the attention's rotary dim, the activations.
+using RunnerParam = std::tuple<int, int, ElementType>;
+
+class RunnerTest : public ::testing::TestWithParam<RunnerParam> {
  protected:
   void SetUp() override {
-    auto [head_dim, rotary] = GetParam();
+    auto [head_dim, rotary, activations] = GetParam();
     config_ = TinyConfig(head_dim, rotary);
-    const std::string path = ::testing::TempDir() + "/runner_" +
-                             std::to_string(head_dim) + "_" +
-                             std::to_string(rotary) + ".h3";
+    activations_ = activations;
+    const std::string path = h3::testing::TempPath(
+        "runner_" + std::to_string(head_dim) + "_" + std::to_string(rotary) +
+        ".h3");
     ASSERT_TRUE(h3::testing::WriteRandomModel(config_, path).ok());
     auto file = loader::ModelFile::Open(path);
     ASSERT_TRUE(file.ok()) << file.status();
@@ -49,8 +56,8 @@ class RunnerTest : public ::testing::TestWithParam<std::tuple<int, int>> {
   }
 
   std::unique_ptr<Runner> Make(int64_t prefill_chunk = 1024, int slots = 6) {
-    auto runner = h3::testing::MakeRunner(*file_, MakeCpuBackend(), slots,
-                                          kContext, prefill_chunk);
+    auto runner = h3::testing::MakeRunner(*file_, MakeCpuBackend(activations_),
+                                          slots, kContext, prefill_chunk);
     EXPECT_TRUE(runner.ok()) << runner.status();
     return runner.ok() ? *std::move(runner) : nullptr;
   }
@@ -83,6 +90,7 @@ class RunnerTest : public ::testing::TestWithParam<std::tuple<int, int>> {
 
   static constexpr int64_t kContext = 1200;
   loader::ModelConfig config_;
+  ElementType activations_ = ElementType::kF32;
   std::unique_ptr<loader::ModelFile> file_;
 };
 
@@ -190,15 +198,18 @@ TEST_P(RunnerTest, BadPlansAreRefusedAndLeaveTheStateAlone) {
   EXPECT_EQ(runner->memory().position(slot), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(HeadDimAndRotary, RunnerTest,
-                         ::testing::Values(std::tuple{1, 0}, std::tuple{1, 4},
-                                           std::tuple{2, 0}),
-                         [](const auto& info) {
-                           return "p" +
-                                  std::to_string(std::get<0>(info.param)) +
-                                  "_rotary" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    HeadDimRotaryActivations, RunnerTest,
+    ::testing::Values(RunnerParam{1, 0, ElementType::kF32},
+                      RunnerParam{1, 4, ElementType::kF32},
+                      RunnerParam{2, 0, ElementType::kF32},
+                      RunnerParam{1, 4, ElementType::kF16},
+                      RunnerParam{2, 0, ElementType::kBF16}),
+    [](const auto& info) {
+      return "p" + std::to_string(std::get<0>(info.param)) + "_rotary" +
+             std::to_string(std::get<1>(info.param)) + "_" +
+             ElementTypeName(std::get<2>(info.param));
+    });
 
 }  // namespace
 }  // namespace h3::engine

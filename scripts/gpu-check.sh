@@ -26,10 +26,11 @@
 #                     the CUDA libraries the machine must supply
 #   devices    30/5   h3 devices
 #   tests     180/30  every gpu-labelled test program (--gtest_brief=1)
-#   breakdown 150/60  bench/engine_breakdown.py (h3_engine_bench --what
+#   breakdown 240/60  bench/engine_breakdown.py (h3_engine_bench --what
 #                     breakdown): per-op times of a decode step and a
 #                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
-#                     64 (graphs off, forced)
+#                     64 (graphs off, forced); then the same with
+#                     --half-activations (breakdown_half.json)
 #   linear     90/20  h3_linear_bench: the batch-invariant skinny GEMM against
 #                     cuBLASLt on the H3-1.3B decode products, rows 1, 8, 64
 #   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against
@@ -49,10 +50,10 @@
 # timeout(1) ends it with every process it started (SIGTERM to the process
 # group, SIGKILL 3 s later).
 #
-# OUT_DIR receives at most 11 files, rewritten after every phase: summary.txt
+# OUT_DIR receives at most 12 files, rewritten after every phase: summary.txt
 # (what passed, failed, timed out, was skipped and why), check.json (the
 # same as JSON), tests.log (tests and memcheck), bench.log (everything else),
-# breakdown.json, linear.json, attention.json, table4.json, serve_1.json,
+# breakdown.json, breakdown_half.json, linear.json, attention.json, table4.json, serve_1.json,
 # serve_64.json, flashconv.json.
 # Our programs run with the archive's lib/ on LD_LIBRARY_PATH, through small
 # wrappers; nothing else (Python, PyTorch, nvidia-smi) sees those libraries.
@@ -67,7 +68,7 @@ usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0";
 
 all_phases=(facts devices tests breakdown linear attention table4 serve_1 serve_64 flashconv
             memcheck)
-declare -A limit=([facts]=20 [devices]=30 [tests]=180 [breakdown]=150 [linear]=90
+declare -A limit=([facts]=20 [devices]=30 [tests]=180 [breakdown]=240 [linear]=90
                   [attention]=120 [table4]=240 [serve_1]=60 [serve_64]=150 [flashconv]=120
                   [memcheck]=600)
 declare -A least=([facts]=5 [devices]=5 [tests]=30 [breakdown]=60 [linear]=20 [attention]=30
@@ -129,7 +130,7 @@ tests_log=$out/tests.log
 bench_log=$out/bench.log
 rm -f "$summary" "$out/check.json" "$tests_log" "$bench_log" "$out/table4.json" \
       "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json" "$out/breakdown.json" \
-      "$out/linear.json" "$out/attention.json"
+      "$out/breakdown_half.json" "$out/linear.json" "$out/attention.json"
 : >"$tests_log"
 : >"$bench_log"
 
@@ -272,7 +273,7 @@ if kind == "table4":
     lat = r.get("latency", {}).get("h3serve", {}).get("median_step_ms")
     parts.append(f"batch-1 step {lat:.3f} ms" if lat else "no batch-1 latency")
     print("; ".join(parts))
-elif kind == "breakdown":
+elif kind.startswith("breakdown"):
     parts = []
     for run in r.get("runs", []):
         d = run.get("decode", {})
@@ -466,19 +467,27 @@ phase_table4() {
   bench_result $rc table4
 }
 
-# bench/engine_breakdown.py: h3_engine_bench --what breakdown per batch size.
+# bench/engine_breakdown.py: h3_engine_bench --what breakdown per batch size,
+# with fp32 activations (breakdown.json), then 16-bit ones (breakdown_half).
 phase_breakdown() {
-  local rc
+  local rc half=""
   ensure_model
   rc=$?
+  [ $rc -eq 0 ] && { breakdown_run breakdown; rc=$?; }
   if [ $rc -eq 0 ]; then
-    bounded "$bench_log" "$python" "$root/bench/engine_breakdown.py" --build "$shim" \
-      --model "$model" --device cuda --dtype fp16 --batches "$breakdown_batches" \
-      --prompt-len 512 --decode-context 512 --decode-steps 32 --reps 5 \
-      --out "$out/breakdown.json"
-    rc=$?
+    breakdown_run breakdown_half --half-activations
+    bench_result $? breakdown_half
+    half="$status: $detail"
   fi
   bench_result $rc breakdown
+  [ -z "$half" ] || detail="$detail | --half-activations $half"
+  [ -z "$half" ] || [[ $half == passed* ]] || status=failed
+}
+breakdown_run() {  # NAME [FLAG]
+  bounded "$bench_log" "$python" "$root/bench/engine_breakdown.py" --build "$shim" \
+    --model "$model" --device cuda --dtype fp16 --batches "$breakdown_batches" \
+    --prompt-len 512 --decode-context 512 --decode-steps 32 --reps 5 \
+    --out "$out/$1.json" "${@:2}"
 }
 
 serve() {  # NAME CONCURRENCY NUM_PROMPTS BUDGETS

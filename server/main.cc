@@ -217,6 +217,10 @@ int main(int argc, char** argv) {
                "(slower prefill; prompts are cut at fixed positions and the "
                "prefix cache is off; docs/cuda-engine.md, \"Batch "
                "invariance\"). The CPU is batch-invariant without it");
+  app.add_flag("--half-activations", options.backend.half_activations,
+               "GPU with --dtype fp16/bf16: the activations that feed matrix "
+               "products in that 16-bit type (no conversion kernels; "
+               "unmeasured, docs/cuda-engine.md, \"Half activations\")");
   app.add_option("--threads", threads,
                  "CPU threads of the engine (default: $H3_NUM_THREADS, else "
                  "all hardware threads)")

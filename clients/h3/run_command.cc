@@ -41,6 +41,7 @@ struct RunFlags {
   std::string dtype = "auto";
   std::string attention = "fma";
   bool batch_invariant = false;
+  bool half_activations = false;
   bool json = false;
   bool logits = false;
 };
@@ -120,6 +121,7 @@ absl::Status Run(const RunFlags& flags) {
   H3_ASSIGN_OR_RETURN(backend_options.attention,
                       engine::ParseAttentionKernel(flags.attention));
   backend_options.batch_invariant = flags.batch_invariant;
+  backend_options.half_activations = flags.half_activations;
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       engine::MakeBackend(backend_options));
   H3_ASSIGN_OR_RETURN(
@@ -258,6 +260,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--batch-invariant", flags->batch_invariant,
                 "GPU: matrix products whose per-row results do not depend "
                 "on the batch (docs/cuda-engine.md)");
+  cmd->add_flag("--half-activations", flags->half_activations,
+                "GPU, 16-bit --dtype: activations that feed products in that "
+                "type (docs/cuda-engine.md)");
   cmd->add_option("--prefill-chunk", flags->prefill_chunk,
                   "Prompt tokens per prefill chunk (state passing)")
       ->capture_default_str()

@@ -8,10 +8,13 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "base/status_macros.h"
 #include "base/parallel.h"
 #include "engine/backend.h"
 #include "kernels/bias_gelu.h"
 #include "kernels/cpu/gemm.h"
+#include "loader/dtype.h"
 
 namespace h3::engine {
 namespace {
@@ -41,10 +44,13 @@ absl::Status OutOfMemory(int64_t bytes) {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() { openblas_set_num_threads(NumThreads()); }
+  explicit CpuBackend(ElementType activations) : activations_(activations) {
+    openblas_set_num_threads(NumThreads());
+  }
 
   std::string name() const override { return "cpu"; }
   ElementType weight_type() const override { return ElementType::kF32; }
+  ElementType activation_type() const override { return activations_; }
 
   absl::StatusOr<Buffer> Allocate(int64_t floats) override {
     if (floats < 0) return absl::InvalidArgumentError("negative allocation");
@@ -87,8 +93,8 @@ class CpuBackend final : public Backend {
     std::memcpy(host, src, n * sizeof(float));
     return absl::OkStatus();
   }
-  absl::Status Copy(const float* src, int64_t n, float* dst) override {
-    std::memcpy(dst, src, n * sizeof(float));
+  absl::Status CopyBytes(const void* src, int64_t bytes, void* dst) override {
+    std::memcpy(dst, src, bytes);
     return absl::OkStatus();
   }
   absl::Status Fill(float* dst, int64_t n, float value) override {
@@ -107,46 +113,33 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  // 16-bit x is widened into x32_ first; a 16-bit y is computed into y32_
+  // and rounded once at the end.
   absl::Status Linear(const LinearParams& params) override {
-    const Params p{params};
+    Params p{params};
     if (p.rows == 0 || p.n == 0) return absl::OkStatus();
-    // y = x W^T for any number of rows (decode rows, prefill chunks, or both
-    // in one step) by one kernel whose every output is the same FMA chain
-    // whatever the rows and the split: a row's result never depends on the
-    // other rows of the step. Threads take ranges of W's 32-column panels,
-    // each at least kLinearFmasPerThread multiply-adds of work.
-    const int64_t panel_fmas =
-        p.rows * std::max<int64_t>(p.k, 1) * kernels::kGemmPanel;
-    const int64_t grain =
-        std::max<int64_t>(1, kLinearFmasPerThread / panel_fmas);
-    ParallelFor(kernels::GemmPanels(p.n), grain,
-                [&](int64_t begin, int64_t end) {
-                  kernels::GemmCpu(p.x, p.w, p.y, p.rows, p.n, p.k, begin, end);
-                });
-    if (p.epilogue == Epilogue::kGeluTanh) {
-      ParallelFor(p.rows, 8, [&](int64_t begin, int64_t end) {
-        kernels::BiasGeluCpu(
-            {p.y + begin * p.n, p.bias, p.y + begin * p.n, end - begin, p.n});
-      });
-    } else if (p.bias != nullptr) {
-      ParallelFor(p.rows, 64, [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) {
-          float* y = p.y + r * p.n;
-          for (int64_t c = 0; c < p.n; ++c) y[c] += p.bias[c];
-        }
-      });
+    if (params.x_type != ElementType::kF32) {
+      H3_RETURN_IF_ERROR(
+          ToFloats(params.x, params.x_type, p.rows * p.k, x32_));
+      p.x = x32_.data();
     }
-    return absl::OkStatus();
+    if (params.y_type != ElementType::kF32) {
+      y32_.resize(p.rows * p.n);
+      p.y = y32_.data();
+    }
+    LinearFloats(p);
+    if (params.y_type == ElementType::kF32) return absl::OkStatus();
+    return FromFloats(p.y, p.rows * p.n, params.y_type, params.y);
   }
-
   absl::Status AddLayerNorm(const kernels::AddLayerNormParams& p) override {
     kernels::AddLayerNormCpu(p);
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) override {
-    return MakeCpuH3Layer(weights);
+    return MakeCpuH3Layer(weights, activations_);
   }
+
   absl::Status Attention(const kernels::AttentionParams& p) override {
     if (p.start + p.length > p.cache.capacity) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -188,13 +181,13 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  // LinearParams with the matrix's sizes and packed data spelled out.
+  // LinearParams with the matrix's sizes and packed data spelled out, fp32.
   struct Params {
     explicit Params(const LinearParams& p)
-        : x(p.x),
+        : x(static_cast<const float*>(p.x)),
           w(static_cast<const float*>(p.w->data())),  // GemmPack form
           bias(p.bias),
-          y(p.y),
+          y(static_cast<float*>(p.y)),
           rows(p.rows),
           n(p.w->rows()),
           k(p.w->cols()),
@@ -206,12 +199,63 @@ class CpuBackend final : public Backend {
     int64_t rows, n, k;
     Epilogue epilogue;
   };
+
+  // y = epilogue(x W^T + bias), all fp32.
+  void LinearFloats(const Params& p) {
+    // y = x W^T for any number of rows (decode rows, prefill chunks, or both
+    // in one step) by one kernel whose every output is the same FMA chain
+    // whatever the rows and the split: a row's result never depends on the
+    // other rows of the step. Threads take ranges of W's 32-column panels,
+    // each at least kLinearFmasPerThread multiply-adds of work.
+    const int64_t panel_fmas =
+        p.rows * std::max<int64_t>(p.k, 1) * kernels::kGemmPanel;
+    const int64_t grain =
+        std::max<int64_t>(1, kLinearFmasPerThread / panel_fmas);
+    ParallelFor(kernels::GemmPanels(p.n), grain,
+                [&](int64_t begin, int64_t end) {
+                  kernels::GemmCpu(p.x, p.w, p.y, p.rows, p.n, p.k, begin, end);
+                });
+    if (p.epilogue == Epilogue::kGeluTanh) {
+      ParallelFor(p.rows, 8, [&](int64_t begin, int64_t end) {
+        kernels::BiasGeluCpu(
+            {p.y + begin * p.n, p.bias, p.y + begin * p.n, end - begin, p.n});
+      });
+    } else if (p.bias != nullptr) {
+      ParallelFor(p.rows, 64, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          float* y = p.y + r * p.n;
+          for (int64_t c = 0; c < p.n; ++c) y[c] += p.bias[c];
+        }
+      });
+    }
+  }
+
+  const ElementType activations_;
+  std::vector<float> x32_, y32_;  // Linear's fp32 copies of 16-bit x and y
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend() {
-  return std::make_unique<CpuBackend>();
+absl::Status ToFloats(const void* src, ElementType type, int64_t n,
+                      std::vector<float>& dst) {
+  dst.resize(n);
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  return loader::ConvertFloats(
+      type, absl::MakeConstSpan(bytes, n * ElementSize(type)),
+      ElementType::kF32,
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(dst.data()), n * 4));
+}
+
+absl::Status FromFloats(const float* src, int64_t n, ElementType type,
+                        void* dst) {
+  return loader::ConvertFloats(
+      ElementType::kF32,
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(src), n * 4), type,
+      absl::MakeSpan(static_cast<uint8_t*>(dst), n * ElementSize(type)));
+}
+
+std::unique_ptr<Backend> MakeCpuBackend(ElementType activations) {
+  return std::make_unique<CpuBackend>(activations);
 }
 
 }  // namespace h3::engine

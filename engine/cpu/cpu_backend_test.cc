@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "kernels/bias_gelu.h"
 #include "tests/support/random.h"
@@ -66,6 +67,44 @@ TEST_P(CpuBackendTest, LinearRowsAreBitwiseTheSameAloneAndInABatch) {
       ASSERT_EQ(std::memcmp(&batch[r * n + c], &alone[c], sizeof(float)), 0)
           << "row " << r << " column " << c;
     }
+  }
+}
+
+// 16-bit x and y (half activations): x is read exactly, the product runs
+// in fp32 as for fp32 x, and y is that result rounded once to the type.
+TEST_P(CpuBackendTest, SixteenBitLinearRoundsTheFp32ResultOnce) {
+  const int64_t rows = 4, n = 40, k = 24;
+  auto w = h3::testing::RandomNormal(n * k, 8),
+       bias = h3::testing::RandomNormal(n, 9);
+  auto matrix = backend_->UploadMatrix(w.data(), n, k);
+  ASSERT_TRUE(matrix.ok());
+  for (ElementType type : {ElementType::kF16, ElementType::kBF16}) {
+    const int64_t size = ElementSize(type);
+    // x16: random values rounded to `type`; x32: the same values in fp32.
+    std::vector<uint8_t> x16(rows * k * size), y16(rows * n * size),
+        want16(rows * n * size);
+    ASSERT_TRUE(FromFloats(h3::testing::RandomNormal(rows * k, 10).data(),
+                           rows * k, type, x16.data())
+                    .ok());
+    std::vector<float> x32, y32(rows * n);
+    ASSERT_TRUE(ToFloats(x16.data(), type, rows * k, x32).ok());
+    ASSERT_TRUE(backend_
+                    ->Linear({x32.data(), &*matrix, bias.data(), y32.data(),
+                              rows, GetParam()})
+                    .ok());
+    ASSERT_TRUE(FromFloats(y32.data(), rows * n, type, want16.data()).ok());
+    ASSERT_TRUE(backend_
+                    ->Linear({x16.data(), &*matrix, bias.data(), y16.data(),
+                              rows, GetParam(), type, type})
+                    .ok());
+    EXPECT_EQ(y16, want16) << ElementTypeName(type);
+    // 16-bit x, fp32 y: the fp32 result itself.
+    std::vector<float> y(rows * n);
+    ASSERT_TRUE(backend_
+                    ->Linear({x16.data(), &*matrix, bias.data(), y.data(),
+                              rows, GetParam(), type, ElementType::kF32})
+                    .ok());
+    EXPECT_EQ(y, y32) << ElementTypeName(type);
   }
 }
 

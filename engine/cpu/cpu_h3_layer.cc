@@ -3,59 +3,85 @@
 // in place from the fused projection's rows. A prefill runs the step's own
 // arithmetic token by token, so a sequence's outputs and state are the same
 // bits however its prompt is split into chunks and whether its tokens were
-// prefilled or decoded.
+// prefilled or decoded. With 16-bit activations, q|k|v is widened to fp32
+// first and the output rounded once.
 #include "engine/cpu/cpu_backend.h"
+
+#include "base/status_macros.h"
 
 namespace h3::engine {
 namespace {
 
 class CpuH3Layer final : public H3Layer {
  public:
-  explicit CpuH3Layer(const kernels::H3Weights& w) : weights_(w) {}
+  CpuH3Layer(const kernels::H3Weights& w, ElementType activations)
+      : weights_(w), type_(activations) {}
 
-  absl::Status Prefill(int64_t start, int64_t length, const float* qkv,
-                       float* out, const kernels::H3State& state) override {
+  absl::Status Prefill(int64_t start, int64_t length, const void* qkv,
+                       void* out, const kernels::H3State& state) override {
     const int64_t d = weights_.shape().d_model;
+    H3_ASSIGN_OR_RETURN(const float* in, Widen(qkv, length * 3 * d));
     kernels::H3ScanParams params;
     params.w.shape = weights_.shape();
     params.start = start;
     params.length = length;
-    params.q = qkv;  // [length, 3d]: q | k | v
-    params.k = qkv + d;
-    params.v = qkv + 2 * d;
+    params.q = in;  // [length, 3d]: q | k | v
+    params.k = in + d;
+    params.v = in + 2 * d;
     params.input_stride = 3 * d;
-    params.out = out;
+    params.out = Output(out, length * d);
     params.state = state;
     kernels::H3ScanCpu(params, weights_);
-    return absl::OkStatus();
+    return Narrow(out, length * d);
   }
 
-  absl::Status Step(int batch, const float* qkv, float* out,
+  absl::Status Step(int batch, const void* qkv, void* out,
                     const kernels::H3State* states,
                     const int64_t* positions) override {
     const int64_t d = weights_.shape().d_model;
+    H3_ASSIGN_OR_RETURN(const float* in, Widen(qkv, batch * 3 * d));
     kernels::H3StepParams params;
     params.w.shape = weights_.shape();
     params.batch = batch;
-    params.q = qkv;  // [batch, 3d]: q | k | v
-    params.k = qkv + d;
-    params.v = qkv + 2 * d;
-    params.out = out;
+    params.q = in;  // [batch, 3d]: q | k | v
+    params.k = in + d;
+    params.v = in + 2 * d;
+    params.out = Output(out, batch * d);
     params.states = states;
     params.input_stride = 3 * d;
     params.positions = positions;
     kernels::H3StepCpu(params, weights_);
-    return absl::OkStatus();
+    return Narrow(out, batch * d);
   }
 
  private:
+  // 16-bit activations around the fp32 recurrence: the inputs widened into
+  // in_, the outputs computed into out_ and rounded once.
+  absl::StatusOr<const float*> Widen(const void* qkv, int64_t n) {
+    if (type_ == ElementType::kF32) return static_cast<const float*>(qkv);
+    H3_RETURN_IF_ERROR(ToFloats(qkv, type_, n, in_));
+    return in_.data();
+  }
+  float* Output(void* out, int64_t n) {
+    if (type_ == ElementType::kF32) return static_cast<float*>(out);
+    out_.resize(n);
+    return out_.data();
+  }
+  absl::Status Narrow(void* out, int64_t n) {
+    if (type_ == ElementType::kF32) return absl::OkStatus();
+    return FromFloats(out_.data(), n, type_, out);
+  }
+
   const kernels::H3RecurrentWeightsCpu weights_;  // copied at construction
+  const ElementType type_;                        // of qkv and out
+  std::vector<float> in_, out_;
 };
 
 }  // namespace
 
-std::unique_ptr<H3Layer> MakeCpuH3Layer(const kernels::H3Weights& weights) {
-  return std::make_unique<CpuH3Layer>(weights);
+std::unique_ptr<H3Layer> MakeCpuH3Layer(const kernels::H3Weights& weights,
+                                        ElementType activations) {
+  return std::make_unique<CpuH3Layer>(weights, activations);
 }
 
 }  // namespace h3::engine

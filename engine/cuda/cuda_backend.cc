@@ -32,12 +32,12 @@ absl::Status LinearError(const std::string& message) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, ElementType type, AttentionKernel attention,
-              bool batch_invariant)
+  CudaBackend(int device, ElementType type, const BackendOptions& options)
       : device_(device),
         type_(type),
-        flash_attention_(attention == AttentionKernel::kFlash),
-        batch_invariant_(batch_invariant) {}
+        activation_type_(options.half_activations ? type : ElementType::kF32),
+        flash_attention_(options.attention == AttentionKernel::kFlash),
+        batch_invariant_(options.batch_invariant) {}
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return absl::StrCat("cuda:", device_); }
   ElementType weight_type() const override { return type_; }
+  ElementType activation_type() const override { return activation_type_; }
 
   absl::StatusOr<Buffer> Allocate(int64_t floats) override {
     if (floats < 0) return absl::InvalidArgumentError("negative allocation");
@@ -75,8 +76,8 @@ class CudaBackend final : public Backend {
                                             cudaMemcpyDeviceToHost, stream_));
     return Synchronize();
   }
-  absl::Status Copy(const float* src, int64_t n, float* dst) override {
-    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, n * sizeof(float),
+  absl::Status CopyBytes(const void* src, int64_t bytes, void* dst) override {
+    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes,
                                             cudaMemcpyDeviceToDevice, stream_));
     return absl::OkStatus();
   }
@@ -144,11 +145,21 @@ class CudaBackend final : public Backend {
 
   absl::Status Linear(const LinearParams& p) override {
     if (batch_invariant_) return SkinnyLinear(p);
-    const kernels::LinearCudaParams params{
-        p.x,         p.w->data(), p.w->type(),
-        p.bias,      p.y,         p.rows,
-        p.w->rows(), p.w->cols(), p.epilogue == Epilogue::kGeluTanh};
+    kernels::LinearCudaParams params;
+    params.x = p.x;
+    params.x_type = p.x_type;
+    params.w = p.w->data();
+    params.w_type = p.w->type();
+    params.bias = p.bias;
+    params.y = p.y;
+    params.y_type = p.y_type;
+    params.rows = p.rows;
+    params.n = p.w->rows();
+    params.k = p.w->cols();
+    params.gelu = p.epilogue == Epilogue::kGeluTanh;
+    // fp32 x is rounded to 16-bit weights' type into the object's scratch.
     if (params.w_type != ElementType::kF32 &&
+        params.x_type == ElementType::kF32 &&
         p.rows * p.w->cols() > linear_capacity_) {
       H3_RETURN_IF_ERROR(GrowLinear(p.rows * p.w->cols()));
     }
@@ -173,8 +184,17 @@ class CudaBackend final : public Backend {
     }
     if (flash_attention_ && kernels::FlashAttentionSupports(p.shape, type_)) {
       const kernels::flash::Sequence seq{p.start, p.length, 0, p.cache};
-      const cudaError_t err = kernels::FlashAttentionPrefillCuda(
-          {p.shape, type_, 1, &seq, p.qkv, p.inv_freq, p.out}, stream_);
+      kernels::flash::Params flash;
+      flash.shape = p.shape;
+      flash.type = type_;
+      flash.sequences = 1;
+      flash.seqs = &seq;
+      flash.qkv = p.qkv;
+      flash.inv_freq = p.inv_freq;
+      flash.out = p.out;
+      flash.io_type = p.io_type;
+      const cudaError_t err =
+          kernels::FlashAttentionPrefillCuda(flash, stream_);
       // NotSupported (a device before sm_80, misaligned caches) comes before
       // any launch: the fp32 kernel below serves instead.
       if (err != cudaErrorNotSupported) {
@@ -263,13 +283,19 @@ class CudaBackend final : public Backend {
   // The batch-invariant product: rows in pieces of kSkinnyMaxRows, each
   // row's result the same whatever the piece holds.
   absl::Status SkinnyLinear(const LinearParams& p) {
-    kernels::SkinnyGemmParams params{
-        p.x,         p.w->data(), p.w->type(),
-        p.bias,      p.y,         0,
-        p.w->rows(), p.w->cols(), p.epilogue == Epilogue::kGeluTanh};
+    kernels::SkinnyGemmParams params;
+    params.x_type = p.x_type;
+    params.w = p.w->data();
+    params.w_type = p.w->type();
+    params.bias = p.bias;
+    params.y_type = p.y_type;
+    params.n = p.w->rows();
+    params.k = p.w->cols();
+    params.gelu = p.epilogue == Epilogue::kGeluTanh;
+    const int64_t x_size = ElementSize(p.x_type), y_size = ElementSize(p.y_type);
     for (int64_t first = 0; first < p.rows; first += kernels::kSkinnyMaxRows) {
-      params.x = p.x + first * params.k;
-      params.y = p.y + first * params.n;
+      params.x = static_cast<const char*>(p.x) + first * params.k * x_size;
+      params.y = static_cast<char*>(p.y) + first * params.n * y_size;
       params.rows = std::min(kernels::kSkinnyMaxRows, p.rows - first);
       const char* broken = kernels::SkinnyGemmCheck(params);
       if (broken[0] != '\0') {
@@ -320,6 +346,7 @@ class CudaBackend final : public Backend {
 
   int device_;
   ElementType type_;
+  ElementType activation_type_;
   bool flash_attention_;  // prefill attention on tensor cores where possible
   bool batch_invariant_;
   cudaStream_t stream_ = nullptr;
@@ -333,10 +360,13 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
-    int device, ElementType type, AttentionKernel attention,
-    bool batch_invariant) {
-  auto backend =
-      std::make_unique<CudaBackend>(device, type, attention, batch_invariant);
+    int device, ElementType type, const BackendOptions& options) {
+  if (options.half_activations && type == ElementType::kF32) {
+    return absl::InvalidArgumentError(
+        "half activations take the weights' 16-bit type; the weights are "
+        "fp32");
+  }
+  auto backend = std::make_unique<CudaBackend>(device, type, options);
   H3_RETURN_IF_ERROR(backend->Init());
   return backend;
 }

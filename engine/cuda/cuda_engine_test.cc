@@ -12,15 +12,14 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cuda/cuda_engine_fixture.h"
 #include "engine/runner.h"
 #include "gtest/gtest.h"
 #include "kernels/sampling.h"
 #include "loader/model_file.h"
-#include "tests/support/gpu_test.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/random_model.h"
 #include "tests/support/runner_calls.h"
-#include "tests/support/temp_path.h"
 
 namespace h3::engine {
 namespace {
@@ -28,97 +27,6 @@ namespace {
 using h3::testing::Feed;
 using h3::testing::FeedEach;
 using h3::testing::NormalisedError;
-
-// A small hybrid model the fused prefill kernel also takes (head_dim 1,
-// d_state 16): 3 layers, attention at 1 with 4 heads of 16 (or 1 head of
-// 64, a shape the tensor-core attention has an instance for) and rotary.
-loader::ModelConfig SmallConfig(int64_t head_dim, int64_t n_heads = 4) {
-  loader::ModelConfig c;
-  c.d_model = 64;
-  c.n_layer = 3;
-  c.attn_layer_idx = {1};
-  c.n_heads = n_heads;
-  c.head_dim = head_dim;
-  c.d_state = 16;
-  c.d_inner = 256;
-  c.vocab_size = 61;
-  c.padded_vocab_size = 64;
-  c.rotary_dim = 8;
-  return c;
-}
-
-std::vector<int32_t> Tokens(int n, int seed, int64_t vocab) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (int32_t& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
-
-int32_t Argmax(const float* logits, int64_t vocab) {
-  return static_cast<int32_t>(std::max_element(logits, logits + vocab) -
-                              logits);
-}
-
-class CudaEngineTest : public h3::testing::GpuTest {
- protected:
-  void Open(int64_t head_dim = 1, int64_t n_heads = 4) {
-    config_ = SmallConfig(head_dim, n_heads);
-    const std::string path =
-        h3::testing::TempPath("cuda_engine_p" + std::to_string(head_dim) +
-                              "_h" + std::to_string(n_heads) + ".h3");
-    ASSERT_TRUE(h3::testing::WriteRandomModel(config_, path).ok());
-    auto file = loader::ModelFile::Open(path);
-    ASSERT_TRUE(file.ok()) << file.status();
-    file_ = *std::move(file);
-  }
-
-  std::unique_ptr<Runner> Load(
-      const std::string& device, std::optional<ElementType> type,
-      bool graphs = true, int64_t chunk = 48,
-      AttentionKernel attention = AttentionKernel::kFma) {
-    auto backend = MakeBackend({device, type, attention});
-    EXPECT_TRUE(backend.ok()) << backend.status();
-    if (!backend.ok()) return nullptr;
-    auto runner =
-        h3::testing::MakeRunner(*file_, *std::move(backend),
-                                /*slots=*/16, /*context=*/512, chunk, graphs);
-    EXPECT_TRUE(runner.ok()) << runner.status();
-    return runner.ok() ? *std::move(runner) : nullptr;
-  }
-
-  // The fp16 model of Open(1) twice: decode graphs on, and off.
-  void LoadGraphsOnAndOff(std::unique_ptr<Runner>* with,
-                          std::unique_ptr<Runner>* without) {
-    Open(1);
-    *with = Load("cuda", ElementType::kF16, /*graphs=*/true);
-    *without = Load("cuda", ElementType::kF16, /*graphs=*/false);
-    ASSERT_NE(*with, nullptr);
-    ASSERT_NE(*without, nullptr);
-  }
-
-  // Prefills `prompt` in one step, then feeds `steps` greedy tokens; returns
-  // every step's logits (the prefill's first), concatenated.
-  std::vector<float> Greedy(Runner& runner, const std::vector<int32_t>& prompt,
-                            int steps, std::vector<int32_t>* tokens) {
-    const SlotId slot = *runner.memory().Acquire();
-    std::vector<float> all, logits;
-    EXPECT_TRUE(Feed(runner, slot, prompt, &logits).ok());
-    all = logits;
-    for (int i = 0; i < steps; ++i) {
-      const int32_t next = Argmax(logits.data(), config_.vocab_size);
-      tokens->push_back(next);
-      const absl::Status status = Feed(runner, slot, {&next, 1}, &logits);
-      EXPECT_TRUE(status.ok()) << status;
-      if (!status.ok()) break;
-      all.insert(all.end(), logits.begin(), logits.end());
-    }
-    runner.memory().Release(slot);
-    return all;
-  }
-
-  loader::ModelConfig config_;
-  std::unique_ptr<loader::ModelFile> file_;
-};
 
 // fp32 weights: the same arithmetic up to summation order (cuBLAS, the cuFFT
 // convolution, the on-chip softmax), so logits agree to ~1e-6 relative per

@@ -4,7 +4,7 @@ programs are small shell scripts (gtest-like output, sleeps, children that
 must be killed), fake bench scripts that write their JSON, and nvidia-smi
 and compute-sanitizer stand-ins on PATH. Checks the phase order, the
 per-phase and total time limits, that a timed-out phase's processes are
-gone, the summary's lists, and that at most 9 files are written.
+gone, the summary's lists, and that at most 12 files are written.
 
 Environment: H3_SOURCE_DIR (the source tree)."""
 import json
@@ -24,7 +24,7 @@ PHASES = ["facts", "devices", "tests", "breakdown", "linear", "attention", "tabl
           "serve_1", "serve_64", "flashconv", "memcheck"]
 ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "table4.json",
                  "serve_1.json", "serve_64.json", "flashconv.json", "breakdown.json",
-                 "linear.json", "attention.json"}
+                 "breakdown_half.json", "linear.json", "attention.json"}
 
 # h3_engine_bench: writes the model (write-random), or prints a breakdown
 # report (one line of JSON) for the batch it is given.
@@ -232,6 +232,12 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual([r["batch"] for r in breakdown["runs"]], [1, 64])
         self.assertIn("--what breakdown --model " + m.model + " --device cuda --dtype fp16",
                       breakdown["commands"][0])
+        self.assertNotIn("--half-activations", breakdown["commands"][0])
+        with open(os.path.join(m.out, "breakdown_half.json")) as f:
+            half = json.load(f)
+        self.assertTrue(half["commands"][0].endswith("--half-activations"), half["commands"])
+        self.assertIn("| --half-activations passed: batch 1: decode step",
+                      m.phases["breakdown"]["detail"])
         self.assertIn("flash fp16 b64 L1536: 400 TFLOP/s (40%)", m.phases["attention"]["detail"])
         self.assertIn("fp16 rows 1: products of a step 0.900 ms skinny, 1.200 ms cuBLASLt",
                       m.phases["linear"]["detail"])
@@ -239,7 +245,7 @@ class GpuCheckTest(unittest.TestCase):
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
 
         files = set(os.listdir(m.out))
-        self.assertLessEqual(len(files), 11)
+        self.assertLessEqual(len(files), 12)
         self.assertEqual(files, ALLOWED_FILES)
         self.assertIn("failed: tests", m.summary)
         self.assertIn("passed: facts devices breakdown linear attention table4 serve_1 serve_64 "
