@@ -35,10 +35,10 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
     const char* type = layer.attention ? "attention" : "h3";
     // The residual add (from the second layer on) and the first norm.
     H3_RETURN_IF_ERROR(TimeOp(prof, "ln_1", type, [&] {
-      return backend_->AddLayerNorm({act.hidden.data(), act.residual.data(),
-                                     /*add_residual=*/i > 0,
-                                     layer.norm1_w.data(), layer.norm1_b.data(),
-                                     act.normed.data(), rows, d, eps});
+      return backend_->AddLayerNorm(
+          {act.hidden.data(), act.residual.data(),
+           /*add_residual=*/i > 0, layer.norm1_w.data(), layer.norm1_b.data(),
+           act.normed.data(), ElementType::kF32, rows, d, eps});
     }));
     // The mixer: q|k|v in one product, the sequence mixing into normed
     // (free once the product has read it), the output projection.
@@ -54,9 +54,10 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
                                layer.out_b.data(), act.mixed.data(), rows});
     }));
     H3_RETURN_IF_ERROR(TimeOp(prof, "ln_2", type, [&] {
-      return backend_->AddLayerNorm(
-          {act.mixed.data(), act.residual.data(), true, layer.norm2_w.data(),
-           layer.norm2_b.data(), act.normed.data(), rows, d, eps});
+      return backend_->AddLayerNorm({act.mixed.data(), act.residual.data(),
+                                     true, layer.norm2_w.data(),
+                                     layer.norm2_b.data(), act.normed.data(),
+                                     ElementType::kF32, rows, d, eps});
     }));
     H3_RETURN_IF_ERROR(TimeOp(prof, "mlp_fc1_gelu", type, [&] {
       return backend_->Linear({act.normed.data(), &layer.fc1_w,
@@ -71,7 +72,8 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
   return TimeOp(prof, "ln_f", "model", [&] {
     return backend_->AddLayerNorm({act.hidden.data(), act.residual.data(), true,
                                    ln_f_weight_.data(), ln_f_bias_.data(),
-                                   act.normed.data(), rows, d, eps});
+                                   act.normed.data(), ElementType::kF32, rows,
+                                   d, eps});
   });
 }
 
