@@ -145,9 +145,15 @@ class CudaBackend final : public Backend {
   absl::Status Linear(const LinearParams& p) override {
     if (batch_invariant_) return SkinnyLinear(p);
     const kernels::LinearCudaParams params{
-        p.x,         p.w->data(), p.w->type(),
-        p.bias,      p.y,         p.rows,
-        p.w->rows(), p.w->cols(), p.epilogue == Epilogue::kGeluTanh};
+        .x = p.x,
+        .w = p.w->data(),
+        .w_type = p.w->type(),
+        .bias = p.bias,
+        .y = p.y,
+        .rows = p.rows,
+        .n = p.w->rows(),
+        .k = p.w->cols(),
+        .gelu = p.epilogue == Epilogue::kGeluTanh};
     if (params.w_type != ElementType::kF32 &&
         p.rows * p.w->cols() > linear_capacity_) {
       H3_RETURN_IF_ERROR(GrowLinear(p.rows * p.w->cols()));
@@ -263,10 +269,14 @@ class CudaBackend final : public Backend {
   // The batch-invariant product: rows in pieces of kSkinnyMaxRows, each
   // row's result the same whatever the piece holds.
   absl::Status SkinnyLinear(const LinearParams& p) {
-    kernels::SkinnyGemmParams params{
-        p.x,         p.w->data(), p.w->type(),
-        p.bias,      p.y,         0,
-        p.w->rows(), p.w->cols(), p.epilogue == Epilogue::kGeluTanh};
+    kernels::SkinnyGemmParams params{.x = p.x,
+                                     .w = p.w->data(),
+                                     .w_type = p.w->type(),
+                                     .bias = p.bias,
+                                     .y = p.y,
+                                     .n = p.w->rows(),
+                                     .k = p.w->cols(),
+                                     .gelu = p.epilogue == Epilogue::kGeluTanh};
     for (int64_t first = 0; first < p.rows; first += kernels::kSkinnyMaxRows) {
       params.x = p.x + first * params.k;
       params.y = p.y + first * params.n;
