@@ -1,9 +1,13 @@
 // h3_linear_bench: the decode products of the H3-1.3B shape (d_model 2048)
 // by SkinnyGemmCuda (the batch-invariant kernel, kernels/skinny_gemm.h) and by
 // LinearCuda (cuBLASLt, the default path), against the device-to-device copy
-// bandwidth measured in the same run. JSON on stdout, or in --out.
+// bandwidth measured in the same run, with fp32 activations (x and y fp32:
+// LinearCuda first rounds x to W's type) and with 16-bit ones (x in W's type,
+// and y too where the model's half activations keep it 16-bit: the qkv and
+// fc1 outputs). JSON on stdout, or in --out.
 //
 //   h3_linear_bench [--types fp16,bf16] [--rows 1,8,64] [--vocab 50264]
+//       [--activations fp32,half]
 //       [--reps 50] [--rounds 3] [--rotate-mib 512] [--copy-mib 1024]
 //       [--device 0] [--out FILE]
 //
@@ -15,7 +19,8 @@
 // gb_per_s = bytes / ms; fraction_of_copy = gb_per_s / the copy bandwidth
 // (bytes read + written per second by cudaMemcpyAsync, the fastest of 20).
 // step_ms: 24 layers x (qkv + out_proj + fc1 + fc2) + lm_head, the products
-// of one decode step.
+// of one decode step, per weight type, rows, kernel and (for half
+// activations: a "_half" suffix) activation type.
 //
 // Exit status: 0; 1 on a CUDA failure (the call and the error are printed)
 // or an unwritable --out; 2 without a CUDA device.
@@ -46,6 +51,7 @@ using Json = nlohmann::ordered_json;
 struct Flags {
   std::vector<std::string> types = {"fp16", "bf16"};
   std::vector<int64_t> rows = {1, 8, 64};
+  std::vector<std::string> activations = {"fp32", "half"};
   int64_t vocab = 50264;  // the random H3-1.3B's padded vocabulary
   int reps = 50;
   int rounds = 3;
@@ -59,15 +65,17 @@ struct Product {
   const char* name;
   int64_t n, k;
   bool bias, gelu;
+  bool half_y;  // y 16-bit with half activations (else fp32: the residual
+                // stream's inputs and the logits)
 };
 
 // The products of one H3-1.3B layer (q|k|v stacked), then the tied LM head.
 std::vector<Product> Products(int64_t vocab) {
-  return {{"qkv", 6144, 2048, true, false},
-          {"out_proj", 2048, 2048, true, false},
-          {"fc1", 8192, 2048, true, true},
-          {"fc2", 2048, 8192, true, false},
-          {"lm_head", vocab, 2048, false, false}};
+  return {{"qkv", 6144, 2048, true, false, true},
+          {"out_proj", 2048, 2048, true, false, false},
+          {"fc1", 8192, 2048, true, true, true},
+          {"fc2", 2048, 8192, true, false, false},
+          {"lm_head", vocab, 2048, false, false, false}};
 }
 
 ElementType TypeOf(const std::string& name) {
@@ -115,6 +123,7 @@ int Run(const Flags& f) {
   std::unique_ptr<kernels::LinearCuda> lt;
   kernels::LinearCuda::Options options;
   options.max_rows_times_k = max_rows * 8192;
+  options.max_rows_times_n = max_rows * 8192;  // fc1's 16-bit y
   const std::string lt_error = kernels::LinearCuda::Create(options, &lt);
   if (!lt_error.empty()) {
     std::cerr << "h3_linear_bench: " << lt_error << "\n";
@@ -135,56 +144,88 @@ int Run(const Flags& f) {
         H3_BENCH_CUDA_CHECK(
             FillNormal(w[c].get(), p.n * p.k, type, 100 + c, stream));
       }
-      kernels::DeviceBuffer x, y, bias;
-      H3_BENCH_CUDA_CHECK(x.Reserve(max_rows * p.k * sizeof(float)));
+      kernels::DeviceBuffer x32, x16, y, bias;
+      H3_BENCH_CUDA_CHECK(x32.Reserve(max_rows * p.k * sizeof(float)));
+      H3_BENCH_CUDA_CHECK(x16.Reserve(max_rows * p.k * ElementSize(type)));
       H3_BENCH_CUDA_CHECK(y.Reserve(max_rows * p.n * sizeof(float)));
       H3_BENCH_CUDA_CHECK(bias.Reserve(p.n * sizeof(float)));
       H3_BENCH_CUDA_CHECK(
-          FillNormal(x.get(), max_rows * p.k, ElementType::kF32, 1, stream));
+          FillNormal(x32.get(), max_rows * p.k, ElementType::kF32, 1, stream));
+      H3_BENCH_CUDA_CHECK(
+          FillNormal(x16.get(), max_rows * p.k, type, 1, stream));
       H3_BENCH_CUDA_CHECK(
           FillNormal(bias.get(), p.n, ElementType::kF32, 2, stream));
       for (const int64_t rows : f.rows) {
-        const auto* xp = static_cast<const float*>(x.get());
-        auto* yp = static_cast<float*>(y.get());
-        const auto* bp =
-            p.bias ? static_cast<const float*>(bias.get()) : nullptr;
-        const std::vector<double> skinny =
-            TimeRounds(f, copies, stream, [&](int c) {
-              H3_BENCH_CUDA_CHECK(kernels::SkinnyGemmCuda(
-                  {xp, w[c].get(), type, bp, yp, rows, p.n, p.k, p.gelu},
-                  stream));
-            });
-        const std::vector<double> cublas =
-            TimeRounds(f, copies, stream, [&](int c) {
-              const std::string e = lt->Run(
-                  {xp, w[c].get(), type, bp, yp, rows, p.n, p.k, p.gelu},
-                  stream);
-              if (!e.empty()) {
-                std::cerr << "h3_linear_bench: " << e << "\n";
-                std::exit(1);
-              }
-            });
-        const double bytes =
-            w_bytes + 4.0 * rows * (p.k + p.n) + (p.bias ? 4.0 * p.n : 0.0);
-        for (auto [kernel, ms] :
-             {std::pair{"skinny", skinny}, std::pair{"cublaslt", cublas}}) {
-          const TimeStats s = Summarize(ms);
-          const double gbps = bytes / (s.min * 1e-3) / 1e9;
-          records.push_back({{"product", p.name},
-                             {"n", p.n},
-                             {"k", p.k},
-                             {"type", type_name},
-                             {"rows", rows},
-                             {"kernel", kernel},
-                             {"ms", s.min},
-                             {"ms_median_round", s.median},
-                             {"bytes", bytes},
-                             {"gb_per_s", gbps},
-                             {"fraction_of_copy", gbps * 1e9 / bw.measured}});
-          const std::string key =
-              type_name + "_rows" + std::to_string(rows) + "_" + kernel;
-          const double layers = std::string(p.name) == "lm_head" ? 1 : 24;
-          step_ms[key] = step_ms.value(key, 0.0) + layers * s.min;
+        for (const std::string& act : f.activations) {
+          const bool half = act == "half";
+          const ElementType x_type = half ? type : ElementType::kF32;
+          const ElementType y_type =
+              half && p.half_y ? type : ElementType::kF32;
+          const void* xp = half ? x16.get() : x32.get();
+          void* yp = y.get();
+          const auto* bp =
+              p.bias ? static_cast<const float*>(bias.get()) : nullptr;
+          const std::vector<double> skinny =
+              TimeRounds(f, copies, stream, [&](int c) {
+                H3_BENCH_CUDA_CHECK(kernels::SkinnyGemmCuda({.x = xp,
+                                                             .x_type = x_type,
+                                                             .w = w[c].get(),
+                                                             .w_type = type,
+                                                             .bias = bp,
+                                                             .y = yp,
+                                                             .y_type = y_type,
+                                                             .rows = rows,
+                                                             .n = p.n,
+                                                             .k = p.k,
+                                                             .gelu = p.gelu},
+                                                            stream));
+              });
+          const std::vector<double> cublas =
+              TimeRounds(f, copies, stream, [&](int c) {
+                const std::string e = lt->Run({.x = xp,
+                                               .x_type = x_type,
+                                               .w = w[c].get(),
+                                               .w_type = type,
+                                               .bias = bp,
+                                               .y = yp,
+                                               .y_type = y_type,
+                                               .rows = rows,
+                                               .n = p.n,
+                                               .k = p.k,
+                                               .gelu = p.gelu},
+                                              stream);
+                if (!e.empty()) {
+                  std::cerr << "h3_linear_bench: " << e << "\n";
+                  std::exit(1);
+                }
+              });
+          const double bytes =
+              w_bytes +
+              rows * (p.k * ElementSize(x_type) + p.n * ElementSize(y_type)) +
+              (p.bias ? 4.0 * p.n : 0.0);
+          for (auto [kernel, ms] :
+               {std::pair{"skinny", skinny}, std::pair{"cublaslt", cublas}}) {
+            const TimeStats s = Summarize(ms);
+            const double gbps = bytes / (s.min * 1e-3) / 1e9;
+            records.push_back({{"product", p.name},
+                               {"n", p.n},
+                               {"k", p.k},
+                               {"type", type_name},
+                               {"rows", rows},
+                               {"activations", act},
+                               {"x_type", ElementTypeName(x_type)},
+                               {"y_type", ElementTypeName(y_type)},
+                               {"kernel", kernel},
+                               {"ms", s.min},
+                               {"ms_median_round", s.median},
+                               {"bytes", bytes},
+                               {"gb_per_s", gbps},
+                               {"fraction_of_copy", gbps * 1e9 / bw.measured}});
+            const std::string key = type_name + "_rows" + std::to_string(rows) +
+                                    "_" + kernel + (half ? "_half" : "");
+            const double layers = std::string(p.name) == "lm_head" ? 1 : 24;
+            step_ms[key] = step_ms.value(key, 0.0) + layers * s.min;
+          }
         }
       }
     }
@@ -235,6 +276,12 @@ int main(int argc, char** argv) {
   app.add_option("--rows", f.rows)
       ->delimiter(',')
       ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--activations", f.activations,
+                 "fp32: x and y fp32; half: x (and the qkv and fc1 y) in "
+                 "the weights' type")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "half"}))
       ->capture_default_str();
   app.add_option("--vocab", f.vocab, "rows of the LM head")
       ->check(CLI::PositiveNumber)

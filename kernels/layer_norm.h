@@ -9,18 +9,22 @@
 
 #include <cstdint>
 
+#include "base/element_type.h"
+
 namespace h3::kernels {
 
 // REQUIRES: x, residual, out hold [rows, cols]; gamma and beta [cols].
 // residual is read (unless add_residual is false) and overwritten with the
-// sum. out may alias x.
+// sum. out holds elements of out_type (kF32, kF16 or kBF16): the fp32 result
+// rounded once to it, to nearest even. out may alias x only for kF32 out.
 struct AddLayerNormParams {
   const float* x = nullptr;
   float* residual = nullptr;
   bool add_residual = true;  // false for the first block: residual = x
   const float* gamma = nullptr;
   const float* beta = nullptr;
-  float* out = nullptr;
+  void* out = nullptr;  // [rows, cols] of out_type
+  ElementType out_type = ElementType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
   float eps = 1e-5f;

@@ -32,7 +32,8 @@
 #                     64 (graphs off, forced); then the same with
 #                     --half-activations (breakdown_half.json)
 #   linear     90/20  h3_linear_bench: the batch-invariant skinny GEMM against
-#                     cuBLASLt on the H3-1.3B decode products, rows 1, 8, 64
+#                     cuBLASLt on the H3-1.3B decode products, rows 1, 8, 64,
+#                     with fp32 and with 16-bit (half) activations
 #   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against
 #                     tensor cores (fp16, bf16), h3-1.3b's shape, prompts of
 #                     512, 1536 and 4096 at batch 1 and 64
@@ -295,9 +296,11 @@ elif kind == "linear":
     parts = []
     for rows in (1, 8, 64):
         s, c = step.get(f"fp16_rows{rows}_skinny"), step.get(f"fp16_rows{rows}_cublaslt")
+        h = step.get(f"fp16_rows{rows}_cublaslt_half")
         if s and c:
             parts.append(f"fp16 rows {rows}: products of a step {s:.3f} ms skinny, "
-                         f"{c:.3f} ms cuBLASLt")
+                         f"{c:.3f} ms cuBLASLt" +
+                         (f" ({h:.3f} ms with half activations)" if h else ""))
     print("; ".join(parts) or "no fp16 timings")
 elif kind.startswith("serve"):
     print("; ".join(

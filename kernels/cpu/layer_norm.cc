@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "base/half_float.h"
 #include "base/parallel.h"
 
 namespace h3::kernels {
@@ -23,10 +24,10 @@ void AddLayerNormCpu(const AddLayerNormParams& p) {
         var += dev * dev;
       }
       const double inv = 1.0 / std::sqrt(var / p.cols + p.eps);
-      float* out = p.out + r * p.cols;
       for (int64_t c = 0; c < p.cols; ++c) {
-        out[c] =
+        const float v =
             static_cast<float>((res[c] - mean) * inv * p.gamma[c] + p.beta[c]);
+        StoreFloat(p.out, p.out_type, r * p.cols + c, v);
       }
     }
   });

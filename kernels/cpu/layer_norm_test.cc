@@ -1,8 +1,12 @@
 #include "kernels/layer_norm.h"
 
 #include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
 #include <vector>
 
+#include "base/half_float.h"
 #include "gtest/gtest.h"
 
 namespace h3::kernels {
@@ -15,7 +19,7 @@ TEST(AddLayerNormCpuTest, NormalisesTheSumAndKeepsIt) {
   std::vector<float> gamma = {1, 2, 1, 1}, beta = {0, 0, 0.5f, 0};
   std::vector<float> out(rows * cols);
   AddLayerNormCpu({x.data(), residual.data(), true, gamma.data(), beta.data(),
-                   out.data(), rows, cols, 1e-5f});
+                   out.data(), ElementType::kF32, rows, cols, 1e-5f});
   EXPECT_EQ(residual, (std::vector<float>{2, 3, 4, 5, -1, 0, 1, 0}));
   // Row 0: values 2..5, mean 3.5, variance 1.25.
   const double inv = 1 / std::sqrt(1.25 + 1e-5);
@@ -31,13 +35,54 @@ TEST(AddLayerNormCpuTest, FirstBlockTakesXAsTheResidualAndMayRunInPlace) {
   std::vector<float> x = {3, 3, 3, 7}, residual(4, 123.0f);
   std::vector<float> gamma(4, 1.0f), beta(4, 0.0f);
   AddLayerNormCpu({x.data(), residual.data(), false, gamma.data(), beta.data(),
-                   x.data(), 1, 4, 1e-5f});
+                   x.data(), ElementType::kF32, 1, 4, 1e-5f});
   EXPECT_EQ(residual, (std::vector<float>{3, 3, 3, 7}));
   double sum = 0;
   for (float v : x) sum += v;
   EXPECT_NEAR(sum, 0.0, 1e-5);
   EXPECT_NEAR(x[3], 3 / std::sqrt(3 + 1e-5), 1e-5);
 }
+
+// A 16-bit out is the fp32 out rounded once (to nearest even), bit for bit,
+// and the residual is the same either way.
+class AddLayerNormHalfOutTest : public ::testing::TestWithParam<ElementType> {};
+
+TEST_P(AddLayerNormHalfOutTest, IsTheRoundedFloatResult) {
+  const ElementType type = GetParam();
+  const int64_t rows = 7, cols = 97;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(rows * cols), residual(rows * cols), gamma(cols),
+      beta(cols);
+  for (float& v : x) v = 2.0f + normal(rng);
+  for (float& v : residual) v = normal(rng);
+  for (float& v : gamma) v = normal(rng);
+  for (float& v : beta) v = normal(rng);
+
+  std::vector<float> res32 = residual, out32(rows * cols);
+  AddLayerNormCpu({x.data(), res32.data(), true, gamma.data(), beta.data(),
+                   out32.data(), ElementType::kF32, rows, cols, 1e-5f});
+  std::vector<float> res16 = residual;
+  std::vector<uint16_t> out16(rows * cols, 0xffff);
+  AddLayerNormCpu({x.data(), res16.data(), true, gamma.data(), beta.data(),
+                   out16.data(), type, rows, cols, 1e-5f});
+  EXPECT_EQ(res16, res32);
+  int inexact = 0;  // the rounding must have had work to do
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const uint16_t want = type == ElementType::kF16 ? FloatToHalf(out32[i])
+                                                    : FloatToBFloat16(out32[i]);
+    ASSERT_EQ(out16[i], want) << "element " << i;
+    inexact += LoadFloat(out16.data(), type, i) != out32[i];
+  }
+  EXPECT_GT(inexact, rows * cols / 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, AddLayerNormHalfOutTest,
+                         ::testing::Values(ElementType::kF16,
+                                           ElementType::kBF16),
+                         [](const auto& info) {
+                           return std::string(ElementTypeName(info.param));
+                         });
 
 }  // namespace
 }  // namespace h3::kernels

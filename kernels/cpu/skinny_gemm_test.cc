@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half_float.h"
 #include "gtest/gtest.h"
 #include "tests/support/skinny_gemm_data.h"
 
@@ -30,11 +31,15 @@ uint32_t Bits(float f) {
 std::vector<float> Emulate(const SkinnyGemmData& d, const float* x,
                            int64_t rows, bool bias, bool gelu) {
   std::vector<float> y(rows * d.n, NAN);
-  SkinnyGemmParams p{x,        d.w_bits.data(),
-                     d.type,   bias ? d.bias.data() : nullptr,
-                     y.data(), rows,
-                     d.n,      d.k,
-                     gelu};
+  const SkinnyGemmParams p{.x = x,
+                           .w = d.w_bits.data(),
+                           .w_type = d.type,
+                           .bias = bias ? d.bias.data() : nullptr,
+                           .y = y.data(),
+                           .rows = rows,
+                           .n = d.n,
+                           .k = d.k,
+                           .gelu = gelu};
   EXPECT_STREQ(SkinnyGemmCheck(p), "");
   SkinnyGemmEmulation(p);
   return y;
@@ -140,6 +145,98 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SkinnyGemmEmulationTest,
                                            Case{ElementType::kBF16, 5, 7}),
                          CaseName);
 
+// 16-bit activations: x of type T is read exactly, y of type T is the fp32
+// result rounded once. W is fp16 (the activation type need not be W's).
+class SkinnyGemmHalfIoTest : public ::testing::TestWithParam<ElementType> {};
+
+std::vector<uint16_t> ToHalfBits(const std::vector<float>& v, ElementType t) {
+  std::vector<uint16_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    bits[i] =
+        t == ElementType::kF16 ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
+  }
+  return bits;
+}
+
+TEST_P(SkinnyGemmHalfIoTest, HalfXEqualsFloatXOfTheSameValues) {
+  const ElementType t = GetParam();
+  const SkinnyGemmData d = MakeSkinnyGemmData(ElementType::kF16, 7, 13, 301, 3);
+  const std::vector<uint16_t> x16 = ToHalfBits(d.x, t);
+  std::vector<float> x32(x16.size());  // the same values, widened
+  for (size_t i = 0; i < x16.size(); ++i) x32[i] = LoadFloat(x16.data(), t, i);
+  const std::vector<float> want = Emulate(d, x32.data(), 7, true, true);
+  std::vector<float> got(want.size(), NAN);
+  SkinnyGemmEmulation({.x = x16.data(),
+                       .x_type = t,
+                       .w = d.w_bits.data(),
+                       .w_type = d.type,
+                       .bias = d.bias.data(),
+                       .y = got.data(),
+                       .rows = 7,
+                       .n = d.n,
+                       .k = d.k,
+                       .gelu = true});
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(Bits(got[i]), Bits(want[i])) << "element " << i;
+  }
+}
+
+TEST_P(SkinnyGemmHalfIoTest, HalfYIsTheRoundedFloatY) {
+  const ElementType t = GetParam();
+  const SkinnyGemmData d =
+      MakeSkinnyGemmData(ElementType::kBF16, 5, 13, 1000, 4);
+  for (const bool gelu : {false, true}) {
+    const std::vector<float> y32 = Emulate(d, d.x.data(), 5, true, gelu);
+    std::vector<uint16_t> y16(y32.size(), 0xffff);
+    SkinnyGemmEmulation({.x = d.x.data(),
+                         .w = d.w_bits.data(),
+                         .w_type = d.type,
+                         .bias = d.bias.data(),
+                         .y = y16.data(),
+                         .y_type = t,
+                         .rows = 5,
+                         .n = d.n,
+                         .k = d.k,
+                         .gelu = gelu});
+    EXPECT_EQ(y16, ToHalfBits(y32, t));
+  }
+}
+
+// With 16-bit x and y, a row alone is bitwise the same row in a batch of 64.
+TEST_P(SkinnyGemmHalfIoTest, RowsAreBatchInvariant) {
+  const ElementType t = GetParam();
+  const SkinnyGemmData d = MakeSkinnyGemmData(t, kSkinnyMaxRows, 11, 777, 6);
+  const std::vector<uint16_t> x = ToHalfBits(d.x, t);
+  auto run = [&](const uint16_t* rows_x, int64_t rows) {
+    std::vector<uint16_t> y(rows * d.n, 0xffff);
+    SkinnyGemmEmulation({.x = rows_x,
+                         .x_type = t,
+                         .w = d.w_bits.data(),
+                         .w_type = d.type,
+                         .bias = d.bias.data(),
+                         .y = y.data(),
+                         .y_type = t,
+                         .rows = rows,
+                         .n = d.n,
+                         .k = d.k,
+                         .gelu = true});
+    return y;
+  };
+  const int64_t row = 41;
+  const std::vector<uint16_t> alone = run(x.data() + row * d.k, 1);
+  const std::vector<uint16_t> batch = run(x.data(), kSkinnyMaxRows);
+  const std::vector<uint16_t> in_batch(batch.begin() + row * d.n,
+                                       batch.begin() + (row + 1) * d.n);
+  EXPECT_EQ(in_batch, alone);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, SkinnyGemmHalfIoTest,
+                         ::testing::Values(ElementType::kF16,
+                                           ElementType::kBF16),
+                         [](const auto& info) {
+                           return std::string(ElementTypeName(info.param));
+                         });
+
 TEST(SkinnyExpTest, WithinThreeUlpsOfLibm) {
   for (float a = -87.0f; a <= 88.0f; a += 0.01171875f) {
     const double want = std::exp(double{a});
@@ -168,7 +265,13 @@ TEST(SkinnyExpTest, GeluWithinItsBound) {
 TEST(SkinnyGemmCheckTest, NamesTheFieldAndTheLimit) {
   const float x = 0, w = 0;
   float y = 0;
-  SkinnyGemmParams p{&x, &w, ElementType::kF32, nullptr, &y, 1, 1, 1, false};
+  SkinnyGemmParams p{.x = &x,
+                     .w = &w,
+                     .w_type = ElementType::kF32,
+                     .y = &y,
+                     .rows = 1,
+                     .n = 1,
+                     .k = 1};
   EXPECT_STREQ(SkinnyGemmCheck(p), "");
   p.rows = 65;
   EXPECT_STREQ(SkinnyGemmCheck(p), "rows: 0 to 64");
@@ -185,6 +288,13 @@ TEST(SkinnyGemmCheckTest, NamesTheFieldAndTheLimit) {
   p.w_type = ElementType::kI8;
   EXPECT_STREQ(SkinnyGemmCheck(p), "w_type: fp32, fp16 or bf16 only");
   p.w_type = ElementType::kF16;
+  p.x_type = ElementType::kF64;
+  EXPECT_STREQ(SkinnyGemmCheck(p), "x_type: fp32, fp16 or bf16 only");
+  p.x_type = ElementType::kBF16;
+  p.y_type = ElementType::kI32;
+  EXPECT_STREQ(SkinnyGemmCheck(p), "y_type: fp32, fp16 or bf16 only");
+  p.y_type = ElementType::kF16;
+  EXPECT_STREQ(SkinnyGemmCheck(p), "");
   p.y = nullptr;
   EXPECT_STREQ(SkinnyGemmCheck(p), "x, w and y: must not be null");
 }

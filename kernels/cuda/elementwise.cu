@@ -32,6 +32,13 @@ __device__ int64_t GridThreads() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
+// Round to nearest, ties to even, as the loader rounds weights on the host.
+__device__ void FromFloat(float v, float* out) { *out = v; }
+__device__ void FromFloat(float v, __half* out) { *out = __float2half_rn(v); }
+__device__ void FromFloat(float v, __nv_bfloat16* out) {
+  *out = __float2bfloat16_rn(v);
+}
+
 // ---- AddLayerNorm -------------------------------------------------------
 
 // One block per row: a row (d_model = 768..2560 floats) fits the block's
@@ -62,14 +69,16 @@ __device__ float BlockSum(float v, float* shared) {
 // Two passes over the row for the variance (sum of squared deviations from
 // the mean, not E[x^2] - mean^2, which cancels badly when |mean| >> std).
 // Each thread handles the same columns in every pass, so writing residual
-// and out in place of what it read (out aliasing x) is safe.
+// and out in place of what it read (out aliasing x, fp32 out) is safe. T is
+// out's element type: the fp32 result is rounded once when stored.
+template <typename T>
 __global__ void __launch_bounds__(kNormThreads)
     AddLayerNormKernel(AddLayerNormParams p) {
   __shared__ float partial[kNormWarps];
   const int64_t offset = static_cast<int64_t>(blockIdx.x) * p.cols;
   const float* x = p.x + offset;
   float* res = p.residual + offset;
-  float* out = p.out + offset;
+  T* out = static_cast<T*>(p.out) + offset;
 
   float sum = 0.0f;
   for (int64_t c = threadIdx.x; c < p.cols; c += kNormThreads) {
@@ -88,7 +97,7 @@ __global__ void __launch_bounds__(kNormThreads)
   const float inv = rsqrtf(var + p.eps);
 
   for (int64_t c = threadIdx.x; c < p.cols; c += kNormThreads) {
-    out[c] = (res[c] - mean) * inv * p.gamma[c] + p.beta[c];
+    FromFloat((res[c] - mean) * inv * p.gamma[c] + p.beta[c], &out[c]);
   }
 }
 
@@ -107,12 +116,6 @@ __global__ void EmbeddingKernel(const int32_t* ids, int64_t n, const T* table,
     const int64_t col = i - row * cols;
     out[i] = ToFloat(table[static_cast<int64_t>(ids[row]) * cols + col]);
   }
-}
-
-// Round to nearest, ties to even, as the loader rounds weights on the host.
-__device__ void FromFloat(float v, __half* out) { *out = __float2half_rn(v); }
-__device__ void FromFloat(float v, __nv_bfloat16* out) {
-  *out = __float2bfloat16_rn(v);
 }
 
 template <typename T>
@@ -192,8 +195,22 @@ cudaError_t AddLayerNormCuda(const AddLayerNormParams& p, cudaStream_t stream) {
   if (p.rows < 0 || p.cols < 0 || p.rows > INT32_MAX) {
     return cudaErrorInvalidValue;
   }
-  AddLayerNormKernel<<<static_cast<unsigned>(p.rows), kNormThreads, 0,
-                       stream>>>(p);
+  const unsigned blocks = static_cast<unsigned>(p.rows);
+  switch (p.out_type) {
+    case ElementType::kF32:
+      AddLayerNormKernel<float><<<blocks, kNormThreads, 0, stream>>>(p);
+      break;
+    case ElementType::kF16:
+      if (p.out == p.x) return cudaErrorInvalidValue;
+      AddLayerNormKernel<__half><<<blocks, kNormThreads, 0, stream>>>(p);
+      break;
+    case ElementType::kBF16:
+      if (p.out == p.x) return cudaErrorInvalidValue;
+      AddLayerNormKernel<__nv_bfloat16><<<blocks, kNormThreads, 0, stream>>>(p);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 

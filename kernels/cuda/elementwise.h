@@ -14,7 +14,8 @@
 
 namespace h3::kernels {
 
-// The GPU twin of AddLayerNormCpu: same Params.
+// The GPU twin of AddLayerNormCpu: same Params. cudaErrorInvalidValue for
+// an out_type other than kF32, kF16 and kBF16, or a 16-bit out aliasing x.
 cudaError_t AddLayerNormCuda(const AddLayerNormParams& params,
                              cudaStream_t stream);
 

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/half_float.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/layer_norm.h"
@@ -82,12 +84,14 @@ TEST_P(AddLayerNormGpuTest, MatchesCpuTwin) {
 
   std::vector<float> cpu_res = residual, cpu_out(rows * cols);
   AddLayerNormCpu({x.data(), cpu_res.data(), add_residual, gamma.data(),
-                   beta.data(), cpu_out.data(), rows, cols, 1e-5f});
+                   beta.data(), cpu_out.data(), ElementType::kF32, rows, cols,
+                   1e-5f});
   DeviceBuffer& out = alias ? d_x : d_out;
-  ASSERT_CUDA_OK(AddLayerNormCuda(
-      {d_x.as<float>(), d_res.as<float>(), add_residual, d_gamma.as<float>(),
-       d_beta.as<float>(), out.as<float>(), rows, cols, 1e-5f},
-      nullptr));
+  ASSERT_CUDA_OK(
+      AddLayerNormCuda({d_x.as<float>(), d_res.as<float>(), add_residual,
+                        d_gamma.as<float>(), d_beta.as<float>(),
+                        out.as<float>(), ElementType::kF32, rows, cols, 1e-5f},
+                       nullptr));
   // The sum is one fp32 addition on both sides: bit-equal.
   EXPECT_EQ(Download<float>(d_res, rows * cols), cpu_res);
   // fp32 mean, variance and rsqrtf against the CPU's double: a few ulps of
@@ -105,6 +109,81 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AddLayerNormGpuTest,
                                            NormCase{97, 1025, false, false},
                                            NormCase{0, 768, true, false}),
                          NormName);
+
+// A 16-bit out: the kernel's own fp32 result rounded once, bit for bit (the
+// same arithmetic, so no tolerance), hence within one ulp of the CPU twin's
+// 16-bit result; the residual as with fp32 out.
+class AddLayerNormHalfGpuTest
+    : public h3::testing::GpuTestWithParam<ElementType> {};
+
+TEST_P(AddLayerNormHalfGpuTest, IsTheRoundedFloatResult) {
+  const ElementType type = GetParam();
+  const int64_t rows = 97, cols = 1025;
+  std::vector<float> x = RandomNormal(rows * cols, 1);
+  for (float& v : x) v += 2.0f;
+  const std::vector<float> residual = RandomNormal(rows * cols, 2);
+  const std::vector<float> gamma = RandomNormal(cols, 3);
+  const std::vector<float> beta = RandomNormal(cols, 4);
+  DeviceBuffer d_x, d_res32, d_res16, d_gamma, d_beta, d_out32, d_out16;
+  Upload(x, &d_x);
+  Upload(residual, &d_res32);
+  Upload(residual, &d_res16);
+  Upload(gamma, &d_gamma);
+  Upload(beta, &d_beta);
+  Upload(std::vector<float>(rows * cols, NAN), &d_out32);
+  Upload(std::vector<uint16_t>(rows * cols, 0xffff), &d_out16);
+  ASSERT_CUDA_OK(AddLayerNormCuda(
+      {d_x.as<float>(), d_res32.as<float>(), true, d_gamma.as<float>(),
+       d_beta.as<float>(), d_out32.get(), ElementType::kF32, rows, cols, 1e-5f},
+      nullptr));
+  ASSERT_CUDA_OK(AddLayerNormCuda(
+      {d_x.as<float>(), d_res16.as<float>(), true, d_gamma.as<float>(),
+       d_beta.as<float>(), d_out16.get(), type, rows, cols, 1e-5f},
+      nullptr));
+  std::vector<float> cpu_res = residual;
+  std::vector<uint16_t> cpu_out(rows * cols);
+  AddLayerNormCpu({x.data(), cpu_res.data(), true, gamma.data(), beta.data(),
+                   cpu_out.data(), type, rows, cols, 1e-5f});
+
+  const std::vector<float> out32 = Download<float>(d_out32, rows * cols);
+  const std::vector<uint16_t> out16 = Download<uint16_t>(d_out16, rows * cols);
+  EXPECT_EQ(Download<float>(d_res16, rows * cols), cpu_res);
+  float largest = 0.0f;
+  for (float v : out32) largest = std::max(largest, std::abs(v));
+  const bool half = type == ElementType::kF16;
+  const int bits = half ? 10 : 7;  // the type's explicit significand bits
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    ASSERT_EQ(out16[i], half ? loader::FloatToHalf(out32[i])
+                             : loader::FloatToBFloat16(out32[i]))
+        << "element " << i;
+    // Each side rounds its fp32 result once: they differ by at most the
+    // fp32 difference (2e-6 of the largest, as above) plus one ulp.
+    const float gpu = LoadFloat(out16.data(), type, i);
+    const float cpu = LoadFloat(cpu_out.data(), type, i);
+    const float big = std::max(std::abs(gpu), std::abs(cpu));
+    const float ulp =
+        big == 0.0f ? 0.0f : std::ldexp(1.0f, std::ilogb(big) - bits);
+    ASSERT_LE(std::abs(gpu - cpu), ulp + 2e-6f * largest) << "element " << i;
+  }
+}
+
+TEST_P(AddLayerNormHalfGpuTest, RefusesHalfOutAliasingX) {
+  std::vector<float> x(4, 1.0f);
+  DeviceBuffer d_x, d_res, d_gamma;
+  Upload(x, &d_x);
+  Upload(x, &d_res);
+  Upload(x, &d_gamma);
+  EXPECT_EQ(AddLayerNormCuda(
+                {d_x.as<float>(), d_res.as<float>(), true, d_gamma.as<float>(),
+                 d_gamma.as<float>(), d_x.get(), GetParam(), 1, 4, 1e-5f},
+                nullptr),
+            cudaErrorInvalidValue);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, AddLayerNormHalfGpuTest,
+                         ::testing::Values(ElementType::kF16,
+                                           ElementType::kBF16),
+                         TypeName);
 
 // ---- Embedding -------------------------------------------------------------
 

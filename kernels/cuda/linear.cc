@@ -5,7 +5,10 @@
 //   D (n x rows) = op(A) B,  A = W as column-major k x n (lda = k), op = T,
 //                            B = x as column-major k x rows (ldb = k),
 // with D = y (ldd = n). The bias, one value per output feature, is then one
-// per row of D: what CUBLASLT_EPILOGUE_BIAS adds.
+// per row of D: what CUBLASLT_EPILOGUE_BIAS adds. cuBLASLt takes a bias of
+// D's type only (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: fp32 bias
+// with 16-bit D is an exception only for fp8 and int8 kernels), so a 16-bit
+// y with an epilogue goes through fp32 D in scratch.
 #include "kernels/cuda/linear.h"
 
 #include <cublasLt.h>
@@ -101,7 +104,8 @@ struct PlanKey {
   int64_t rows;
   int64_t n;
   int64_t k;
-  ElementType type;
+  ElementType type;    // of W and of x as the product reads it
+  ElementType d_type;  // of D: kF32 or type
   cublasLtEpilogue_t epilogue;
   uint32_t align_w;
   uint32_t align_x;
@@ -138,7 +142,8 @@ struct LinearCuda::State {
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
   DeviceBuffer workspace;
-  DeviceBuffer scratch;  // x rounded to W's type, [max_rows_times_k]
+  DeviceBuffer scratch;    // x rounded to W's type, [max_rows_times_k]
+  DeviceBuffer scratch_d;  // fp32 D before rounding, [max_rows_times_n]
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
 
   ~State() {
@@ -181,8 +186,8 @@ std::string LinearCuda::State::BuildPlan(const PlanKey& key, const float* bias,
              key.k);
   H3_LT_CALL(cublasLtMatrixLayoutCreate, &plan->x_layout, in_type, key.k,
              key.rows, key.k);
-  H3_LT_CALL(cublasLtMatrixLayoutCreate, &plan->y_layout, CUDA_R_32F, key.n,
-             key.rows, key.n);
+  H3_LT_CALL(cublasLtMatrixLayoutCreate, &plan->y_layout, CudaType(key.d_type),
+             key.n, key.rows, key.n);
 
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
       {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_w},
@@ -227,8 +232,9 @@ LinearCuda::~LinearCuda() = default;
 
 std::string LinearCuda::Create(const Options& options,
                                std::unique_ptr<LinearCuda>* out) {
-  if (options.max_rows_times_k < 0) {
-    return "LinearCuda: Options::max_rows_times_k must not be negative";
+  if (options.max_rows_times_k < 0 || options.max_rows_times_n < 0) {
+    return "LinearCuda: Options::max_rows_times_k and max_rows_times_n must "
+           "not be negative";
   }
   std::string load_error;
   if (LoadCublasLt(&load_error) == nullptr) return load_error;
@@ -248,7 +254,32 @@ std::string LinearCuda::Create(const Options& options,
                                sizeof(uint16_t)),
         "cudaMalloc (rounded x scratch)"));
   }
+  if (options.max_rows_times_n > 0) {
+    H3_RETURN_IF_NOT_EMPTY(CudaError(
+        state->scratch_d.Reserve(static_cast<size_t>(options.max_rows_times_n) *
+                                 sizeof(float)),
+        "cudaMalloc (fp32 D scratch)"));
+  }
   out->reset(new LinearCuda(std::move(state)));
+  return "";
+}
+
+// "" when x_type and y_type are ones Run takes with p.w_type, else why not.
+static std::string CheckTypes(const LinearCudaParams& p) {
+  if (p.w_type != ElementType::kF32 && p.w_type != ElementType::kF16 &&
+      p.w_type != ElementType::kBF16) {
+    return std::string("LinearCuda: weights of type ") +
+           ElementTypeName(p.w_type) + "; fp32, fp16 or bf16 only";
+  }
+  const std::pair<const char*, ElementType> fields[] = {{"x_type", p.x_type},
+                                                        {"y_type", p.y_type}};
+  for (const auto& [field, type] : fields) {
+    if (type != ElementType::kF32 && type != p.w_type) {
+      return std::string("LinearCuda: ") + field + " " + ElementTypeName(type) +
+             " with w_type " + ElementTypeName(p.w_type) +
+             "; fp32 or w_type only";
+    }
+  }
   return "";
 }
 
@@ -257,6 +288,7 @@ std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
   if (p.rows < 0 || p.n < 0 || p.k < 0) {
     return "LinearCuda: negative size";
   }
+  H3_RETURN_IF_NOT_EMPTY(CheckTypes(p));
   if (p.rows == 0 || p.n == 0) return "";
   if (p.k == 0) return "LinearCuda: k must be positive";
   if (p.x == nullptr || p.w == nullptr || p.y == nullptr) {
@@ -264,30 +296,44 @@ std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
   }
   const auto x_begin = reinterpret_cast<uintptr_t>(p.x);
   const auto y_begin = reinterpret_cast<uintptr_t>(p.y);
-  if (x_begin < y_begin + p.rows * p.n * sizeof(float) &&
-      y_begin < x_begin + p.rows * p.k * sizeof(float)) {
+  if (x_begin < y_begin + p.rows * p.n * ElementSize(p.y_type) &&
+      y_begin < x_begin + p.rows * p.k * ElementSize(p.x_type)) {
     return "LinearCuda: y overlaps x";
   }
-  if (p.w_type != ElementType::kF32 && p.w_type != ElementType::kF16 &&
-      p.w_type != ElementType::kBF16) {
-    return std::string("LinearCuda: weights of type ") +
-           ElementTypeName(p.w_type) + "; fp32, fp16 or bf16 only";
-  }
 
-  // For 16-bit weights the product reads x rounded to W's type.
+  // For 16-bit weights the product reads x in W's type: rounded into
+  // scratch when it is fp32.
   const void* x_in = p.x;
-  if (p.w_type != ElementType::kF32) {
+  if (p.w_type != ElementType::kF32 && p.x_type == ElementType::kF32) {
     if (p.rows * p.k > s.options.max_rows_times_k) {
       return "LinearCuda: rows * k = " + std::to_string(p.rows * p.k) +
              " exceeds Options::max_rows_times_k = " +
              std::to_string(s.options.max_rows_times_k) +
              " (the scratch 16-bit weights round x into)";
     }
-    H3_RETURN_IF_NOT_EMPTY(CudaError(
-        ConvertFromFloat(p.x, p.rows * p.k, p.w_type, s.scratch.get(), stream),
-        "ConvertFromFloat"));
+    H3_RETURN_IF_NOT_EMPTY(
+        CudaError(ConvertFromFloat(static_cast<const float*>(p.x), p.rows * p.k,
+                                   p.w_type, s.scratch.get(), stream),
+                  "ConvertFromFloat"));
     x_in = s.scratch.get();
   }
+
+  // D: y itself, unless y is 16-bit and there is an epilogue (bias, GELU),
+  // which runs in fp32 into scratch before the one rounding into y.
+  const bool round_d =
+      p.y_type != ElementType::kF32 && (p.bias != nullptr || p.gelu);
+  void* d = p.y;
+  if (round_d) {
+    if (p.rows * p.n > s.options.max_rows_times_n) {
+      return "LinearCuda: rows * n = " + std::to_string(p.rows * p.n) +
+             " exceeds Options::max_rows_times_n = " +
+             std::to_string(s.options.max_rows_times_n) +
+             " (the fp32 scratch a 16-bit y with a bias or GELU is rounded "
+             "from)";
+    }
+    d = s.scratch_d.get();
+  }
+  const ElementType d_type = round_d ? ElementType::kF32 : p.y_type;
 
   const bool fuse = s.options.fused_epilogues && p.bias != nullptr;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
@@ -298,10 +344,11 @@ std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
               p.n,
               p.k,
               p.w_type,
+              d_type,
               epilogue,
               AlignmentOf(p.w),
               AlignmentOf(x_in),
-              AlignmentOf(p.y),
+              AlignmentOf(d),
               fuse ? AlignmentOf(p.bias) : kMaxAlignment};
   Plan* plan = nullptr;
   H3_RETURN_IF_NOT_EMPTY(s.FindPlan(key, p.bias, &plan));
@@ -325,19 +372,24 @@ std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
   const float alpha = 1.0f;
   const float beta = 0.0f;
   H3_LT_CALL(cublasLtMatmul, s.handle, plan->desc, &alpha, p.w, plan->w_layout,
-             x_in, plan->x_layout, &beta, p.y, plan->y_layout, p.y,
-             plan->y_layout, &plan->algo, s.workspace.get(), kWorkspaceBytes,
-             stream);
+             x_in, plan->x_layout, &beta, d, plan->y_layout, d, plan->y_layout,
+             &plan->algo, s.workspace.get(), kWorkspaceBytes, stream);
 
+  // Here D is fp32 whenever bias or GELU are left to do.
+  float* d32 = static_cast<float*>(d);
   if (epilogue == CUBLASLT_EPILOGUE_DEFAULT) {
     if (p.gelu) {
-      return CudaError(BiasGeluCuda({p.y, p.bias, p.y, p.rows, p.n}, stream),
-                       "BiasGeluCuda");
+      H3_RETURN_IF_NOT_EMPTY(
+          CudaError(BiasGeluCuda({d32, p.bias, d32, p.rows, p.n}, stream),
+                    "BiasGeluCuda"));
+    } else if (p.bias != nullptr) {
+      H3_RETURN_IF_NOT_EMPTY(CudaError(
+          AddBiasCuda(p.bias, p.rows, p.n, d32, stream), "AddBiasCuda"));
     }
-    if (p.bias != nullptr) {
-      return CudaError(AddBiasCuda(p.bias, p.rows, p.n, p.y, stream),
-                       "AddBiasCuda");
-    }
+  }
+  if (round_d) {
+    return CudaError(ConvertFromFloat(d32, p.rows * p.n, p.y_type, p.y, stream),
+                     "ConvertFromFloat");
   }
   return "";
 }

@@ -6,10 +6,15 @@
 //
 //   y[rows, n] = epilogue(x[rows, k] W^T + bias),  W [n, k] row-major
 //
-// x and y are fp32 (the engine's activations); W is fp32, fp16 or bf16. For
-// 16-bit weights x is first rounded to W's type into scratch the object owns,
-// and the product accumulates in fp32 and writes fp32. fp32 weights use
-// fp32 arithmetic throughout (no TF32) unless Options::allow_tf32.
+// W is fp32, fp16 or bf16; x and y are fp32 or W's type (x_type, y_type).
+// For 16-bit weights the product reads x in W's type (fp32 x is first
+// rounded into scratch the object owns; 16-bit x is read as it is) and
+// accumulates in fp32. A 16-bit y is the fp32 result of the epilogue (bias
+// and GELU in fp32, fp32 bias) rounded once to nearest even: cuBLASLt writes
+// D in the 16-bit type when there is no epilogue; with one, cuBLASLt's bias
+// would have to be 16-bit too, so the product and its epilogue write fp32 D
+// into scratch and one kernel rounds it into y. fp32 weights use fp32
+// arithmetic throughout (no TF32) unless Options::allow_tf32.
 
 #include <cuda_runtime_api.h>
 
@@ -22,11 +27,13 @@
 namespace h3::kernels {
 
 struct LinearCudaParams {
-  const float* x = nullptr;  // [rows, k]
-  const void* w = nullptr;   // [n, k] of w_type
+  const void* x = nullptr;                 // [rows, k] of x_type
+  ElementType x_type = ElementType::kF32;  // kF32 or w_type
+  const void* w = nullptr;                 // [n, k] of w_type
   ElementType w_type = ElementType::kF32;
   const float* bias = nullptr;  // [n], or null
-  float* y = nullptr;           // [rows, n]; must not alias x
+  void* y = nullptr;            // [rows, n] of y_type; must not alias x
+  ElementType y_type = ElementType::kF32;  // kF32 or w_type
   int64_t rows = 0;
   int64_t n = 0;
   int64_t k = 0;
@@ -36,13 +43,18 @@ struct LinearCudaParams {
 class LinearCuda {
  public:
   struct Options {
-    // The largest rows * k a call may have with 16-bit weights (the scratch
-    // x is rounded into). Calls beyond it fail with a message saying so.
+    // The largest rows * k a call may have with 16-bit weights and fp32 x
+    // (the scratch x is rounded into). Calls beyond it fail with a message
+    // saying so.
     int64_t max_rows_times_k = 0;
     bool allow_tf32 = false;
     // false: the product alone by cuBLASLt, then bias (+ GELU) by our own
     // kernel (BiasGeluCuda). For comparing, and where an epilogue is missing.
     bool fused_epilogues = true;
+    // The largest rows * n a call may have with a 16-bit y and a bias or
+    // GELU (the fp32 scratch D the epilogue writes). Calls beyond it fail
+    // with a message saying so.
+    int64_t max_rows_times_n = 0;
   };
 
   // Makes the cuBLASLt handle, its workspace and the scratch on the current

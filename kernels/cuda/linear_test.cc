@@ -5,13 +5,16 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "base/half_float.h"
 #include "gtest/gtest.h"
 #include "kernels/bias_gelu.h"
 #include "kernels/cuda/device_buffer.h"
@@ -134,37 +137,47 @@ void Upload(const std::vector<T>& host, DeviceBuffer* buffer, size_t pad = 0) {
 }
 
 // Runs the case with every pointer offset by `offset_bytes` from cudaMalloc's
-// 256-byte alignment; returns y.
+// 256-byte alignment, x given to the product as x_type (p.x rounded to it)
+// and y written as y_type; returns y widened to float.
 std::vector<float> RunCase(const Case& c, const Problem& p,
                            const LinearCuda::Options& options,
-                           size_t offset_bytes = 0) {
+                           size_t offset_bytes = 0,
+                           ElementType x_type = ElementType::kF32,
+                           ElementType y_type = ElementType::kF32) {
   DeviceBuffer x, w, bias, y;
-  Upload(p.x, &x, offset_bytes);
+  Upload(Encode(x_type, p.x), &x, offset_bytes);
   Upload(Encode(c.type, p.w), &w, offset_bytes);
   Upload(p.bias, &bias, offset_bytes);
-  Upload(std::vector<float>(c.rows * c.n, NAN), &y, offset_bytes);
+  Upload(Encode(y_type, std::vector<float>(c.rows * c.n, NAN)), &y,
+         offset_bytes);
   std::unique_ptr<LinearCuda> linear;
   std::string error = LinearCuda::Create(options, &linear);
   EXPECT_EQ(error, "");
   if (!error.empty()) return {};
   LinearCudaParams params;
-  params.x = reinterpret_cast<const float*>(x.as<uint8_t>() + offset_bytes);
+  params.x = x.as<uint8_t>() + offset_bytes;
+  params.x_type = x_type;
   params.w = w.as<uint8_t>() + offset_bytes;
   params.w_type = c.type;
   params.bias =
       c.bias ? reinterpret_cast<const float*>(bias.as<uint8_t>() + offset_bytes)
              : nullptr;
-  params.y = reinterpret_cast<float*>(y.as<uint8_t>() + offset_bytes);
+  params.y = y.as<uint8_t>() + offset_bytes;
+  params.y_type = y_type;
   params.rows = c.rows;
   params.n = c.n;
   params.k = c.k;
   params.gelu = c.gelu;
   EXPECT_EQ(linear->Run(params, nullptr), "");
-  std::vector<float> got(c.rows * c.n);
+  std::vector<uint8_t> bytes(c.rows * c.n * ElementSize(y_type));
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(got.data(), params.y, got.size() * sizeof(float),
-                       cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  EXPECT_EQ(
+      cudaMemcpy(bytes.data(), params.y, bytes.size(), cudaMemcpyDeviceToHost),
+      cudaSuccess);
+  std::vector<float> got(c.rows * c.n);
+  for (size_t i = 0; i < got.size(); ++i) {
+    got[i] = LoadFloat(bytes.data(), y_type, i);
+  }
   return got;
 }
 
@@ -294,9 +307,15 @@ TEST_F(LinearCudaTest, ReplaysFromACudaGraph) {
   Upload(std::vector<float>(c.rows * c.n, 0.0f), &y);
   std::unique_ptr<LinearCuda> linear;
   ASSERT_EQ(LinearCuda::Create({c.rows * c.k, false, true}, &linear), "");
-  const LinearCudaParams params{
-      x.as<float>(), w.get(), c.type, bias.as<float>(), y.as<float>(), c.rows,
-      c.n,           c.k,     c.gelu};
+  const LinearCudaParams params{.x = x.get(),
+                                .w = w.get(),
+                                .w_type = c.type,
+                                .bias = bias.as<float>(),
+                                .y = y.get(),
+                                .rows = c.rows,
+                                .n = c.n,
+                                .k = c.k,
+                                .gelu = c.gelu};
   cudaStream_t stream = nullptr;
   ASSERT_CUDA_OK(cudaStreamCreate(&stream));
   ASSERT_EQ(linear->Run(params, stream), "");
@@ -325,6 +344,115 @@ TEST_F(LinearCudaTest, ReplaysFromACudaGraph) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+// ---- 16-bit activations (x_type, y_type = w_type) ---------------------------
+
+// (n, k): multiples of 8, odd ones, a long k.
+constexpr int64_t kHalfShapes[][2] = {{64, 128}, {97, 65}, {250, 1031}};
+
+// (weights type, rows, n, k, bias, gelu, fused) over the 16-bit types.
+std::vector<Case> HalfCases() {
+  std::vector<Case> cases;
+  for (ElementType type : {ElementType::kF16, ElementType::kBF16}) {
+    for (int64_t rows : {1, 17, 512}) {
+      for (const auto& shape : kHalfShapes) {
+        const int64_t n = shape[0], k = shape[1];
+        for (int epilogue = 0; epilogue < 8; ++epilogue) {
+          if ((epilogue & 4) != 0 && (epilogue & 3) == 0) continue;  // = 0
+          cases.push_back({type, rows, n, k, (epilogue & 1) != 0,
+                           (epilogue & 2) != 0, (epilogue & 4) != 0});
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+class LinearHalfGpuTest : public h3::testing::GpuTestWithParam<Case> {};
+
+// A 16-bit x is the product's operand as it is: the same operand the fp32-x
+// path rounds into scratch, so the same result within the path's bound.
+TEST_P(LinearHalfGpuTest, HalfXMatchesFloatXPath) {
+  const Case& c = GetParam();
+  const Problem p = MakeProblem(c, 31);
+  LinearCuda::Options options;
+  options.max_rows_times_k = c.rows * c.k;
+  options.fused_epilogues = c.fused;
+  const std::vector<float> from_fp32 = RunCase(c, p, options);
+  const std::vector<float> from_half = RunCase(c, p, {}, 0, c.type);
+  EXPECT_LE(NormalisedError(from_half, from_fp32), Tolerance(c));
+  EXPECT_LE(NormalisedError(from_half, p.want), Tolerance(c));
+}
+
+// A 16-bit y is the fp32 y rounded once: within one ulp of the type of
+// round(fp32 y), plus what a different cuBLASLt algorithm may change in fp32
+// (the path's bound).
+TEST_P(LinearHalfGpuTest, HalfYIsTheRoundedFloatY) {
+  const Case& c = GetParam();
+  const Problem p = MakeProblem(c, 37);
+  LinearCuda::Options options;
+  options.max_rows_times_k = c.rows * c.k;
+  options.max_rows_times_n = c.rows * c.n;
+  options.fused_epilogues = c.fused;
+  const std::vector<float> y32 = RunCase(c, p, options);
+  const std::vector<float> y16 = RunCase(c, p, options, 0, c.type, c.type);
+  double largest = 0;
+  for (float v : p.want) largest = std::max(largest, double{std::fabs(v)});
+  const int bits = c.type == ElementType::kF16 ? 10 : 7;
+  for (size_t i = 0; i < y32.size(); ++i) {
+    const float rounded = Round(c.type, y32[i]);
+    const float big = std::max(std::fabs(rounded), std::fabs(y16[i]));
+    const double ulp = big == 0 ? 0 : std::ldexp(1.0, std::ilogb(big) - bits);
+    ASSERT_LE(std::fabs(y16[i] - rounded), ulp + Tolerance(c) * largest)
+        << "element " << i << ": got " << y16[i] << ", fp32 " << y32[i];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearHalfGpuTest,
+                         ::testing::ValuesIn(HalfCases()), CaseName);
+
+// Each refusal names its field.
+TEST_F(LinearCudaTest, RefusesActivationTypesOtherThanFp32OrW) {
+  std::unique_ptr<LinearCuda> linear;
+  ASSERT_EQ(LinearCuda::Create(
+                {.max_rows_times_k = 100, .max_rows_times_n = 40}, &linear),
+            "");
+  DeviceBuffer x, w, y, bias;
+  ASSERT_CUDA_OK(x.Reserve(10 * 10 * sizeof(float)));
+  ASSERT_CUDA_OK(w.Reserve(8 * 10 * sizeof(float)));
+  ASSERT_CUDA_OK(y.Reserve(10 * 8 * sizeof(float)));
+  ASSERT_CUDA_OK(bias.Reserve(8 * sizeof(float)));
+  for (DeviceBuffer* b : {&x, &w, &y, &bias}) {
+    ASSERT_CUDA_OK(cudaMemset(b->get(), 0, b->bytes()));
+  }
+  LinearCudaParams params{.x = x.get(),
+                          .x_type = ElementType::kBF16,
+                          .w = w.get(),
+                          .w_type = ElementType::kF16,
+                          .y = y.get(),
+                          .rows = 5,
+                          .n = 8,
+                          .k = 10};
+  std::string error = linear->Run(params, nullptr);
+  EXPECT_NE(error.find("x_type bf16"), std::string::npos) << error;
+  params.x_type = ElementType::kF16;
+  params.y_type = ElementType::kF64;
+  error = linear->Run(params, nullptr);
+  EXPECT_NE(error.find("y_type fp64"), std::string::npos) << error;
+  params.y_type = ElementType::kF16;
+  EXPECT_EQ(linear->Run(params, nullptr), "");
+  params.w_type = ElementType::kF32;  // 16-bit activations need 16-bit W
+  error = linear->Run(params, nullptr);
+  EXPECT_NE(error.find("x_type fp16"), std::string::npos) << error;
+  // A 16-bit y with a bias goes through the fp32 scratch: rows * n <= 40.
+  params.w_type = ElementType::kF16;
+  params.bias = bias.as<float>();
+  EXPECT_EQ(linear->Run(params, nullptr), "");
+  params.rows = 6;
+  error = linear->Run(params, nullptr);
+  EXPECT_NE(error.find("max_rows_times_n"), std::string::npos) << error;
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 }  // namespace

@@ -118,19 +118,56 @@ __device__ void FillTile(const SkinnyGemmParams& p, int64_t j0, int64_t k_pad,
   }
 }
 
-// x[i0, i0 + 8) of one row, zeros past k (and for rows past the end).
-__device__ void LoadX(const float* row, int64_t i0, int64_t k, bool x_vec,
-                      float (&out)[kSkinnyLaneElems]) {
+// x[i0, i0 + 8) of row `row` widened to fp32, zeros past k. x_vec: every row
+// starts 16-byte aligned (fp32: k % 4 == 0, 16-bit: k % 8 == 0).
+template <typename Pair, typename Half>
+__device__ void LoadHalfX(const Half* row, int64_t i0, int64_t k, bool x_vec,
+                          float (&out)[kSkinnyLaneElems]) {
   if (x_vec && i0 + kSkinnyLaneElems <= k) {
-    const float4 a = __ldg(reinterpret_cast<const float4*>(row + i0));
-    const float4 b = __ldg(reinterpret_cast<const float4*>(row + i0 + 4));
+    WidenPairs<Pair>(__ldg(reinterpret_cast<const uint4*>(row + i0)), out, 0);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kSkinnyLaneElems; ++e) {
+    out[e] = i0 + e < k ? static_cast<float>(row[i0 + e]) : 0.0f;
+  }
+}
+
+__device__ void LoadX(const SkinnyGemmParams& p, int64_t row, int64_t i0,
+                      bool x_vec, float (&out)[kSkinnyLaneElems]) {
+  const int64_t k = p.k;
+  if (p.x_type == ElementType::kF16) {
+    const __half* x = static_cast<const __half*>(p.x) + row * k;
+    LoadHalfX<__half2>(x, i0, k, x_vec, out);
+    return;
+  }
+  if (p.x_type == ElementType::kBF16) {
+    const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x) + row * k;
+    LoadHalfX<__nv_bfloat162>(x, i0, k, x_vec, out);
+    return;
+  }
+  const float* x = static_cast<const float*>(p.x) + row * k;
+  if (x_vec && i0 + kSkinnyLaneElems <= k) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(x + i0));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(x + i0 + 4));
     out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
     out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
     return;
   }
 #pragma unroll
   for (int e = 0; e < kSkinnyLaneElems; ++e) {
-    out[e] = i0 + e < k ? row[i0 + e] : 0.0f;
+    out[e] = i0 + e < k ? x[i0 + e] : 0.0f;
+  }
+}
+
+// y[at] = v rounded once (to nearest even) to y_type.
+__device__ void StoreY(const SkinnyGemmParams& p, int64_t at, float v) {
+  if (p.y_type == ElementType::kF16) {
+    static_cast<__half*>(p.y)[at] = __float2half_rn(v);
+  } else if (p.y_type == ElementType::kBF16) {
+    static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16_rn(v);
+  } else {
+    static_cast<float*>(p.y)[at] = v;
   }
 }
 
@@ -158,7 +195,7 @@ __device__ void MultiplyTile(const SkinnyGemmParams& p, const uint4* tile,
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float x[kSkinnyLaneElems] = {};
-      if (r0 + r < p.rows) LoadX(p.x + (r0 + r) * p.k, i0, p.k, x_vec, x);
+      if (r0 + r < p.rows) LoadX(p, r0 + r, i0, x_vec, x);
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
 #pragma unroll
@@ -180,7 +217,7 @@ __device__ void MultiplyTile(const SkinnyGemmParams& p, const uint4* tile,
       if (lane == 0 && r0 + r < p.rows && j < p.n) {
         if (p.bias != nullptr) v = SkinnyAdd(v, p.bias[j]);
         if (p.gelu) v = SkinnyGeluTanh(v);
-        p.y[(r0 + r) * p.n + j] = v;
+        StoreY(p, (r0 + r) * p.n + j, v);
       }
     }
   }
@@ -210,7 +247,7 @@ cudaError_t Launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int64_t k_pad = (p.k + kSkinnyChunk - 1) / kSkinnyChunk * kSkinnyChunk;
   const size_t shared = static_cast<size_t>(kSkinnyCols * k_pad * size);
   const bool w_vec = Aligned16(p.w) && (p.k * size) % 16 == 0;
-  const bool x_vec = Aligned16(p.x) && p.k % 4 == 0;
+  const bool x_vec = Aligned16(p.x) && (p.k * ElementSize(p.x_type)) % 16 == 0;
   auto* kernel = SkinnyGemmKernel<T, kRows>;
   // Above the 48 KiB every kernel gets, shared memory needs an opt-in: a
   // host-side attribute, not a stream operation, so it may be set during

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half_float.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_buffer.h"
 #include "tests/support/gpu_test.h"
@@ -70,15 +71,16 @@ void RunOnDevice(const SkinnyGemmData& d, const std::vector<float>& x,
   ASSERT_CUDA_OK(cudaMemcpy(db.get(), d.bias.data(),
                             d.bias.size() * sizeof(float),
                             cudaMemcpyHostToDevice));
-  const SkinnyGemmParams p{static_cast<const float*>(dx.get()),
-                           w,
-                           d.type,
-                           bias ? static_cast<const float*>(db.get()) : nullptr,
-                           static_cast<float*>(dy.get()),
-                           rows,
-                           d.n,
-                           d.k,
-                           gelu};
+  const SkinnyGemmParams p{
+      .x = dx.get(),
+      .w = w,
+      .w_type = d.type,
+      .bias = bias ? static_cast<const float*>(db.get()) : nullptr,
+      .y = dy.get(),
+      .rows = rows,
+      .n = d.n,
+      .k = d.k,
+      .gelu = gelu};
   ASSERT_CUDA_OK(SkinnyGemmCuda(p, nullptr));
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
   y->assign(rows * d.n, NAN);
@@ -92,9 +94,15 @@ TEST_P(SkinnyGemmGpuTest, EqualsEmulationBitwise) {
   const Case c = GetParam();
   const SkinnyGemmData d = MakeSkinnyGemmData(c.type, c.rows, c.n, c.k, 5);
   std::vector<float> want(c.rows * c.n, NAN), got;
-  SkinnyGemmEmulation({d.x.data(), d.w_bits.data(), c.type,
-                       c.bias ? d.bias.data() : nullptr, want.data(), c.rows,
-                       c.n, c.k, c.gelu});
+  SkinnyGemmEmulation({.x = d.x.data(),
+                       .w = d.w_bits.data(),
+                       .w_type = c.type,
+                       .bias = c.bias ? d.bias.data() : nullptr,
+                       .y = want.data(),
+                       .rows = c.rows,
+                       .n = c.n,
+                       .k = c.k,
+                       .gelu = c.gelu});
   RunOnDevice(d, d.x, c.rows, c.bias, c.gelu, c.w_offset, &got);
   for (int64_t i = 0; i < c.rows * c.n; ++i) {
     ASSERT_EQ(Bits(got[i]), Bits(want[i]))
@@ -148,14 +156,117 @@ std::vector<Case> Cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, SkinnyGemmGpuTest, ::testing::ValuesIn(Cases()),
                          CaseName);
 
+// 16-bit x and y (each fp16 or bf16, whatever W is): the kernel against the
+// emulation, bitwise. x is N(0, 1) rounded to x_type; x_offset elements
+// shift x off 16-byte alignment (scalar x loads).
+struct HalfIoCase {
+  ElementType w_type, x_type, y_type;
+  int64_t rows, n, k, x_offset;
+};
+
+std::string HalfIoName(const ::testing::TestParamInfo<HalfIoCase>& info) {
+  const HalfIoCase& c = info.param;
+  return std::string("w_") + ElementTypeName(c.w_type) + "_x_" +
+         ElementTypeName(c.x_type) + "_y_" + ElementTypeName(c.y_type) + "_" +
+         std::to_string(c.rows) + "x" + std::to_string(c.n) + "x" +
+         std::to_string(c.k) + (c.x_offset != 0 ? "_unaligned" : "");
+}
+
+void PrintTo(const HalfIoCase& c, std::ostream* os) {
+  *os << HalfIoName({c, 0});
+}
+
+class SkinnyGemmHalfIoGpuTest
+    : public h3::testing::GpuTestWithParam<HalfIoCase> {};
+
+TEST_P(SkinnyGemmHalfIoGpuTest, EqualsEmulationBitwise) {
+  const HalfIoCase c = GetParam();
+  const SkinnyGemmData d = MakeSkinnyGemmData(c.w_type, c.rows, c.n, c.k, 13);
+  const size_t xs = ElementSize(c.x_type), ys = ElementSize(c.y_type);
+  std::vector<uint8_t> x((c.x_offset + c.rows * c.k) * xs);
+  for (int64_t i = 0; i < c.rows * c.k; ++i) {
+    StoreFloat(x.data() + c.x_offset * xs, c.x_type, i, d.x[i]);
+  }
+  SkinnyGemmParams p{.x = x.data() + c.x_offset * xs,
+                     .x_type = c.x_type,
+                     .w = d.w_bits.data(),
+                     .w_type = c.w_type,
+                     .bias = d.bias.data(),
+                     .y_type = c.y_type,
+                     .rows = c.rows,
+                     .n = c.n,
+                     .k = c.k,
+                     .gelu = true};
+  std::vector<uint8_t> want(c.rows * c.n * ys, 0xff);
+  p.y = want.data();
+  ASSERT_STREQ(SkinnyGemmCheck(p), "");
+  SkinnyGemmEmulation(p);
+
+  DeviceBuffer dx, dw, db, dy;
+  ASSERT_CUDA_OK(dx.Reserve(x.size()));
+  ASSERT_CUDA_OK(dw.Reserve(d.w_bits.size()));
+  ASSERT_CUDA_OK(db.Reserve(d.bias.size() * sizeof(float)));
+  ASSERT_CUDA_OK(dy.Reserve(want.size()));
+  ASSERT_CUDA_OK(
+      cudaMemcpy(dx.get(), x.data(), x.size(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(cudaMemcpy(dw.get(), d.w_bits.data(), d.w_bits.size(),
+                            cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(cudaMemcpy(db.get(), d.bias.data(),
+                            d.bias.size() * sizeof(float),
+                            cudaMemcpyHostToDevice));
+  p.x = static_cast<uint8_t*>(dx.get()) + c.x_offset * xs;
+  p.w = dw.get();
+  p.bias = static_cast<const float*>(db.get());
+  p.y = dy.get();
+  ASSERT_CUDA_OK(SkinnyGemmCuda(p, nullptr));
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint8_t> got(want.size());
+  ASSERT_CUDA_OK(
+      cudaMemcpy(got.data(), dy.get(), got.size(), cudaMemcpyDeviceToHost));
+  for (int64_t i = 0; i < c.rows * c.n; ++i) {
+    ASSERT_EQ(std::memcmp(&got[i * ys], &want[i * ys], ys), 0)
+        << "row " << i / c.n << " col " << i % c.n << ": got "
+        << LoadFloat(got.data(), c.y_type, i) << " want "
+        << LoadFloat(want.data(), c.y_type, i);
+  }
+}
+
+std::vector<HalfIoCase> HalfIoCases() {
+  const ElementType f32 = ElementType::kF32, f16 = ElementType::kF16,
+                    bf16 = ElementType::kBF16;
+  std::vector<HalfIoCase> cases;
+  for (ElementType t : {f16, bf16}) {
+    // x and y of W's type (the engine's case), each row-group size.
+    for (int64_t rows : {1, 7, 16, 64})
+      cases.push_back({t, t, t, rows, 37, 1000, 0});
+    cases.push_back({t, t, t, 9, 5, 301, 0});  // odd k: scalar x loads
+    cases.push_back({t, t, t, 3, 6, 512, 1});  // unaligned x
+    cases.push_back({t, t, f32, 7, 13, 777, 0});
+    cases.push_back({t, f32, t, 7, 13, 777, 0});
+  }
+  // Activation types other than W's, and fp32 W.
+  cases.push_back({f16, bf16, f16, 5, 11, 1000, 0});
+  cases.push_back({f32, f16, bf16, 5, 11, 1000, 0});
+  cases.push_back({f32, bf16, bf16, 8, 37, 256, 0});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, SkinnyGemmHalfIoGpuTest,
+                         ::testing::ValuesIn(HalfIoCases()), HalfIoName);
+
 using SkinnyGemmRefusalTest = h3::testing::GpuTest;
 
 TEST_F(SkinnyGemmRefusalTest, InvalidValueOutsideTheContract) {
   DeviceBuffer buffer;
   ASSERT_CUDA_OK(buffer.Reserve(1 << 20));
   auto* f = static_cast<float*>(buffer.get());
-  SkinnyGemmParams p{f,  f + 1024, ElementType::kF16, nullptr, f + 4096, 65, 4,
-                     64, false};
+  SkinnyGemmParams p{.x = f,
+                     .w = f + 1024,
+                     .w_type = ElementType::kF16,
+                     .y = f + 4096,
+                     .rows = 65,
+                     .n = 4,
+                     .k = 64};
   EXPECT_EQ(SkinnyGemmCuda(p, nullptr), cudaErrorInvalidValue);  // rows
   p.rows = 1;
   p.k = 12289;
@@ -164,6 +275,12 @@ TEST_F(SkinnyGemmRefusalTest, InvalidValueOutsideTheContract) {
   p.w_type = ElementType::kI8;
   EXPECT_EQ(SkinnyGemmCuda(p, nullptr), cudaErrorInvalidValue);  // type
   p.w_type = ElementType::kF16;
+  p.x_type = ElementType::kF64;
+  EXPECT_EQ(SkinnyGemmCuda(p, nullptr), cudaErrorInvalidValue);  // x_type
+  p.x_type = ElementType::kF16;
+  p.y_type = ElementType::kI8;
+  EXPECT_EQ(SkinnyGemmCuda(p, nullptr), cudaErrorInvalidValue);  // y_type
+  p.y_type = ElementType::kBF16;
   EXPECT_EQ(SkinnyGemmCuda(p, nullptr), cudaSuccess);
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
 }
