@@ -32,18 +32,6 @@ const DTypeInfo& Info(ElementType dtype) {
   return kDTypes[0];  // unreachable: every enumerator is listed
 }
 
-uint32_t FloatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-float BitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 // Reads element `i` of a little-endian float array of type `from` as float.
 float LoadAsFloat(ElementType from, const uint8_t* p, size_t i) {
   switch (from) {
@@ -142,62 +130,6 @@ absl::string_view DTypeFlag(ElementType dtype) {
 bool IsFloatingPoint(ElementType dtype) {
   return dtype == ElementType::kF64 || dtype == ElementType::kF32 ||
          dtype == ElementType::kF16 || dtype == ElementType::kBF16;
-}
-
-uint16_t FloatToHalf(float value) {
-  const uint32_t f = FloatBits(value);
-  const uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000u);
-  const uint32_t abs = f & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // inf or NaN
-    return sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u);
-  }
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: inf
-  const int32_t exp = static_cast<int32_t>(abs >> 23) - 127;
-  if (exp >= -14) {  // normal half
-    const uint32_t mant = abs & 0x7fffffu;
-    uint32_t h = (static_cast<uint32_t>(exp + 15) << 10) | (mant >> 13);
-    const uint32_t rest = mant & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // may carry
-    return sign | static_cast<uint16_t>(h);
-  }
-  if (exp < -25) return sign;  // below half the smallest subnormal: zero
-  // Subnormal half: value = m * 2^-24, m = full mantissa >> shift.
-  const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-  const int shift = -exp - 1;  // 14..24: 2^-24 units
-  uint32_t h = mant >> shift;
-  const uint32_t rest = mant & ((1u << shift) - 1u);
-  const uint32_t half = 1u << (shift - 1);
-  if (rest > half || (rest == half && (h & 1u))) ++h;
-  return sign | static_cast<uint16_t>(h);
-}
-
-float HalfToFloat(uint16_t bits) {
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  const uint32_t exp = (bits >> 10) & 0x1fu;
-  uint32_t mant = bits & 0x3ffu;
-  if (exp == 0x1f) return BitsFloat(sign | 0x7f800000u | (mant << 13));
-  if (exp != 0) return BitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
-  if (mant == 0) return BitsFloat(sign);
-  int e = -1;  // normalise the subnormal
-  do {
-    ++e;
-    mant <<= 1;
-  } while ((mant & 0x400u) == 0);
-  return BitsFloat(sign | (static_cast<uint32_t>(112 - e) << 23) |
-                   ((mant & 0x3ffu) << 13));
-}
-
-uint16_t FloatToBFloat16(float value) {
-  const uint32_t f = FloatBits(value);
-  if ((f & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it quiet
-    return static_cast<uint16_t>((f >> 16) | 0x40u);
-  }
-  const uint32_t rounding = 0x7fffu + ((f >> 16) & 1u);
-  return static_cast<uint16_t>((f + rounding) >> 16);
-}
-
-float BFloat16ToFloat(uint16_t bits) {
-  return BitsFloat(static_cast<uint32_t>(bits) << 16);
 }
 
 absl::Status ConvertFloats(ElementType from, absl::Span<const uint8_t> src,

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "base/element_type.h"
+#include "base/half.h"
 
 namespace h3::loader {
 
@@ -33,12 +34,12 @@ absl::string_view DTypeFlag(ElementType dtype);
 // True for kF64, kF32, kF16 and kBF16.
 bool IsFloatingPoint(ElementType dtype);
 
-// IEEE half and bfloat16 conversions. Narrowing rounds to nearest, ties to
-// even; overflow gives infinity; NaN stays NaN (quiet).
-uint16_t FloatToHalf(float value);
-float HalfToFloat(uint16_t bits);
-uint16_t FloatToBFloat16(float value);
-float BFloat16ToFloat(uint16_t bits);
+// IEEE half and bfloat16 conversions (base/half.h). Narrowing rounds to
+// nearest, ties to even; overflow gives infinity; NaN stays NaN (quiet).
+using ::h3::BFloat16ToFloat;
+using ::h3::FloatToBFloat16;
+using ::h3::FloatToHalf;
+using ::h3::HalfToFloat;
 
 // Converts `count` elements stored little-endian in `src` (type `from`) into
 // `dst` (type `to`). Both must be floating-point types; `to` must be kF32,

@@ -174,7 +174,8 @@ class CudaBackend final : public Backend {
     if (flash_attention_ && kernels::FlashAttentionSupports(p.shape, type_)) {
       const kernels::flash::Sequence seq{p.start, p.length, 0, p.cache};
       const cudaError_t err = kernels::FlashAttentionPrefillCuda(
-          {p.shape, type_, 1, &seq, p.qkv, p.inv_freq, p.out}, stream_);
+          {p.shape, type_, 1, &seq, p.qkv, p.inv_freq, p.out, p.io_type},
+          stream_);
       // NotSupported (a device before sm_80, misaligned caches) comes before
       // any launch: the fp32 kernel below serves instead.
       if (err != cudaErrorNotSupported) {
