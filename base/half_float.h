@@ -8,6 +8,7 @@
 // __float2bfloat16_rn give the same bits for every non-NaN value).
 
 #include <cstdint>
+#include <cstring>
 
 #include "base/element_type.h"
 
@@ -43,6 +44,50 @@ inline void StoreFloat(void* data, ElementType type, int64_t i, float value) {
       return;
     default:
       static_cast<float*>(data)[i] = value;
+  }
+}
+
+// x rounded once to `type` (kF32, kF16 or kBF16) and widened back: the value
+// a tensor of that type stores for x.
+inline float RoundToType(float x, ElementType type) {
+  switch (type) {
+    case ElementType::kF16:
+      return HalfToFloat(FloatToHalf(x));
+    case ElementType::kBF16:
+      return BFloat16ToFloat(FloatToBFloat16(x));
+    default:
+      return x;
+  }
+}
+
+// dst[i] = element offset + i of `src`, an array of `type` (kF32, kF16 or
+// kBF16), widened exactly, for i < count.
+inline void LoadFloats(const void* src, ElementType type, int64_t offset,
+                       int64_t count, float* dst) {
+  if (type == ElementType::kF32) {
+    std::memcpy(dst, static_cast<const float*>(src) + offset,
+                count * sizeof(float));
+    return;
+  }
+  const uint16_t* in = static_cast<const uint16_t*>(src) + offset;
+  for (int64_t i = 0; i < count; ++i) {
+    dst[i] =
+        type == ElementType::kF16 ? HalfToFloat(in[i]) : BFloat16ToFloat(in[i]);
+  }
+}
+
+// Element offset + i of `dst`, an array of `type`, = src[i] rounded once, for
+// i < count.
+inline void StoreFloats(const float* src, int64_t count, void* dst,
+                        ElementType type, int64_t offset) {
+  if (type == ElementType::kF32) {
+    std::memcpy(static_cast<float*>(dst) + offset, src, count * sizeof(float));
+    return;
+  }
+  uint16_t* out = static_cast<uint16_t*>(dst) + offset;
+  for (int64_t i = 0; i < count; ++i) {
+    out[i] = type == ElementType::kF16 ? FloatToHalf(src[i])
+                                       : FloatToBFloat16(src[i]);
   }
 }
 

@@ -64,9 +64,9 @@ void OldStepHead(const H3StepParams& p, int b, int h, std::vector<float>& kbar,
   const size_t row =
       static_cast<size_t>(b) *
       static_cast<size_t>(p.input_stride > 0 ? p.input_stride : d);
-  const float* q = p.q + row;
-  const float* k = p.k + row;
-  const float* v = p.v + row;
+  const float* q = static_cast<const float*>(p.q) + row;
+  const float* k = static_cast<const float*>(p.k) + row;
+  const float* v = static_cast<const float*>(p.v) + row;
   const H3State& state = p.states[b];
   const int64_t pos = p.positions[b];
   const int newest = static_cast<int>(pos % n_state);
@@ -100,7 +100,7 @@ void OldStepHead(const H3StepParams& p, int b, int h, std::vector<float>& kbar,
       y[d1 * pd + d2] = 2.0f * sum + p.w.D[h] * kv;
     }
   }
-  float* out = p.out + static_cast<size_t>(b) * d;
+  float* out = static_cast<float*>(p.out) + static_cast<size_t>(b) * d;
   for (int d2 = 0; d2 < pd; ++d2) {
     float sum = 0;
     for (int d1 = 0; d1 < pd; ++d1) sum += q[h * pd + d1] * y[d1 * pd + d2];

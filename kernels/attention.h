@@ -10,8 +10,15 @@
 // queries attend to every cached position before them and to the new
 // positions up to their own, with scale 1 / sqrt(head_dim). The CPU function
 // is the specification; the CUDA kernels take the same Params.
+//
+// qkv and out hold elements of `io_type` (kF32, kF16 or kBF16; the KV cache
+// is fp32 always): reading widens exactly to fp32, the arithmetic is the same
+// for every io_type, and each output is rounded once (to nearest even) when
+// stored, so a 16-bit result is the rounded fp32 result of the widened input.
 
 #include <cstdint>
+
+#include "base/element_type.h"
 
 namespace h3::kernels {
 
@@ -35,18 +42,20 @@ struct KvCache {
 // keys and values at [start, start + length) and their attention output.
 struct AttentionParams {
   AttentionShape shape;
-  int64_t start = 0;           // position of the first new token
-  int64_t length = 0;          // new tokens
-  const float* qkv = nullptr;  // [length, 3, heads, head_dim]
+  int64_t start = 0;          // position of the first new token
+  int64_t length = 0;         // new tokens
+  const void* qkv = nullptr;  // [length, 3, heads, head_dim] of io_type
   const float* inv_freq =
       nullptr;  // [rotary_dim / 2]; null when rotary_dim = 0
   KvCache cache;
-  float* out = nullptr;  // [length, heads * head_dim]
+  void* out = nullptr;  // [length, heads * head_dim] of io_type
+  ElementType io_type = ElementType::kF32;  // of qkv and out
 };
 
 // One decoding step of a batch of sequences, each at its own position with
 // its own cache: for sequence b, what AttentionParams{shape, positions[b], 1,
-// qkv + b * 3 d, inv_freq, caches[b], out + b * d} computes. The arrays
+// qkv + b * 3 d, inv_freq, caches[b], out + b * d, io_type} computes (offsets
+// in elements of io_type). The arrays
 // `caches` and `positions` live where the kernel runs (device memory for the
 // CUDA kernel), so that one launch, or one captured graph, serves any batch
 // of sequences. REQUIRES: positions[b] < caches[b].capacity; distinct
@@ -54,11 +63,12 @@ struct AttentionParams {
 struct AttentionDecodeParams {
   AttentionShape shape;
   int batch = 0;
-  const float* qkv = nullptr;          // [batch, 3, heads, head_dim]
+  const void* qkv = nullptr;           // [batch, 3, heads, head_dim] of io_type
   const float* inv_freq = nullptr;     // [rotary_dim / 2]; null without rotary
   const KvCache* caches = nullptr;     // [batch]
   const int64_t* positions = nullptr;  // [batch]: the new token's position
-  float* out = nullptr;                // [batch, heads * head_dim]
+  void* out = nullptr;                 // [batch, heads * head_dim] of io_type
+  ElementType io_type = ElementType::kF32;  // of qkv and out
 };
 
 // Rotates the first rotary_dim dims of one head vector `x` at `position`:

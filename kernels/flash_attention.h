@@ -58,9 +58,13 @@ struct Params {
   ElementType type = ElementType::kF16;  // kF16 or kBF16: the MMA operands
   int sequences = 0;
   const Sequence* seqs = nullptr;   // [sequences], host memory
-  const float* qkv = nullptr;       // [rows, 3, heads, head_dim]
+  const void* qkv = nullptr;        // [rows, 3, heads, head_dim] of io_type
   const float* inv_freq = nullptr;  // [rotary_dim / 2]; null without rotary
-  float* out = nullptr;             // [rows, heads * head_dim]
+  void* out = nullptr;              // [rows, heads * head_dim] of io_type
+  // kF32, kF16 or kBF16: the elements of qkv and out (read widened exactly,
+  // each output rounded once to nearest even at the store, as AttentionCpu
+  // does with its io_type); independent of the operand `type`.
+  ElementType io_type = ElementType::kF32;
 };
 
 // Head dims with a kernel instance: those of the model presets (64 up to
@@ -83,9 +87,6 @@ inline float ScoreScaleLog2(int head_dim) {
 // row at a time, single-threaded over nothing: plain loops. Same Params,
 // host pointers. For tests; it is slow.
 void FlashAttentionEmulation(const Params& params);
-
-// x rounded to `type` (kF16 or kBF16, round to nearest even) and back.
-float RoundToHalf(float x, ElementType type);
 
 }  // namespace h3::kernels::flash
 

@@ -27,10 +27,13 @@
 // not yet reached are zero (a new sequence's state is all zeros), which is
 // the convolution's "zero before t = 0".
 //
-// Everything is fp32; complex numbers are stored as interleaved (re, im).
+// Everything is fp32 (but the step's I/O, H3StepParams); complex numbers are
+// stored as interleaved (re, im).
 
 #include <cstdint>
 #include <vector>
+
+#include "base/element_type.h"
 
 namespace h3::kernels {
 
@@ -89,16 +92,22 @@ struct H3PrefillParams {
 // q|k|v product); out holds [batch, d]; states[b] is sequence b's state and
 // positions[b] the position of its token (the ring slot positions[b] mod N
 // receives k).
+//
+// q, k, v and out hold elements of io_type (kF32, kF16 or kBF16; the states
+// are fp32 always): the step widens its inputs exactly, computes in fp32 as
+// for fp32 I/O and rounds each output once (to nearest even) when it stores
+// it.
 struct H3StepParams {
   H3Weights w;
   int batch = 0;
-  const float* q = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
-  float* out = nullptr;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
   const H3State* states = nullptr;  // [batch]
   int64_t input_stride = 0;
-  const int64_t* positions = nullptr;  // [batch], >= 0
+  const int64_t* positions = nullptr;       // [batch], >= 0
+  ElementType io_type = ElementType::kF32;  // of q, k, v and out
 };
 
 // The checkpoint's SSM parameters of one layer (docs/model.md names), fp32.

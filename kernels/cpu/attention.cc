@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/half_float.h"
 #include "base/parallel.h"
 
 namespace h3::kernels {
@@ -21,7 +22,10 @@ void ApplyRotary(float* x, int rotary_dim, const float* inv_freq,
   }
 }
 
-void AttentionCpu(const AttentionParams& p) {
+namespace {
+
+// The fp32 attention: AttentionCpu with io_type kF32.
+void AttentionF32(const AttentionParams& p, const float* qkv, float* out_all) {
   const AttentionShape& s = p.shape;
   const int heads = s.heads, hd = s.head_dim, d = s.d_model();
   const int64_t row = 3 * static_cast<int64_t>(d);  // one token's q, k, v
@@ -31,8 +35,8 @@ void AttentionCpu(const AttentionParams& p) {
     const int64_t pos = p.start + t;
     float* k = p.cache.k + pos * d;
     float* v = p.cache.v + pos * d;
-    std::memcpy(k, p.qkv + t * row + d, d * sizeof(float));
-    std::memcpy(v, p.qkv + t * row + 2 * d, d * sizeof(float));
+    std::memcpy(k, qkv + t * row + d, d * sizeof(float));
+    std::memcpy(v, qkv + t * row + 2 * d, d * sizeof(float));
     if (s.rotary_dim > 0) {
       for (int h = 0; h < heads; ++h) {
         ApplyRotary(k + h * hd, s.rotary_dim, p.inv_freq, pos);
@@ -49,7 +53,7 @@ void AttentionCpu(const AttentionParams& p) {
       const int64_t t = item / heads;
       const int h = static_cast<int>(item % heads);
       const int64_t pos = p.start + t;
-      std::memcpy(q.data(), p.qkv + t * row + h * hd, hd * sizeof(float));
+      std::memcpy(q.data(), qkv + t * row + h * hd, hd * sizeof(float));
       if (s.rotary_dim > 0)
         ApplyRotary(q.data(), s.rotary_dim, p.inv_freq, pos);
 
@@ -69,17 +73,42 @@ void AttentionCpu(const AttentionParams& p) {
         const float* v = p.cache.v + j * d + h * hd;
         for (int i = 0; i < hd; ++i) acc[i] += w * v[i];
       }
-      float* out = p.out + t * d + h * hd;
+      float* out = out_all + t * d + h * hd;
       for (int i = 0; i < hd; ++i) out[i] = static_cast<float>(acc[i] / total);
     }
   });
 }
 
+}  // namespace
+
+void AttentionCpu(const AttentionParams& p) {
+  if (p.io_type == ElementType::kF32) {
+    AttentionF32(p, static_cast<const float*>(p.qkv),
+                 static_cast<float*>(p.out));
+    return;
+  }
+  // 16-bit I/O: the fp32 attention of the widened input, rounded once.
+  const int64_t d = p.shape.d_model();
+  std::vector<float> qkv(p.length * 3 * d), out(p.length * d);
+  LoadFloats(p.qkv, p.io_type, 0, qkv.size(), qkv.data());
+  AttentionF32(p, qkv.data(), out.data());
+  StoreFloats(out.data(), out.size(), p.out, p.io_type, 0);
+}
+
 void AttentionDecodeCpu(const AttentionDecodeParams& p) {
   const int64_t d = p.shape.d_model();
+  const int64_t size = ElementSize(p.io_type);
   for (int b = 0; b < p.batch; ++b) {
-    AttentionCpu({p.shape, p.positions[b], 1, p.qkv + b * 3 * d, p.inv_freq,
-                  p.caches[b], p.out + b * d});
+    AttentionParams one;
+    one.shape = p.shape;
+    one.start = p.positions[b];
+    one.length = 1;
+    one.qkv = static_cast<const char*>(p.qkv) + b * 3 * d * size;
+    one.inv_freq = p.inv_freq;
+    one.cache = p.caches[b];
+    one.out = static_cast<char*>(p.out) + b * d * size;
+    one.io_type = p.io_type;
+    AttentionCpu(one);
   }
 }
 

@@ -6,35 +6,25 @@
 #include <cstring>
 #include <vector>
 
+#include "base/half_float.h"
 #include "kernels/flash_attention.h"
 
 namespace h3::kernels::flash {
 namespace {
-
-// Round to nearest even to bf16's 8 significant bits (NaN stays a NaN).
-float RoundToBf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // inf, NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  bits &= 0xffff0000u;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
 
 // One sequence's rotated queries rounded to the half type: [length, d].
 std::vector<float> RoundedQueries(const Params& p, const Sequence& s) {
   const int hd = p.shape.head_dim, d = p.shape.d_model();
   std::vector<float> q(s.length * d);
   for (int64_t t = 0; t < s.length; ++t) {
-    const float* in = p.qkv + (s.row + t) * 3 * d;
+    const float* in = static_cast<const float*>(p.qkv) + (s.row + t) * 3 * d;
     std::memcpy(&q[t * d], in, d * sizeof(float));
     for (int h = 0; h < p.shape.heads && p.shape.rotary_dim > 0; ++h) {
       ApplyRotary(&q[t * d + h * hd], p.shape.rotary_dim, p.inv_freq,
                   s.start + t);
     }
   }
-  for (float& x : q) x = RoundToHalf(x, p.type);
+  for (float& x : q) x = RoundToType(x, p.type);
   return q;
 }
 
@@ -44,7 +34,7 @@ void WriteCache(const Params& p, const Sequence& s) {
   const int hd = p.shape.head_dim, d = p.shape.d_model();
   for (int64_t t = 0; t < s.length; ++t) {
     const int64_t pos = s.start + t;
-    const float* in = p.qkv + (s.row + t) * 3 * d;
+    const float* in = static_cast<const float*>(p.qkv) + (s.row + t) * 3 * d;
     float* k = s.cache.k + pos * d;
     std::memcpy(k, in + d, d * sizeof(float));
     std::memcpy(s.cache.v + pos * d, in + 2 * d, d * sizeof(float));
@@ -65,12 +55,10 @@ float AddProducts16(float acc, const float* a, const float* b) {
 
 }  // namespace
 
-float RoundToHalf(float x, ElementType type) {
-  if (type == ElementType::kBF16) return RoundToBf16(x);
-  return static_cast<float>(static_cast<_Float16>(x));
-}
+namespace {
 
-void FlashAttentionEmulation(const Params& p) {
+// The emulation with fp32 qkv and out (io_type kF32).
+void EmulationF32(const Params& p) {
   const int heads = p.shape.heads, hd = p.shape.head_dim;
   const int d = p.shape.d_model();
   const float scale = ScoreScaleLog2(hd);
@@ -85,8 +73,8 @@ void FlashAttentionEmulation(const Params& p) {
     std::vector<float> k(keys * d), vt(static_cast<size_t>(d) * keys);
     for (int64_t j = 0; j < keys; ++j) {
       for (int e = 0; e < d; ++e) {
-        k[j * d + e] = RoundToHalf(s.cache.k[j * d + e], p.type);
-        vt[e * keys + j] = RoundToHalf(s.cache.v[j * d + e], p.type);
+        k[j * d + e] = RoundToType(s.cache.k[j * d + e], p.type);
+        vt[e * keys + j] = RoundToType(s.cache.v[j * d + e], p.type);
       }
     }
     std::vector<float> x(kKeyTile), prob(kKeyTile), o(hd);
@@ -115,7 +103,7 @@ void FlashAttentionEmulation(const Params& p) {
           const float c = std::exp2(m - m_new);  // 0 on the first tile
           float tile_sum = 0;
           for (int j = 0; j < kKeyTile; ++j) {
-            prob[j] = RoundToHalf(std::exp2(x[j] - m_new), p.type);
+            prob[j] = RoundToType(std::exp2(x[j] - m_new), p.type);
             tile_sum += prob[j];
           }
           l = l * c + tile_sum;
@@ -138,10 +126,38 @@ void FlashAttentionEmulation(const Params& p) {
             o[i] = acc;
           }
         }
-        float* out = p.out + (s.row + t) * d + h * hd;
+        float* out = static_cast<float*>(p.out) + (s.row + t) * d + h * hd;
         for (int i = 0; i < hd; ++i) out[i] = o[i] / l;
       }
     }
+  }
+}
+
+}  // namespace
+
+void FlashAttentionEmulation(const Params& p) {
+  if (p.io_type == ElementType::kF32) return EmulationF32(p);
+  // 16-bit qkv and out: the fp32 emulation of the widened rows, each output
+  // rounded once.
+  const int64_t d = p.shape.d_model();
+  int64_t rows = 0;
+  for (int i = 0; i < p.sequences; ++i) {
+    rows = std::max(rows, p.seqs[i].row + p.seqs[i].length);
+  }
+  std::vector<float> qkv(rows * 3 * d), out(rows * d);
+  for (int i = 0; i < p.sequences; ++i) {
+    const Sequence& s = p.seqs[i];
+    LoadFloats(p.qkv, p.io_type, s.row * 3 * d, s.length * 3 * d,
+               &qkv[s.row * 3 * d]);
+  }
+  Params wide = p;
+  wide.qkv = qkv.data();
+  wide.out = out.data();
+  wide.io_type = ElementType::kF32;
+  EmulationF32(wide);
+  for (int i = 0; i < p.sequences; ++i) {
+    const Sequence& s = p.seqs[i];
+    StoreFloats(&out[s.row * d], s.length * d, p.out, p.io_type, s.row * d);
   }
 }
 

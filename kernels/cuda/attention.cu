@@ -53,16 +53,17 @@ SmemLayout LayoutFor(int head_dim) {
 }
 
 // One block per token: its rotated keys and its values at start + token.
+template <typename T>  // qkv's elements
 __global__ void PrefillWriteKvKernel(AttentionParams p) {
   const int64_t t = blockIdx.x;
   const int64_t d = static_cast<int64_t>(p.shape.heads) * p.shape.head_dim;
-  WriteTokenKv(p.qkv + t * 3 * d, p.shape, p.inv_freq, p.start + t, p.cache.k,
-               p.cache.v);
+  WriteTokenKv(static_cast<const T*>(p.qkv) + t * 3 * d, p.shape, p.inv_freq,
+               p.start + t, p.cache.k, p.cache.v);
 }
 
 // Grid (query tiles, heads). Reads keys [0, start + last row] from the cache,
 // which PrefillWriteKvKernel filled for the chunk's own positions.
-template <int kDims>  // DimsPerLane(head_dim)
+template <int kDims, typename T>  // DimsPerLane(head_dim), qkv/out elements
 __global__ void __launch_bounds__(kThreads)
     PrefillAttentionKernel(AttentionParams p, SmemLayout layout, float scale) {
   extern __shared__ float4 smem4[];              // float4: 16-byte aligned
@@ -81,8 +82,9 @@ __global__ void __launch_bounds__(kThreads)
     const int r = e / row, i = e % row;
     float x = 0.0f;
     if (r < rows && i < hd) {
-      x = RotatedElement(p.qkv + (q0 + r) * 3 * d + h * hd, i,
-                         p.shape.rotary_dim, p.inv_freq, p.start + q0 + r);
+      x = RotatedElement(
+          static_cast<const T*>(p.qkv) + (q0 + r) * 3 * d + h * hd, i,
+          p.shape.rotary_dim, p.inv_freq, p.start + q0 + r);
     }
     q_s[e] = x;
   }
@@ -163,27 +165,27 @@ __global__ void __launch_bounds__(kThreads)
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
     const int r = warp * kRowsPerWarp + rr;
     if (r >= rows) continue;
-    float* out = p.out + (q0 + r) * d + h * hd;
+    T* out = static_cast<T*>(p.out) + (q0 + r) * d + h * hd;
     for (int i = 0; i < kDims; ++i) {
       const int dd = lane + 32 * i;
-      if (dd < hd) out[dd] = acc[rr][i] / l[rr];
+      if (dd < hd) out[dd] = io::Narrow<T>(acc[rr][i] / l[rr]);
     }
   }
 }
 
-template <int kDims>
+template <int kDims, typename T>
 cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
   const SmemLayout layout = LayoutFor(p.shape.head_dim);
   const size_t smem = layout.Floats() * sizeof(float);  // 81 KiB at 256
   // Above 48 KiB a kernel must opt in; sm_80 and sm_90 allow 163 and 227 KiB.
   cudaError_t err = cudaFuncSetAttribute(
-      PrefillAttentionKernel<kDims>,
+      PrefillAttentionKernel<kDims, T>,
       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const dim3 grid(
       static_cast<unsigned>((p.length + kQueryTile - 1) / kQueryTile),
       static_cast<unsigned>(p.shape.heads));
-  PrefillAttentionKernel<kDims><<<grid, kThreads, smem, stream>>>(
+  PrefillAttentionKernel<kDims, T><<<grid, kThreads, smem, stream>>>(
       p, layout, ScoreScale(p.shape.head_dim));
   return cudaGetLastError();
 }
@@ -202,21 +204,24 @@ cudaError_t AttentionPrefillCuda(const AttentionParams& p,
     return cudaErrorInvalidValue;
   }
 
-  // 256 threads: a d_model of 2048 is 8 elements per thread.
-  PrefillWriteKvKernel<<<static_cast<unsigned>(p.length), 256, 0, stream>>>(p);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
-
-  switch (DimsPerLane(p.shape.head_dim)) {
-    case 1:
-      return LaunchAttention<1>(p, stream);
-    case 2:
-      return LaunchAttention<2>(p, stream);
-    case 4:
-      return LaunchAttention<4>(p, stream);
-    default:
-      return LaunchAttention<8>(p, stream);
-  }
+  return io::DispatchIo(p.io_type, [&](auto tag) {
+    using T = decltype(tag);
+    // 256 threads: a d_model of 2048 is 8 elements per thread.
+    PrefillWriteKvKernel<T>
+        <<<static_cast<unsigned>(p.length), 256, 0, stream>>>(p);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    switch (DimsPerLane(p.shape.head_dim)) {
+      case 1:
+        return LaunchAttention<1, T>(p, stream);
+      case 2:
+        return LaunchAttention<2, T>(p, stream);
+      case 4:
+        return LaunchAttention<4, T>(p, stream);
+      default:
+        return LaunchAttention<8, T>(p, stream);
+    }
+  });
 }
 
 }  // namespace h3::kernels

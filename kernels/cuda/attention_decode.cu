@@ -63,16 +63,18 @@ __device__ inline bool PositionInCache(int64_t pos, const KvCache& cache) {
   return pos >= 0 && pos < cache.capacity;
 }
 
+template <typename T>  // qkv's elements
 __global__ void DecodeWriteKvKernel(AttentionDecodeParams p) {
   const int b = blockIdx.x;
   const int64_t pos = p.positions[b];
   const KvCache cache = p.caches[b];
   if (!PositionInCache(pos, cache)) return;
   const int64_t d = static_cast<int64_t>(p.shape.heads) * p.shape.head_dim;
-  WriteTokenKv(p.qkv + b * 3 * d, p.shape, p.inv_freq, pos, cache.k, cache.v);
+  WriteTokenKv(static_cast<const T*>(p.qkv) + b * 3 * d, p.shape, p.inv_freq,
+               pos, cache.k, cache.v);
 }
 
-template <int kDims>  // DimsPerLane(head_dim)
+template <int kDims, typename T>  // DimsPerLane(head_dim), qkv's elements
 __global__ void __launch_bounds__(kThreads)
     DecodePieceKernel(AttentionDecodeParams p, Split split, Workspace ws,
                       float scale) {
@@ -93,8 +95,9 @@ __global__ void __launch_bounds__(kThreads)
   float q[kDims];
   for (int i = 0; i < kDims; ++i) {
     const int dd = lane + 32 * i;
-    q[i] = dd < hd ? RotatedElement(p.qkv + b * 3 * d + h * hd, dd,
-                                    p.shape.rotary_dim, p.inv_freq, pos)
+    q[i] = dd < hd ? RotatedElement(
+                         static_cast<const T*>(p.qkv) + b * 3 * d + h * hd, dd,
+                         p.shape.rotary_dim, p.inv_freq, pos)
                    : 0.0f;
   }
 
@@ -168,15 +171,18 @@ __global__ void __launch_bounds__(kThreads)
 
 // Grid (heads, batch). Reads only the pieces DecodePieceKernel wrote: those
 // that begin at or before the position.
+template <typename T>  // out's elements
 __global__ void __launch_bounds__(kThreads)
     DecodeCombineKernel(AttentionDecodeParams p, Split split, Workspace ws) {
   const int h = blockIdx.x, b = blockIdx.y;
   const int hd = p.shape.head_dim;
   const int64_t d = static_cast<int64_t>(p.shape.heads) * hd;
-  float* out = p.out + b * d + h * hd;
+  T* out = static_cast<T*>(p.out) + b * d + h * hd;
   const int64_t pos = p.positions[b];
   if (!PositionInCache(pos, p.caches[b])) {
-    for (int e = threadIdx.x; e < hd; e += kThreads) out[e] = NAN;
+    for (int e = threadIdx.x; e < hd; e += kThreads) {
+      out[e] = io::Narrow<T>(NAN);
+    }
     return;
   }
   const int active =
@@ -200,17 +206,17 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < active; ++i) {
       a = fmaf(weight[i], ws.acc[(first + i) * hd + e], a);
     }
-    out[e] = a / sum;
+    out[e] = io::Narrow<T>(a / sum);
   }
 }
 
-template <int kDims>
+template <int kDims, typename T>
 cudaError_t LaunchPieces(const AttentionDecodeParams& p, const Split& split,
                          const Workspace& ws, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(split.pieces),
                   static_cast<unsigned>(p.shape.heads),
                   static_cast<unsigned>(p.batch));
-  DecodePieceKernel<kDims><<<grid, kThreads, 0, stream>>>(
+  DecodePieceKernel<kDims, T><<<grid, kThreads, 0, stream>>>(
       p, split, ws, ScoreScale(p.shape.head_dim));
   return cudaGetLastError();
 }
@@ -246,29 +252,32 @@ cudaError_t AttentionDecodeCuda(const AttentionDecodeParams& p,
   ws.max_sum = ws.acc + static_cast<size_t>(p.batch) * p.shape.heads *
                             split.pieces * p.shape.head_dim;
 
-  // 256 threads: a d_model of 2048 is 8 elements per thread.
-  DecodeWriteKvKernel<<<p.batch, 256, 0, stream>>>(p);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
-  switch (DimsPerLane(p.shape.head_dim)) {
-    case 1:
-      err = LaunchPieces<1>(p, split, ws, stream);
-      break;
-    case 2:
-      err = LaunchPieces<2>(p, split, ws, stream);
-      break;
-    case 4:
-      err = LaunchPieces<4>(p, split, ws, stream);
-      break;
-    default:
-      err = LaunchPieces<8>(p, split, ws, stream);
-      break;
-  }
-  if (err != cudaSuccess) return err;
-  DecodeCombineKernel<<<dim3(static_cast<unsigned>(p.shape.heads),
-                             static_cast<unsigned>(p.batch)),
-                        kThreads, 0, stream>>>(p, split, ws);
-  return cudaGetLastError();
+  return io::DispatchIo(p.io_type, [&](auto tag) {
+    using T = decltype(tag);
+    // 256 threads: a d_model of 2048 is 8 elements per thread.
+    DecodeWriteKvKernel<T><<<p.batch, 256, 0, stream>>>(p);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    switch (DimsPerLane(p.shape.head_dim)) {
+      case 1:
+        err = LaunchPieces<1, T>(p, split, ws, stream);
+        break;
+      case 2:
+        err = LaunchPieces<2, T>(p, split, ws, stream);
+        break;
+      case 4:
+        err = LaunchPieces<4, T>(p, split, ws, stream);
+        break;
+      default:
+        err = LaunchPieces<8, T>(p, split, ws, stream);
+        break;
+    }
+    if (err != cudaSuccess) return err;
+    DecodeCombineKernel<T><<<dim3(static_cast<unsigned>(p.shape.heads),
+                                  static_cast<unsigned>(p.batch)),
+                             kThreads, 0, stream>>>(p, split, ws);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace h3::kernels

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/io_element.cuh"
 
 namespace h3::kernels::attention_detail {
 
@@ -47,16 +48,18 @@ inline float ScoreScale(int head_dim) {
 // explicit _rn intrinsics stop nvcc from fusing into FMAs, which the CPU
 // (x86-64 without -mfma) does not do. Double precision costs little here:
 // it runs once per element of each new query and key, not per score.
-__device__ inline float RotatedElement(const float* x, int i, int rotary_dim,
+// x holds fp32, fp16 or bf16 elements (read widened exactly).
+template <typename T>
+__device__ inline float RotatedElement(const T* x, int i, int rotary_dim,
                                        const float* inv_freq,
                                        int64_t position) {
-  if (i >= rotary_dim) return x[i];
+  if (i >= rotary_dim) return io::Widen(x[i]);
   const int half = rotary_dim / 2;
   const int f = i < half ? i : i - half;
   const float angle = __fmul_rn(static_cast<float>(position), inv_freq[f]);
   double s, c;
   sincos(static_cast<double>(angle), &s, &c);
-  const double x1 = x[f], x2 = x[f + half];
+  const double x1 = io::Widen(x[f]), x2 = io::Widen(x[f + half]);
   return i < half ? static_cast<float>(
                         __dadd_rn(__dmul_rn(x1, c), -__dmul_rn(x2, s)))
                   : static_cast<float>(
@@ -65,20 +68,22 @@ __device__ inline float RotatedElement(const float* x, int i, int rotary_dim,
 
 // The block writes one token's rotated keys and its values into a cache at
 // `position`. qkv: [3, heads, head_dim], that token's Wqkv output; k, v:
-// the cache's [capacity, heads, head_dim] arrays.
-__device__ inline void WriteTokenKv(const float* qkv, const AttentionShape& s,
+// the cache's [capacity, heads, head_dim] arrays (fp32; qkv's elements T
+// are widened exactly).
+template <typename T>
+__device__ inline void WriteTokenKv(const T* qkv, const AttentionShape& s,
                                     const float* inv_freq, int64_t position,
                                     float* k, float* v) {
   const int d = s.heads * s.head_dim;
-  const float* k_in = qkv + d;
-  const float* v_in = qkv + 2 * d;
+  const T* k_in = qkv + d;
+  const T* v_in = qkv + 2 * d;
   float* k_out = k + position * d;
   float* v_out = v + position * d;
   for (int e = threadIdx.x; e < d; e += blockDim.x) {
     const int h = e / s.head_dim, i = e % s.head_dim;
     k_out[e] = RotatedElement(k_in + h * s.head_dim, i, s.rotary_dim, inv_freq,
                               position);
-    v_out[e] = v_in[e];
+    v_out[e] = io::Widen(v_in[e]);
   }
 }
 

@@ -14,16 +14,18 @@ namespace {
 using flash::LaunchArgs;
 using flash::Sequence;
 
-// Grid (tokens of the longest chunk, sequences): one block per token.
+// Grid (tokens of the longest chunk, sequences): one block per token. T:
+// qkv's elements.
+template <typename T>
 __global__ void WriteKvKernel(const __grid_constant__ LaunchArgs args) {
   const Sequence& seq = args.seqs[blockIdx.y];
   const int64_t t = blockIdx.x;
   if (t >= seq.length) return;
   const int64_t d =
       static_cast<int64_t>(args.shape.heads) * args.shape.head_dim;
-  attention_detail::WriteTokenKv(args.qkv + (seq.row + t) * 3 * d, args.shape,
-                                 args.inv_freq, seq.start + t, seq.cache.k,
-                                 seq.cache.v);
+  attention_detail::WriteTokenKv(
+      static_cast<const T*>(args.qkv) + (seq.row + t) * 3 * d, args.shape,
+      args.inv_freq, seq.start + t, seq.cache.k, seq.cache.v);
 }
 
 bool Aligned(const void* p, uintptr_t bytes) {
@@ -70,7 +72,8 @@ cudaError_t FlashAttentionPrefillCuda(const flash::Params& p,
   }
   if (work == 0) return cudaSuccess;
   if (p.qkv == nullptr || p.out == nullptr) return cudaErrorInvalidValue;
-  if (!FlashAttentionSupports(p.shape, p.type) || !aligned) {
+  if (!FlashAttentionSupports(p.shape, p.type) || !aligned ||
+      !(p.io_type == ElementType::kF32 || p.io_type == p.type)) {
     return cudaErrorNotSupported;
   }
   cudaError_t err = CheckDevice();
@@ -81,6 +84,7 @@ cudaError_t FlashAttentionPrefillCuda(const flash::Params& p,
   args.qkv = p.qkv;
   args.inv_freq = p.inv_freq;
   args.out = p.out;
+  args.io_type = p.io_type;
   args.scale_log2 = flash::ScoreScaleLog2(p.shape.head_dim);
   for (int first = 0; first < p.sequences;
        first += flash::kMaxSequencesPerLaunch) {
@@ -96,9 +100,15 @@ cudaError_t FlashAttentionPrefillCuda(const flash::Params& p,
     if (args.max_length == 0) continue;
     if (args.max_length > INT32_MAX) return cudaErrorInvalidValue;
     // 256 threads: a d_model of 2048 is 8 elements per thread.
-    WriteKvKernel<<<dim3(static_cast<unsigned>(args.max_length),
-                         static_cast<unsigned>(args.count)),
-                    256, 0, stream>>>(args);
+    const dim3 kv_grid(static_cast<unsigned>(args.max_length),
+                       static_cast<unsigned>(args.count));
+    if (p.io_type == ElementType::kF32) {
+      WriteKvKernel<float><<<kv_grid, 256, 0, stream>>>(args);
+    } else if (p.io_type == ElementType::kF16) {
+      WriteKvKernel<__half><<<kv_grid, 256, 0, stream>>>(args);
+    } else {
+      WriteKvKernel<__nv_bfloat16><<<kv_grid, 256, 0, stream>>>(args);
+    }
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     err = p.type == ElementType::kBF16 ? flash::LaunchBf16(args, stream)

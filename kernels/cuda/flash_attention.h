@@ -28,8 +28,9 @@ bool FlashAttentionSupports(const AttentionShape& shape, ElementType type);
 //   cudaErrorInvalidValue: a sequence past its cache's capacity, negative
 //     sizes, null pointers where there is work, fewer than 0 sequences;
 //   cudaErrorNotSupported, before any launch: a shape or type
-//     FlashAttentionSupports rejects, misaligned pointers, a device older
-//     than sm_80; the caller falls back to AttentionPrefillCuda;
+//     FlashAttentionSupports rejects, an io_type other than kF32 and the
+//     operand type, misaligned pointers, a device older than sm_80; the
+//     caller falls back to AttentionPrefillCuda (any io_type);
 //   or the launch's error.
 cudaError_t FlashAttentionPrefillCuda(const flash::Params& params,
                                       cudaStream_t stream);

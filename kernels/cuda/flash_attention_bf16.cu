@@ -4,7 +4,7 @@
 namespace h3::kernels::flash {
 
 cudaError_t LaunchBf16(const LaunchArgs& args, cudaStream_t stream) {
-  return LaunchForHeadDim<__nv_bfloat16>(args, stream);
+  return LaunchForIo<__nv_bfloat16>(args, stream);
 }
 
 }  // namespace h3::kernels::flash

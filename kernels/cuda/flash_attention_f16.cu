@@ -4,7 +4,7 @@
 namespace h3::kernels::flash {
 
 cudaError_t LaunchF16(const LaunchArgs& args, cudaStream_t stream) {
-  return LaunchForHeadDim<__half>(args, stream);
+  return LaunchForIo<__half>(args, stream);
 }
 
 }  // namespace h3::kernels::flash

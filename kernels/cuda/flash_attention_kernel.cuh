@@ -26,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/flash_attention_launch.h"
@@ -143,7 +144,8 @@ __device__ inline void LoadTile(const float* src, int64_t row_stride, int rows,
 // Grid (query tiles of the longest chunk, heads, sequences of the launch).
 // __grid_constant__: the block indexes args.seqs at run time, which would
 // otherwise copy the whole parameter block to each thread's local memory.
-template <typename T, int kHeadDim>
+// T: the MMA operands; IoT: the elements of qkv and out (float or T).
+template <typename T, typename IoT, int kHeadDim>
 __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
     FlashAttentionKernel(const __grid_constant__ LaunchArgs args) {
   using Tr = Traits<kHeadDim>;
@@ -170,8 +172,9 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
     float x = 0.0f;
     if (r < rows) {
       x = attention_detail::RotatedElement(
-          args.qkv + (seq.row + q0 + r) * 3 * d + h * kHeadDim, i,
-          args.shape.rotary_dim, args.inv_freq, seq.start + q0 + r);
+          static_cast<const IoT*>(args.qkv) + (seq.row + q0 + r) * 3 * d +
+              h * kHeadDim,
+          i, args.shape.rotary_dim, args.inv_freq, seq.start + q0 + r);
     }
     q_s[r * Tr::kStride + i] = Ops::Round(x);
   }
@@ -285,41 +288,55 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
   for (int rr = 0; rr < 2; ++rr) {
     const int r = warp * 16 + g + 8 * rr;
     if (r >= rows) continue;
-    float* out = args.out + (seq.row + q0 + r) * d + h * kHeadDim + 2 * t4;
+    IoT* out = static_cast<IoT*>(args.out) + (seq.row + q0 + r) * d +
+               h * kHeadDim + 2 * t4;
     for (int n = 0; n < Tr::kOutTiles8; ++n) {
-      *reinterpret_cast<float2*>(out + 8 * n) =
-          make_float2(o[n][2 * rr] / l[rr], o[n][2 * rr + 1] / l[rr]);
+      const float x0 = o[n][2 * rr] / l[rr], x1 = o[n][2 * rr + 1] / l[rr];
+      if constexpr (std::is_same_v<IoT, float>) {
+        *reinterpret_cast<float2*>(out + 8 * n) = make_float2(x0, x1);
+      } else {
+        out[8 * n] = io::Narrow<IoT>(x0);
+        out[8 * n + 1] = io::Narrow<IoT>(x1);
+      }
     }
   }
 }
 
-template <typename T, int kHeadDim>
+template <typename T, typename IoT, int kHeadDim>
 cudaError_t LaunchInstance(const LaunchArgs& args, cudaStream_t stream) {
   constexpr size_t kSmem = Traits<kHeadDim>::kSmemElements * sizeof(T);
   // 52 KiB at head_dim 128: above the 48 KiB default, so opt in.
   cudaError_t err = cudaFuncSetAttribute(
-      FlashAttentionKernel<T, kHeadDim>,
+      FlashAttentionKernel<T, IoT, kHeadDim>,
       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (err != cudaSuccess) return err;
   const dim3 grid(
       static_cast<unsigned>((args.max_length + kQueryTile - 1) / kQueryTile),
       static_cast<unsigned>(args.shape.heads),
       static_cast<unsigned>(args.count));
-  FlashAttentionKernel<T, kHeadDim>
+  FlashAttentionKernel<T, IoT, kHeadDim>
       <<<grid, Traits<kHeadDim>::kThreads, kSmem, stream>>>(args);
   return cudaGetLastError();
 }
 
-template <typename T>
+template <typename T, typename IoT>
 cudaError_t LaunchForHeadDim(const LaunchArgs& args, cudaStream_t stream) {
   switch (args.shape.head_dim) {
     case 64:
-      return LaunchInstance<T, 64>(args, stream);
+      return LaunchInstance<T, IoT, 64>(args, stream);
     case 128:
-      return LaunchInstance<T, 128>(args, stream);
+      return LaunchInstance<T, IoT, 128>(args, stream);
     default:
       return cudaErrorNotSupported;
   }
+}
+
+// io_type kF32 (fp32 qkv and out) or the operand type T's (FlashIoSupported).
+template <typename T>
+cudaError_t LaunchForIo(const LaunchArgs& args, cudaStream_t stream) {
+  return args.io_type == ElementType::kF32
+             ? LaunchForHeadDim<T, float>(args, stream)
+             : LaunchForHeadDim<T, T>(args, stream);
 }
 
 }  // namespace h3::kernels::flash

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "base/element_type.h"
 #include "kernels/attention.h"
 #include "kernels/flash_attention.h"
 
@@ -15,12 +16,13 @@ namespace h3::kernels::flash {
 
 struct LaunchArgs {
   AttentionShape shape;
-  const float* qkv = nullptr;       // [rows, 3, heads, head_dim]
+  const void* qkv = nullptr;        // [rows, 3, heads, head_dim] of io_type
   const float* inv_freq = nullptr;  // null without rotary
-  float* out = nullptr;             // [rows, heads * head_dim]
-  float scale_log2 = 0;             // ScoreScaleLog2(head_dim)
-  int count = 0;                    // sequences in seqs
-  int64_t max_length = 0;           // the longest chunk among them
+  void* out = nullptr;              // [rows, heads * head_dim] of io_type
+  ElementType io_type = ElementType::kF32;  // kF32 or the operand type
+  float scale_log2 = 0;                     // ScoreScaleLog2(head_dim)
+  int count = 0;                            // sequences in seqs
+  int64_t max_length = 0;                   // the longest chunk among them
   Sequence seqs[kMaxSequencesPerLaunch];
 };
 static_assert(sizeof(LaunchArgs) <= 4096, "kernel parameters are <= 4 KiB");

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/h3_step.h"
+#include "kernels/cuda/io_element.cuh"
 
 namespace h3::kernels {
 namespace {
@@ -108,7 +109,8 @@ struct Slice {
   int64_t pos = 0;
 };
 
-template <int kVec>
+// T: the elements of q, k, v (widened exactly).
+template <int kVec, typename T>
 __device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
                                                  const StepLayout& l, int b,
                                                  int64_t c, int64_t row,
@@ -125,9 +127,9 @@ __device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
   LoadVec<kVec, true>(t.shift, t.aligned, t.s);
   LoadVec<kVec, true>(t.diag, t.aligned, t.x);
   const int64_t at = b * l.input_stride + c;
-  t.q = p.q[at];
-  t.k = p.k[at];
-  t.v = p.v[at];
+  t.q = io::Widen(static_cast<const T*>(p.q)[at]);
+  t.k = io::Widen(static_cast<const T*>(p.k)[at]);
+  t.v = io::Widen(static_cast<const T*>(p.v)[at]);
   return t;
 }
 
@@ -193,7 +195,7 @@ __device__ __forceinline__ float ShiftStep(float (&ring)[kVec],
 //
 // Per sequence a lane reads its kVec ring slots (vector loads) but writes at
 // most one: the lane owning slot pos mod N stores k there, a scalar store.
-template <int kVec>
+template <int kVec, typename T>  // T: the elements of q, k, v and out
 __global__ void __launch_bounds__(kThreads)
     H3StepHeadDim1Kernel(H3StepParams p, StepLayout l) {
   const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
@@ -219,10 +221,10 @@ __global__ void __launch_bounds__(kThreads)
   // every shuffle.
   const int first = blockIdx.y * l.sequences_per_block;
   const int last = min(first + l.sequences_per_block, p.batch);
-  Slice<kVec> cur = LoadSlice<kVec>(p, l, first, c, row, active);
+  Slice<kVec> cur = LoadSlice<kVec, T>(p, l, first, c, row, active);
   for (int b = first; b < last; ++b) {
     Slice<kVec> next;
-    if (b + 1 < last) next = LoadSlice<kVec>(p, l, b + 1, c, row, active);
+    if (b + 1 < last) next = LoadSlice<kVec, T>(p, l, b + 1, c, row, active);
 
     const int newest = static_cast<int>(cur.pos % n_state);
     const float kbar = ShiftStep<kVec>(cur.s, taps, shift_d, cur.k, cur.pos,
@@ -245,7 +247,9 @@ __global__ void __launch_bounds__(kThreads)
     if (active) {
       if (newest / kVec == lane) __stcs(cur.shift + newest % kVec, cur.k);
       StoreVec<kVec>(cur.x, cur.aligned, cur.diag);
-      if (lane == 0) p.out[int64_t{b} * d + c] = cur.q * y;
+      if (lane == 0) {
+        static_cast<T*>(p.out)[int64_t{b} * d + c] = io::Narrow<T>(cur.q * y);
+      }
     }
     cur = next;
   }
@@ -258,6 +262,7 @@ __device__ __forceinline__ float WarpSum(float x) { return GroupSum(x, kWarp); }
 // the reference layout of the math. Grid: one block per (sequence, head),
 // flattened; warps take the head's p shift rows, then its p^2 kv rows.
 // Shared memory: kbar [p], then y [p, p] ordered (d1, d2).
+template <typename T>  // the elements of q, k, v and out
 __global__ void __launch_bounds__(kThreads)
     H3StepGeneralKernel(H3StepParams p, StepLayout l) {
   extern __shared__ float shared[];
@@ -271,6 +276,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t in = b * l.input_stride + int64_t{h} * pd;
   float* kbar = shared;
   float* y = shared + pd;
+  const T* q_in = static_cast<const T*>(p.q) + in;
+  const T* k_in = static_cast<const T*>(p.k) + in;
+  const T* v_in = static_cast<const T*>(p.v) + in;
 
   // Shift SSM on the ring: k goes to slot `newest`; tap j >= 1 reads slot
   // (newest - j) mod N, for j <= pos only (earlier taps reach before
@@ -283,7 +291,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t c = int64_t{h} * pd + i;
     float* ring = state.shift + c * n_state;
     const float* kshift = p.w.shift_kernel + c * n_state;
-    const float k = p.k[in + i];
+    const float k = io::Widen(k_in[i]);
     float sum = 0.0f;
     for (int j = 1 + lane; j < taps; j += kWarp) {
       const int slot = newest - j < 0 ? newest - j + n_state : newest - j;
@@ -300,7 +308,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t param = int64_t{h} * modes * 2;  // [H, M, 2]
   for (int r = warp; r < pd * pd; r += warps) {
     const int d1 = r / pd, d2 = r % pd;
-    const float kv = kbar[d1] * p.v[in + d2];
+    const float kv = kbar[d1] * io::Widen(v_in[d2]);
     float* x = state.diag + (int64_t{r} * heads + h) * modes * 2;
     float sum = 0.0f;
     for (int m = lane; m < modes; m += kWarp) {
@@ -322,8 +330,11 @@ __global__ void __launch_bounds__(kThreads)
   // out[(d2 h)] = sum_d1 q[h p + d1] y[d1, d2]
   for (int d2 = threadIdx.x; d2 < pd; d2 += kThreads) {
     float sum = 0.0f;
-    for (int d1 = 0; d1 < pd; ++d1) sum += p.q[in + d1] * y[d1 * pd + d2];
-    p.out[int64_t{b} * d + int64_t{d2} * heads + h] = sum;
+    for (int d1 = 0; d1 < pd; ++d1) {
+      sum += io::Widen(q_in[d1]) * y[d1 * pd + d2];
+    }
+    static_cast<T*>(p.out)[int64_t{b} * d + int64_t{d2} * heads + h] =
+        io::Narrow<T>(sum);
   }
 }
 
@@ -339,7 +350,7 @@ int LanesFor(int n_state, int vec) {
   return lanes <= kWarp ? lanes : 0;
 }
 
-template <int kVec>
+template <int kVec, typename T>
 cudaError_t LaunchHeadDim1(const H3StepParams& p, StepLayout l,
                            cudaStream_t stream) {
   const H3Weights& w = p.w;
@@ -357,18 +368,19 @@ cudaError_t LaunchHeadDim1(const H3StepParams& p, StepLayout l,
   const dim3 grid(
       static_cast<unsigned>(tiles),
       (p.batch + l.sequences_per_block - 1) / l.sequences_per_block);
-  H3StepHeadDim1Kernel<kVec><<<grid, kThreads, 0, stream>>>(p, l);
+  H3StepHeadDim1Kernel<kVec, T><<<grid, kThreads, 0, stream>>>(p, l);
   return cudaGetLastError();
 }
 
+template <typename T>
 cudaError_t LaunchGeneral(const H3StepParams& p, const StepLayout& l,
                           cudaStream_t stream) {
   const int pd = p.w.shape.head_dim;
   const size_t shared = sizeof(float) * (pd + size_t{1} * pd * pd);
   const int64_t blocks = int64_t{p.batch} * l.heads;
   if (shared > kSharedLimit || blocks > INT32_MAX) return cudaErrorNotSupported;
-  H3StepGeneralKernel<<<static_cast<unsigned>(blocks), kThreads, shared,
-                        stream>>>(p, l);
+  H3StepGeneralKernel<T>
+      <<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(p, l);
   return cudaGetLastError();
 }
 
@@ -397,16 +409,19 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream) {
   l.modes = w.shape.modes();
   l.input_stride =
       params.input_stride > 0 ? params.input_stride : w.shape.d_model;
-  if (w.shape.head_dim == 1) {
-    const int n_state = w.shape.d_state;
-    if (n_state % 4 == 0 && (l.lanes = LanesFor(n_state, 4)) > 0) {
-      return LaunchHeadDim1<4>(params, l, stream);
+  return io::DispatchIo(params.io_type, [&](auto tag) {
+    using T = decltype(tag);
+    if (w.shape.head_dim == 1) {
+      const int n_state = w.shape.d_state;
+      if (n_state % 4 == 0 && (l.lanes = LanesFor(n_state, 4)) > 0) {
+        return LaunchHeadDim1<4, T>(params, l, stream);
+      }
+      if ((l.lanes = LanesFor(n_state, 2)) > 0) {
+        return LaunchHeadDim1<2, T>(params, l, stream);
+      }
     }
-    if ((l.lanes = LanesFor(n_state, 2)) > 0) {
-      return LaunchHeadDim1<2>(params, l, stream);
-    }
-  }
-  return LaunchGeneral(params, l, stream);
+    return LaunchGeneral<T>(params, l, stream);
+  });
 }
 
 int64_t H3StepBytes(const H3Shape& shape, int batch) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/element_type.h"
+#include "base/half_float.h"
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
 #include "kernels/flash_attention.h"
@@ -198,7 +199,7 @@ inline Operands MakeOperands(const Inputs& in, const Chunk& c,
   o.v.assign(v_cache.begin(), v_cache.begin() + keys * d);
   if (round_to != nullptr) {
     for (std::vector<float>* x : {&o.q, &o.k, &o.v}) {
-      for (float& e : *x) e = RoundToHalf(e, *round_to);
+      for (float& e : *x) e = RoundToType(e, *round_to);
     }
   }
   return o;

@@ -1,0 +1,58 @@
+#ifndef H3_KERNELS_CUDA_IO_ELEMENT_CUH_
+#define H3_KERNELS_CUDA_IO_ELEMENT_CUH_
+
+// Device-side reads and writes of activation tensors whose elements are
+// fp32, fp16 or bf16 (kernels/attention.h, kernels/h3.h: io_type): a read
+// widens exactly to fp32, a write rounds once to nearest even
+// (__float2half_rn, __float2bfloat16_rn), and for fp32 both are plain
+// accesses. DispatchIo turns a run-time ElementType into the element type a
+// kernel template takes.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "base/element_type.h"
+
+namespace h3::kernels::io {
+
+__device__ __forceinline__ float Widen(float x) { return x; }
+__device__ __forceinline__ float Widen(__half x) { return __half2float(x); }
+__device__ __forceinline__ float Widen(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
+template <typename T>
+__device__ __forceinline__ T Narrow(float x);
+template <>
+__device__ __forceinline__ float Narrow<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half Narrow<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 Narrow<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+// Calls f(T{}) with T the element type of `type` (kF32, kF16 or kBF16);
+// cudaErrorInvalidValue for any other type.
+template <typename F>
+cudaError_t DispatchIo(ElementType type, F&& f) {
+  switch (type) {
+    case ElementType::kF32:
+      return f(float{});
+    case ElementType::kF16:
+      return f(__half{});
+    case ElementType::kBF16:
+      return f(__nv_bfloat16{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace h3::kernels::io
+
+#endif  // H3_KERNELS_CUDA_IO_ELEMENT_CUH_
