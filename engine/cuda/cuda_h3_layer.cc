@@ -47,7 +47,7 @@ class CudaH3Layer final : public H3Layer {
     {
       ProfileRange range(prof, "transpose_in");
       H3_CUDA_RETURN_IF_ERROR(kernels::TransposeToChannelMajor(
-          qkv, length, 3 * d, 3 * d, cm, stream_));
+          qkv, length, 3 * d, 3 * d, ElementType::kF32, cm, stream_));
     }
     p.layout = SequenceLayout::ChannelMajor(d, length);
     p.q = cm;
@@ -60,7 +60,7 @@ class CudaH3Layer final : public H3Layer {
     }
     ProfileRange range(prof, "transpose_out");
     H3_CUDA_RETURN_IF_ERROR(kernels::TransposeToTokenMajor(
-        cm + 3 * d * length, length, d, out, d, stream_));
+        cm + 3 * d * length, length, d, ElementType::kF32, out, d, stream_));
     return absl::OkStatus();
   }
 
