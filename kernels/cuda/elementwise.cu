@@ -147,11 +147,12 @@ constexpr int kTileRows = 8;
 // gridDim.y's hardware limit; taller inputs loop over tile rows.
 constexpr int64_t kMaxGridY = 65535;
 
-// out[c * out_stride + r] = in[r * in_stride + c], r < in_rows, c < in_cols.
-__global__ void TransposeKernel(const float* in, int64_t in_rows,
-                                int64_t in_cols, int64_t in_stride, float* out,
-                                int64_t out_stride) {
-  __shared__ float tile[kTile][kTile + 1];
+// out[c * out_stride + r] = in[r * in_stride + c], r < in_rows, c < in_cols;
+// T: float, __half or __nv_bfloat16, moved bit for bit.
+template <typename T>
+__global__ void TransposeKernel(const T* in, int64_t in_rows, int64_t in_cols,
+                                int64_t in_stride, T* out, int64_t out_stride) {
+  __shared__ T tile[kTile][kTile + 1];
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTile;
   for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile; row0 < in_rows;
        row0 += static_cast<int64_t>(gridDim.y) * kTile) {
@@ -172,9 +173,9 @@ __global__ void TransposeKernel(const float* in, int64_t in_rows,
   }
 }
 
-cudaError_t Transpose(const float* in, int64_t in_rows, int64_t in_cols,
-                      int64_t in_stride, float* out, int64_t out_stride,
-                      cudaStream_t stream) {
+cudaError_t Transpose(const void* in, int64_t in_rows, int64_t in_cols,
+                      int64_t in_stride, ElementType type, void* out,
+                      int64_t out_stride, cudaStream_t stream) {
   if (in_rows == 0 || in_cols == 0) return cudaSuccess;
   if (in_rows < 0 || in_cols < 0 || in_stride < in_cols ||
       out_stride < in_rows) {
@@ -183,8 +184,26 @@ cudaError_t Transpose(const float* in, int64_t in_rows, int64_t in_cols,
   const dim3 grid(static_cast<unsigned>((in_cols + kTile - 1) / kTile),
                   static_cast<unsigned>(
                       std::min((in_rows + kTile - 1) / kTile, kMaxGridY)));
-  TransposeKernel<<<grid, dim3(kTile, kTileRows), 0, stream>>>(
-      in, in_rows, in_cols, in_stride, out, out_stride);
+  const dim3 block(kTile, kTileRows);
+  switch (type) {
+    case ElementType::kF32:
+      TransposeKernel<<<grid, block, 0, stream>>>(
+          static_cast<const float*>(in), in_rows, in_cols, in_stride,
+          static_cast<float*>(out), out_stride);
+      break;
+    case ElementType::kF16:
+      TransposeKernel<<<grid, block, 0, stream>>>(
+          static_cast<const __half*>(in), in_rows, in_cols, in_stride,
+          static_cast<__half*>(out), out_stride);
+      break;
+    case ElementType::kBF16:
+      TransposeKernel<<<grid, block, 0, stream>>>(
+          static_cast<const __nv_bfloat16*>(in), in_rows, in_cols, in_stride,
+          static_cast<__nv_bfloat16*>(out), out_stride);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 
@@ -234,17 +253,17 @@ cudaError_t EmbeddingCuda(const int32_t* ids, int64_t n, const void* table,
   return cudaErrorInvalidValue;
 }
 
-cudaError_t TransposeToChannelMajor(const float* in, int64_t rows, int64_t cols,
-                                    int64_t in_stride, float* out,
-                                    cudaStream_t stream) {
-  return Transpose(in, rows, cols, in_stride, out, rows, stream);
+cudaError_t TransposeToChannelMajor(const void* in, int64_t rows, int64_t cols,
+                                    int64_t in_stride, ElementType type,
+                                    void* out, cudaStream_t stream) {
+  return Transpose(in, rows, cols, in_stride, type, out, rows, stream);
 }
 
-cudaError_t TransposeToTokenMajor(const float* in, int64_t rows, int64_t cols,
-                                  float* out, int64_t out_stride,
-                                  cudaStream_t stream) {
+cudaError_t TransposeToTokenMajor(const void* in, int64_t rows, int64_t cols,
+                                  ElementType type, void* out,
+                                  int64_t out_stride, cudaStream_t stream) {
   // `in` is [cols, rows]: its rows are channels.
-  return Transpose(in, cols, rows, rows, out, out_stride, stream);
+  return Transpose(in, cols, rows, rows, type, out, out_stride, stream);
 }
 
 cudaError_t ConvertFromFloat(const float* in, int64_t n, ElementType type,

@@ -27,13 +27,15 @@ cudaError_t EmbeddingCuda(const int32_t* ids, int64_t n, const void* table,
 
 // out[c][r] = in[r * in_stride + c] for r < rows, c < cols: a token-major
 // block [rows, cols] (row stride in_stride >= cols) to channel-major
-// [cols, rows]. And back: out[r * out_stride + c] = in[c][r].
-cudaError_t TransposeToChannelMajor(const float* in, int64_t rows, int64_t cols,
-                                    int64_t in_stride, float* out,
-                                    cudaStream_t stream);
-cudaError_t TransposeToTokenMajor(const float* in, int64_t rows, int64_t cols,
-                                  float* out, int64_t out_stride,
-                                  cudaStream_t stream);
+// [cols, rows]. And back: out[r * out_stride + c] = in[c][r]. in and out hold
+// elements of `type` (kF32, kF16 or kBF16; others: cudaErrorInvalidValue),
+// moved unchanged.
+cudaError_t TransposeToChannelMajor(const void* in, int64_t rows, int64_t cols,
+                                    int64_t in_stride, ElementType type,
+                                    void* out, cudaStream_t stream);
+cudaError_t TransposeToTokenMajor(const void* in, int64_t rows, int64_t cols,
+                                  ElementType type, void* out,
+                                  int64_t out_stride, cudaStream_t stream);
 
 // out[i] = in[i] rounded to `type` (to nearest even), for i < n; `out` holds
 // n elements of `type`. For fp32 a copy.

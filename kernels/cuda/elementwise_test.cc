@@ -21,6 +21,7 @@
 #include "kernels/layer_norm.h"
 #include "loader/dtype.h"
 #include "tests/support/gpu_test.h"
+#include "tests/support/half_io.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/random.h"
 
@@ -257,16 +258,19 @@ std::string TransposeName(const ::testing::TestParamInfo<TransposeCase>& info) {
 
 class TransposeGpuTest : public h3::testing::GpuTestWithParam<TransposeCase> {};
 
-TEST_P(TransposeGpuTest, ToChannelMajorAndBack) {
-  const auto [rows, cols, stride] = GetParam();
-  const std::vector<float> tokens = RandomNormal(rows * stride, 11);
+// Moves `tokens` ([rows, stride] elements of `type`, stored as E: float or
+// uint16_t bits) to channel-major and back; every element must arrive bit for
+// bit and the padding columns stay untouched.
+template <typename E>
+void CheckTranspose(int64_t rows, int64_t cols, int64_t stride,
+                    ElementType type, const std::vector<E>& tokens,
+                    E untouched) {
   DeviceBuffer d_tokens, d_channels, d_back;
   Upload(tokens, &d_tokens);
-  ASSERT_CUDA_OK(d_channels.Reserve(rows * cols * sizeof(float) + 1));
-  ASSERT_CUDA_OK(TransposeToChannelMajor(d_tokens.as<float>(), rows, cols,
-                                         stride, d_channels.as<float>(),
-                                         nullptr));
-  const std::vector<float> channels = Download<float>(d_channels, rows * cols);
+  ASSERT_CUDA_OK(d_channels.Reserve(rows * cols * sizeof(E) + 1));
+  ASSERT_CUDA_OK(TransposeToChannelMajor(d_tokens.get(), rows, cols, stride,
+                                         type, d_channels.get(), nullptr));
+  const std::vector<E> channels = Download<E>(d_channels, rows * cols);
   for (int64_t c = 0; c < cols; ++c) {
     for (int64_t r = 0; r < rows; ++r) {
       ASSERT_EQ(channels[c * rows + r], tokens[r * stride + c])
@@ -275,17 +279,33 @@ TEST_P(TransposeGpuTest, ToChannelMajorAndBack) {
   }
 
   // Back into a buffer whose padding columns must stay untouched.
-  const float kUntouched = -12345.0f;
-  Upload(std::vector<float>(rows * stride, kUntouched), &d_back);
-  ASSERT_CUDA_OK(TransposeToTokenMajor(d_channels.as<float>(), rows, cols,
-                                       d_back.as<float>(), stride, nullptr));
-  const std::vector<float> back = Download<float>(d_back, rows * stride);
+  Upload(std::vector<E>(rows * stride, untouched), &d_back);
+  ASSERT_CUDA_OK(TransposeToTokenMajor(d_channels.get(), rows, cols, type,
+                                       d_back.get(), stride, nullptr));
+  const std::vector<E> back = Download<E>(d_back, rows * stride);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < stride; ++c) {
       ASSERT_EQ(back[r * stride + c],
-                c < cols ? tokens[r * stride + c] : kUntouched)
+                c < cols ? tokens[r * stride + c] : untouched)
           << "row " << r << " column " << c;
     }
+  }
+}
+
+TEST_P(TransposeGpuTest, ToChannelMajorAndBack) {
+  const auto [rows, cols, stride] = GetParam();
+  const std::vector<float> tokens = RandomNormal(rows * stride, 11);
+  CheckTranspose(rows, cols, stride, ElementType::kF32, tokens, -12345.0f);
+}
+
+// fp16 and bf16 elements: the bits of the rounded values, padding 0xdead.
+TEST_P(TransposeGpuTest, SixteenBitToChannelMajorAndBack) {
+  const auto [rows, cols, stride] = GetParam();
+  const std::vector<float> tokens = RandomNormal(rows * stride, 12);
+  for (ElementType type : {ElementType::kF16, ElementType::kBF16}) {
+    SCOPED_TRACE(ElementTypeName(type));
+    CheckTranspose(rows, cols, stride, type,
+                   h3::testing::HalfBits(tokens, type), uint16_t{0xdead});
   }
 }
 
@@ -305,12 +325,24 @@ TEST_F(TransposeApiTest, RejectsAStrideShorterThanARow) {
   DeviceBuffer a, b;
   ASSERT_CUDA_OK(a.Reserve(64 * sizeof(float)));
   ASSERT_CUDA_OK(b.Reserve(64 * sizeof(float)));
-  EXPECT_EQ(
-      TransposeToChannelMajor(a.as<float>(), 4, 8, 7, b.as<float>(), nullptr),
-      cudaErrorInvalidValue);
-  EXPECT_EQ(
-      TransposeToTokenMajor(a.as<float>(), 4, 8, b.as<float>(), 7, nullptr),
-      cudaErrorInvalidValue);
+  EXPECT_EQ(TransposeToChannelMajor(a.get(), 4, 8, 7, ElementType::kF32,
+                                    b.get(), nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(TransposeToTokenMajor(a.get(), 4, 8, ElementType::kF32, b.get(), 7,
+                                  nullptr),
+            cudaErrorInvalidValue);
+}
+
+TEST_F(TransposeApiTest, RejectsATypeOtherThanFp32Fp16Bf16) {
+  DeviceBuffer a, b;
+  ASSERT_CUDA_OK(a.Reserve(64 * sizeof(float)));
+  ASSERT_CUDA_OK(b.Reserve(64 * sizeof(float)));
+  EXPECT_EQ(TransposeToChannelMajor(a.get(), 4, 8, 8, ElementType::kI32,
+                                    b.get(), nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(TransposeToTokenMajor(a.get(), 4, 8, ElementType::kF64, b.get(), 8,
+                                  nullptr),
+            cudaErrorInvalidValue);
 }
 
 // ---- ConvertFromFloat ------------------------------------------------------

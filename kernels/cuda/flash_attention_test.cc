@@ -20,6 +20,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -27,10 +30,15 @@
 #include "kernels/cuda/test_copies.h"
 #include "tests/support/flash_attention_cases.h"
 #include "tests/support/gpu_test.h"
+#include "tests/support/half_io.h"
 #include "tests/support/normalised_error.h"
 
 namespace h3::kernels::flash {
 namespace {
+
+using h3::testing::HalfBits;
+using h3::testing::HalfInput;
+using h3::testing::HalfValues;
 
 // The emulation's cases, and 40 short sequences (two launches of at most
 // kMaxSequencesPerLaunch).
@@ -129,6 +137,116 @@ INSTANTIATE_TEST_SUITE_P(Cases, FlashAttentionGpuTest,
                            return name;
                          });
 
+template <typename T>
+std::vector<T> Fetch(const DeviceBuffer& buffer, size_t n) {
+  std::vector<T> host(n);
+  EXPECT_EQ(Download(buffer, &host), cudaSuccess);
+  return host;
+}
+
+class FlashAttentionHalfIoGpuTest
+    : public h3::testing::GpuTestWithParam<ElementType> {};
+
+// 16-bit qkv and out (io_type = the operand type), packed sequences with a
+// prefix, head_dim 64 and 128. Bitwise: the 16-bit run stores its own fp32
+// run (io_type kF32 on the exactly widened qkv) rounded once, and writes the
+// same caches. Against the emulation with the same io_type: the bound
+// above, plus one ulp of the type at the output.
+TEST_P(FlashAttentionHalfIoGpuTest, IsRoundedFp32RunAndMatchesEmulation) {
+  const ElementType type = GetParam();
+  for (const Case& c : {Case{2, 64, 32, type, {{0, 17}, {64, 65}}},
+                        Case{1, 128, 0, type, {{0, 300}}}}) {
+    SCOPED_TRACE(CaseName(c));
+    const Inputs in = MakeInputs(c, 31);
+    const int64_t d = in.shape.d_model();
+    const size_t n = c.chunks.size();
+    const HalfInput qkv(in.qkv, type);
+    DeviceBuffer d_bits, d_values, d_freq, d_out16, d_out32;
+    std::vector<DeviceBuffer> d_k(2 * n), d_v(2 * n);
+    ASSERT_CUDA_OK(Upload(qkv.bits, &d_bits));
+    ASSERT_CUDA_OK(Upload(qkv.values, &d_values));
+    ASSERT_CUDA_OK(Upload(in.inv_freq, &d_freq));
+    ASSERT_CUDA_OK(d_out16.Reserve(in.rows * d * 2));
+    ASSERT_CUDA_OK(d_out32.Reserve(in.rows * d * 4));
+    std::vector<std::vector<float>> emu_k = in.k, emu_v = in.v;
+    std::vector<Sequence> seqs16, seqs32, host_seqs;
+    int64_t row = 0;
+    for (size_t s = 0; s < n; ++s) {
+      const Chunk& ch = c.chunks[s];
+      const int64_t cap = in.Capacity(ch);
+      for (size_t i : {s, n + s}) {
+        ASSERT_CUDA_OK(Upload(in.k[s], &d_k[i]));
+        ASSERT_CUDA_OK(Upload(in.v[s], &d_v[i]));
+        (i == s ? seqs16 : seqs32)
+            .push_back({ch.prefix,
+                        ch.length,
+                        row,
+                        {d_k[i].as<float>(), d_v[i].as<float>(), cap}});
+      }
+      host_seqs.push_back(
+          {ch.prefix, ch.length, row, {emu_k[s].data(), emu_v[s].data(), cap}});
+      row += ch.length;
+    }
+    const int count = static_cast<int>(n);
+    const float* freq = c.rotary_dim > 0 ? d_freq.as<float>() : nullptr;
+    ASSERT_CUDA_OK(
+        FlashAttentionPrefillCuda({in.shape, type, count, seqs16.data(),
+                                   d_bits.get(), freq, d_out16.get(), type},
+                                  nullptr));
+    ASSERT_CUDA_OK(FlashAttentionPrefillCuda(
+        {in.shape, type, count, seqs32.data(), d_values.get(), freq,
+         d_out32.get(), ElementType::kF32},
+        nullptr));
+    ASSERT_CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<uint16_t> out16 = Fetch<uint16_t>(d_out16, in.rows * d);
+    EXPECT_EQ(out16, HalfBits(Fetch<float>(d_out32, in.rows * d), type));
+    for (size_t s = 0; s < n; ++s) {
+      EXPECT_EQ(Fetch<float>(d_k[s], in.k[s].size()),
+                Fetch<float>(d_k[n + s], in.k[s].size()));
+      EXPECT_EQ(Fetch<float>(d_v[s], in.v[s].size()),
+                Fetch<float>(d_v[n + s], in.v[s].size()));
+    }
+
+    // One ulp of the type at the output o is at most 2u |o| + 2^-24, and
+    // |o| <= mag.
+    std::vector<uint16_t> emu16(in.rows * d);
+    FlashAttentionEmulation({in.shape, type, count, host_seqs.data(),
+                             qkv.bits.data(), in.freq(), emu16.data(), type});
+    const std::vector<float> got = HalfValues(out16, type);
+    const std::vector<float> want = HalfValues(emu16, type);
+    const double u = UnitRoundoff(type);
+    double worst = 0;
+    for (size_t s = 0; s < n; ++s) {
+      const Chunk& ch = c.chunks[s];
+      const int64_t r0 = host_seqs[s].row;
+      const std::vector<float> chunk_qkv(
+          qkv.values.begin() + r0 * 3 * d,
+          qkv.values.begin() + (r0 + ch.length) * 3 * d);
+      const Operands rounded =
+          MakeOperands(in, ch, chunk_qkv, emu_k[s], emu_v[s], &type);
+      const int hd = c.head_dim;
+      EXPECT_EQ(0,
+                CompareRows(
+                    in, ch, rounded, got.data() + r0 * d, want.data() + r0 * d,
+                    [&](const RowSpread& r, int i, int64_t keys) {
+                      const double e = ScoreError(hd, r.max_abs_dot);
+                      const double delta = (1 + 2 * u) * (1 + e) * (1 + e) - 1;
+                      return Bound(delta, r.spread[i], r.mag[i], keys) +
+                             Bound(0, 0, r.mag[i], keys) + 2 * u * r.mag[i] +
+                             std::ldexp(1.0, -24);
+                    },
+                    &worst));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, FlashAttentionHalfIoGpuTest,
+                         ::testing::Values(ElementType::kF16,
+                                           ElementType::kBF16),
+                         [](const auto& info) {
+                           return std::string(ElementTypeName(info.param));
+                         });
+
 // The checks come before any device work, so these run without a GPU; the
 // pointers are never dereferenced.
 TEST(FlashAttentionArgumentsTest, RefusesWhatItHasNoInstanceFor) {
@@ -178,6 +296,34 @@ TEST(FlashAttentionArgumentsTest, EmptyCallsSucceedWithoutLaunching) {
                                        nullptr},
                                       nullptr),
             cudaSuccess);
+}
+
+// The tensor-core kernel has instances for io_type fp32 and its operand
+// type only; anything else is NotSupported before any launch, so that the
+// caller falls back to AttentionPrefillCuda.
+TEST(FlashAttentionArgumentsTest, RefusesIoOtherThanFp32OrOperandType) {
+  alignas(16) static float host[1024];
+  const Sequence seq{0, 1, 0, {host, host, 4}};
+  EXPECT_EQ(FlashAttentionPrefillCuda({{2, 64, 0},
+                                       ElementType::kF16,
+                                       1,
+                                       &seq,
+                                       host,
+                                       host,
+                                       host,
+                                       ElementType::kBF16},
+                                      nullptr),
+            cudaErrorNotSupported);
+  EXPECT_EQ(FlashAttentionPrefillCuda({{2, 64, 0},
+                                       ElementType::kBF16,
+                                       1,
+                                       &seq,
+                                       host,
+                                       host,
+                                       host,
+                                       ElementType::kI16},
+                                      nullptr),
+            cudaErrorNotSupported);
 }
 
 }  // namespace
