@@ -8,13 +8,11 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "absl/types/span.h"
-#include "base/status_macros.h"
 #include "base/parallel.h"
 #include "engine/backend.h"
 #include "kernels/bias_gelu.h"
 #include "kernels/cpu/gemm.h"
-#include "loader/dtype.h"
+#include "base/half_float.h"
 
 namespace h3::engine {
 namespace {
@@ -119,8 +117,8 @@ class CpuBackend final : public Backend {
     Params p{params};
     if (p.rows == 0 || p.n == 0) return absl::OkStatus();
     if (params.x_type != ElementType::kF32) {
-      H3_RETURN_IF_ERROR(
-          ToFloats(params.x, params.x_type, p.rows * p.k, x32_));
+      x32_.resize(p.rows * p.k);
+      LoadFloats(params.x, params.x_type, 0, p.rows * p.k, x32_.data());
       p.x = x32_.data();
     }
     if (params.y_type != ElementType::kF32) {
@@ -128,8 +126,10 @@ class CpuBackend final : public Backend {
       p.y = y32_.data();
     }
     LinearFloats(p);
-    if (params.y_type == ElementType::kF32) return absl::OkStatus();
-    return FromFloats(p.y, p.rows * p.n, params.y_type, params.y);
+    if (params.y_type != ElementType::kF32) {
+      StoreFloats(p.y, p.rows * p.n, params.y, params.y_type, 0);
+    }
+    return absl::OkStatus();
   }
   absl::Status AddLayerNorm(const kernels::AddLayerNormParams& p) override {
     kernels::AddLayerNormCpu(p);
@@ -235,24 +235,6 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
-
-absl::Status ToFloats(const void* src, ElementType type, int64_t n,
-                      std::vector<float>& dst) {
-  dst.resize(n);
-  const auto* bytes = static_cast<const uint8_t*>(src);
-  return loader::ConvertFloats(
-      type, absl::MakeConstSpan(bytes, n * ElementSize(type)),
-      ElementType::kF32,
-      absl::MakeSpan(reinterpret_cast<uint8_t*>(dst.data()), n * 4));
-}
-
-absl::Status FromFloats(const float* src, int64_t n, ElementType type,
-                        void* dst) {
-  return loader::ConvertFloats(
-      ElementType::kF32,
-      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(src), n * 4), type,
-      absl::MakeSpan(static_cast<uint8_t*>(dst), n * ElementSize(type)));
-}
 
 std::unique_ptr<Backend> MakeCpuBackend(ElementType activations) {
   return std::make_unique<CpuBackend>(activations);

@@ -3,8 +3,8 @@
 #include <random>
 #include <vector>
 
+#include "base/half_float.h"
 #include "engine/backend.h"
-#include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "kernels/bias_gelu.h"
 #include "tests/support/random.h"
@@ -83,16 +83,15 @@ TEST_P(CpuBackendTest, SixteenBitLinearRoundsTheFp32ResultOnce) {
     // x16: random values rounded to `type`; x32: the same values in fp32.
     std::vector<uint8_t> x16(rows * k * size), y16(rows * n * size),
         want16(rows * n * size);
-    ASSERT_TRUE(FromFloats(h3::testing::RandomNormal(rows * k, 10).data(),
-                           rows * k, type, x16.data())
-                    .ok());
-    std::vector<float> x32, y32(rows * n);
-    ASSERT_TRUE(ToFloats(x16.data(), type, rows * k, x32).ok());
+    StoreFloats(h3::testing::RandomNormal(rows * k, 10).data(), rows * k,
+                x16.data(), type, 0);
+    std::vector<float> x32(rows * k), y32(rows * n);
+    LoadFloats(x16.data(), type, 0, rows * k, x32.data());
     ASSERT_TRUE(backend_
                     ->Linear({x32.data(), &*matrix, bias.data(), y32.data(),
                               rows, GetParam()})
                     .ok());
-    ASSERT_TRUE(FromFloats(y32.data(), rows * n, type, want16.data()).ok());
+    StoreFloats(y32.data(), rows * n, want16.data(), type, 0);
     ASSERT_TRUE(backend_
                     ->Linear({x16.data(), &*matrix, bias.data(), y16.data(),
                               rows, GetParam(), type, type})

@@ -7,7 +7,9 @@
 // first and the output rounded once.
 #include "engine/cpu/cpu_backend.h"
 
-#include "base/status_macros.h"
+#include <vector>
+
+#include "base/half_float.h"
 
 namespace h3::engine {
 namespace {
@@ -20,7 +22,7 @@ class CpuH3Layer final : public H3Layer {
   absl::Status Prefill(int64_t start, int64_t length, const void* qkv,
                        void* out, const kernels::H3State& state) override {
     const int64_t d = weights_.shape().d_model;
-    H3_ASSIGN_OR_RETURN(const float* in, Widen(qkv, length * 3 * d));
+    const float* in = Widen(qkv, length * 3 * d);
     kernels::H3ScanParams params;
     params.w.shape = weights_.shape();
     params.start = start;
@@ -32,14 +34,15 @@ class CpuH3Layer final : public H3Layer {
     params.out = Output(out, length * d);
     params.state = state;
     kernels::H3ScanCpu(params, weights_);
-    return Narrow(out, length * d);
+    Narrow(out, length * d);
+    return absl::OkStatus();
   }
 
   absl::Status Step(int batch, const void* qkv, void* out,
                     const kernels::H3State* states,
                     const int64_t* positions) override {
     const int64_t d = weights_.shape().d_model;
-    H3_ASSIGN_OR_RETURN(const float* in, Widen(qkv, batch * 3 * d));
+    const float* in = Widen(qkv, batch * 3 * d);
     kernels::H3StepParams params;
     params.w.shape = weights_.shape();
     params.batch = batch;
@@ -51,15 +54,17 @@ class CpuH3Layer final : public H3Layer {
     params.input_stride = 3 * d;
     params.positions = positions;
     kernels::H3StepCpu(params, weights_);
-    return Narrow(out, batch * d);
+    Narrow(out, batch * d);
+    return absl::OkStatus();
   }
 
  private:
   // 16-bit activations around the fp32 recurrence: the inputs widened into
   // in_, the outputs computed into out_ and rounded once.
-  absl::StatusOr<const float*> Widen(const void* qkv, int64_t n) {
+  const float* Widen(const void* qkv, int64_t n) {
     if (type_ == ElementType::kF32) return static_cast<const float*>(qkv);
-    H3_RETURN_IF_ERROR(ToFloats(qkv, type_, n, in_));
+    in_.resize(n);
+    LoadFloats(qkv, type_, 0, n, in_.data());
     return in_.data();
   }
   float* Output(void* out, int64_t n) {
@@ -67,9 +72,8 @@ class CpuH3Layer final : public H3Layer {
     out_.resize(n);
     return out_.data();
   }
-  absl::Status Narrow(void* out, int64_t n) {
-    if (type_ == ElementType::kF32) return absl::OkStatus();
-    return FromFloats(out_.data(), n, type_, out);
+  void Narrow(void* out, int64_t n) {
+    if (type_ != ElementType::kF32) StoreFloats(out_.data(), n, out, type_, 0);
   }
 
   const kernels::H3RecurrentWeightsCpu weights_;  // copied at construction
