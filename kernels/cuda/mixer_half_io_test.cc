@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "base/element_type.h"
-#include "base/half.h"
+#include "base/half_float.h"
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
 #include "kernels/cuda/attention.h"
