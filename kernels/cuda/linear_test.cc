@@ -181,6 +181,13 @@ std::vector<float> RunCase(const Case& c, const Problem& p,
   return got;
 }
 
+// Scratch for the case's fp32 x and 16-bit y; c.fused's epilogues.
+LinearCuda::Options OptionsFor(const Case& c) {
+  return {.max_rows_times_k = c.rows * c.k,
+          .fused_epilogues = c.fused,
+          .max_rows_times_n = c.rows * c.n};
+}
+
 double Tolerance(const Case& c) {
   return (c.type == ElementType::kF32 ? kFloat32Tolerance : kHalfTolerance) +
          (c.gelu ? kGeluExtra : 0.0);
@@ -191,10 +198,8 @@ class LinearGpuTest : public h3::testing::GpuTestWithParam<Case> {};
 TEST_P(LinearGpuTest, MatchesDoubleReference) {
   const Case& c = GetParam();
   const Problem p = MakeProblem(c, 17);
-  LinearCuda::Options options;
-  options.max_rows_times_k = c.rows * c.k;
-  options.fused_epilogues = c.fused;
-  EXPECT_LE(NormalisedError(RunCase(c, p, options), p.want), Tolerance(c));
+  EXPECT_LE(NormalisedError(RunCase(c, p, OptionsFor(c)), p.want),
+            Tolerance(c));
 }
 
 std::vector<Case> AllCases() {
@@ -376,11 +381,8 @@ class LinearHalfGpuTest : public h3::testing::GpuTestWithParam<Case> {};
 TEST_P(LinearHalfGpuTest, HalfXMatchesFloatXPath) {
   const Case& c = GetParam();
   const Problem p = MakeProblem(c, 31);
-  LinearCuda::Options options;
-  options.max_rows_times_k = c.rows * c.k;
-  options.fused_epilogues = c.fused;
-  const std::vector<float> from_fp32 = RunCase(c, p, options);
-  const std::vector<float> from_half = RunCase(c, p, {}, 0, c.type);
+  const std::vector<float> from_fp32 = RunCase(c, p, OptionsFor(c));
+  const std::vector<float> from_half = RunCase(c, p, OptionsFor(c), 0, c.type);
   EXPECT_LE(NormalisedError(from_half, from_fp32), Tolerance(c));
   EXPECT_LE(NormalisedError(from_half, p.want), Tolerance(c));
 }
@@ -391,12 +393,9 @@ TEST_P(LinearHalfGpuTest, HalfXMatchesFloatXPath) {
 TEST_P(LinearHalfGpuTest, HalfYIsTheRoundedFloatY) {
   const Case& c = GetParam();
   const Problem p = MakeProblem(c, 37);
-  LinearCuda::Options options;
-  options.max_rows_times_k = c.rows * c.k;
-  options.max_rows_times_n = c.rows * c.n;
-  options.fused_epilogues = c.fused;
-  const std::vector<float> y32 = RunCase(c, p, options);
-  const std::vector<float> y16 = RunCase(c, p, options, 0, c.type, c.type);
+  const std::vector<float> y32 = RunCase(c, p, OptionsFor(c));
+  const std::vector<float> y16 =
+      RunCase(c, p, OptionsFor(c), 0, c.type, c.type);
   double largest = 0;
   for (float v : p.want) largest = std::max(largest, double{std::fabs(v)});
   const int bits = c.type == ElementType::kF16 ? 10 : 7;
