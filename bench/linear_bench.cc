@@ -161,39 +161,34 @@ int Run(const Flags& f) {
           const ElementType x_type = half ? type : ElementType::kF32;
           const ElementType y_type =
               half && p.half_y ? type : ElementType::kF32;
-          const void* xp = half ? x16.get() : x32.get();
-          void* yp = y.get();
-          const auto* bp =
-              p.bias ? static_cast<const float*>(bias.get()) : nullptr;
+          // The call's operands; each call sets w to its copy.
+          const auto params = [&](auto out) {
+            out.x = half ? x16.get() : x32.get();
+            out.x_type = x_type;
+            out.w_type = type;
+            out.bias = p.bias ? static_cast<const float*>(bias.get()) : nullptr;
+            out.y = y.get();
+            out.y_type = y_type;
+            out.rows = rows;
+            out.n = p.n;
+            out.k = p.k;
+            out.gelu = p.gelu;
+            return out;
+          };
+          kernels::SkinnyGemmParams skinny_params =
+              params(kernels::SkinnyGemmParams{});
+          kernels::LinearCudaParams lt_params =
+              params(kernels::LinearCudaParams{});
           const std::vector<double> skinny =
               TimeRounds(f, copies, stream, [&](int c) {
-                H3_BENCH_CUDA_CHECK(kernels::SkinnyGemmCuda({.x = xp,
-                                                             .x_type = x_type,
-                                                             .w = w[c].get(),
-                                                             .w_type = type,
-                                                             .bias = bp,
-                                                             .y = yp,
-                                                             .y_type = y_type,
-                                                             .rows = rows,
-                                                             .n = p.n,
-                                                             .k = p.k,
-                                                             .gelu = p.gelu},
-                                                            stream));
+                skinny_params.w = w[c].get();
+                H3_BENCH_CUDA_CHECK(
+                    kernels::SkinnyGemmCuda(skinny_params, stream));
               });
           const std::vector<double> cublas =
               TimeRounds(f, copies, stream, [&](int c) {
-                const std::string e = lt->Run({.x = xp,
-                                               .x_type = x_type,
-                                               .w = w[c].get(),
-                                               .w_type = type,
-                                               .bias = bp,
-                                               .y = yp,
-                                               .y_type = y_type,
-                                               .rows = rows,
-                                               .n = p.n,
-                                               .k = p.k,
-                                               .gelu = p.gelu},
-                                              stream);
+                lt_params.w = w[c].get();
+                const std::string e = lt->Run(lt_params, stream);
                 if (!e.empty()) {
                   std::cerr << "h3_linear_bench: " << e << "\n";
                   std::exit(1);

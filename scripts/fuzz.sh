@@ -67,7 +67,7 @@ for l in status statusor strings str_format_internal cord cordz_info \
 done
 
 # The sources each target links, beside its own fuzzer file.
-loader_srcs="loader/dtype.cc loader/mapped_file.cc loader/torch_zip.cc
+loader_srcs="base/half_float.cc loader/dtype.cc loader/mapped_file.cc loader/torch_zip.cc
   loader/pickle.cc loader/pickle_torch.cc loader/safetensors.cc"
 model_srcs="$loader_srcs loader/config.cc loader/model_file.cc
   loader/tokenizer_files.cc"
