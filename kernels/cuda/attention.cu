@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads)
     T* out = static_cast<T*>(p.out) + (q0 + r) * d + h * hd;
     for (int i = 0; i < kDims; ++i) {
       const int dd = lane + 32 * i;
-      if (dd < hd) out[dd] = io::Narrow<T>(acc[rr][i] / l[rr]);
+      if (dd < hd) out[dd] = io::FromFloat<T>(acc[rr][i] / l[rr]);
     }
   }
 }

@@ -2,8 +2,9 @@
 #define H3_KERNELS_CUDA_ATTENTION_H_
 
 // Attention of the hybrid model's attention layers on the GPU: the GPU twins
-// of AttentionCpu and AttentionDecodeCpu (kernels/attention.h), fp32, rotary
-// included.
+// of AttentionCpu and AttentionDecodeCpu (kernels/attention.h), fp32
+// arithmetic, rotary included; qkv and out of any io_type (fp32, fp16, bf16;
+// another: cudaErrorInvalidValue), each output rounded once at its store.
 //
 // Prefill: tiled causal attention with an on-chip (online) softmax: the
 // score matrix never reaches global memory.

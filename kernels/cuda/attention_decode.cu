@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t pos = p.positions[b];
   if (!PositionInCache(pos, p.caches[b])) {
     for (int e = threadIdx.x; e < hd; e += kThreads) {
-      out[e] = io::Narrow<T>(NAN);
+      out[e] = io::FromFloat<T>(NAN);
     }
     return;
   }
@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < active; ++i) {
       a = fmaf(weight[i], ws.acc[(first + i) * hd + e], a);
     }
-    out[e] = io::Narrow<T>(a / sum);
+    out[e] = io::FromFloat<T>(a / sum);
   }
 }
 

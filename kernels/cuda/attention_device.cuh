@@ -53,13 +53,13 @@ template <typename T>
 __device__ inline float RotatedElement(const T* x, int i, int rotary_dim,
                                        const float* inv_freq,
                                        int64_t position) {
-  if (i >= rotary_dim) return io::Widen(x[i]);
+  if (i >= rotary_dim) return io::ToFloat(x[i]);
   const int half = rotary_dim / 2;
   const int f = i < half ? i : i - half;
   const float angle = __fmul_rn(static_cast<float>(position), inv_freq[f]);
   double s, c;
   sincos(static_cast<double>(angle), &s, &c);
-  const double x1 = io::Widen(x[f]), x2 = io::Widen(x[f + half]);
+  const double x1 = io::ToFloat(x[f]), x2 = io::ToFloat(x[f + half]);
   return i < half ? static_cast<float>(
                         __dadd_rn(__dmul_rn(x1, c), -__dmul_rn(x2, s)))
                   : static_cast<float>(
@@ -83,7 +83,7 @@ __device__ inline void WriteTokenKv(const T* qkv, const AttentionShape& s,
     const int h = e / s.head_dim, i = e % s.head_dim;
     k_out[e] = RotatedElement(k_in + h * s.head_dim, i, s.rotary_dim, inv_freq,
                               position);
-    v_out[e] = io::Widen(v_in[e]);
+    v_out[e] = io::ToFloat(v_in[e]);
   }
 }
 

@@ -295,8 +295,8 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
       if constexpr (std::is_same_v<IoT, float>) {
         *reinterpret_cast<float2*>(out + 8 * n) = make_float2(x0, x1);
       } else {
-        out[8 * n] = io::Narrow<IoT>(x0);
-        out[8 * n + 1] = io::Narrow<IoT>(x1);
+        out[8 * n] = io::FromFloat<IoT>(x0);
+        out[8 * n + 1] = io::FromFloat<IoT>(x1);
       }
     }
   }

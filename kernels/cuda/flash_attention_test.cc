@@ -137,13 +137,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, FlashAttentionGpuTest,
                            return name;
                          });
 
-template <typename T>
-std::vector<T> Fetch(const DeviceBuffer& buffer, size_t n) {
-  std::vector<T> host(n);
-  EXPECT_EQ(Download(buffer, &host), cudaSuccess);
-  return host;
-}
-
 class FlashAttentionHalfIoGpuTest
     : public h3::testing::GpuTestWithParam<ElementType> {};
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/io_element.cuh"
 #include "kernels/flashconv.h"
 
 namespace h3::kernels::flashconv {
@@ -18,26 +19,10 @@ namespace h3::kernels::flashconv {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-// ---- elements
+// ---- elements (kernels/cuda/io_element.cuh)
 
-__device__ inline float ToFloat(float x) { return x; }
-__device__ inline float ToFloat(__half x) { return __half2float(x); }
-__device__ inline float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T>
-__device__ inline T FromFloat(float x);
-template <>
-__device__ inline float FromFloat<float>(float x) {
-  return x;
-}
-template <>
-__device__ inline __half FromFloat<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ inline __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
+using io::FromFloat;
+using io::ToFloat;
 
 // ---- complex numbers as float2 (x real, y imaginary)
 

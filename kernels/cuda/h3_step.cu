@@ -127,9 +127,9 @@ __device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
   LoadVec<kVec, true>(t.shift, t.aligned, t.s);
   LoadVec<kVec, true>(t.diag, t.aligned, t.x);
   const int64_t at = b * l.input_stride + c;
-  t.q = io::Widen(static_cast<const T*>(p.q)[at]);
-  t.k = io::Widen(static_cast<const T*>(p.k)[at]);
-  t.v = io::Widen(static_cast<const T*>(p.v)[at]);
+  t.q = io::ToFloat(static_cast<const T*>(p.q)[at]);
+  t.k = io::ToFloat(static_cast<const T*>(p.k)[at]);
+  t.v = io::ToFloat(static_cast<const T*>(p.v)[at]);
   return t;
 }
 
@@ -248,7 +248,8 @@ __global__ void __launch_bounds__(kThreads)
       if (newest / kVec == lane) __stcs(cur.shift + newest % kVec, cur.k);
       StoreVec<kVec>(cur.x, cur.aligned, cur.diag);
       if (lane == 0) {
-        static_cast<T*>(p.out)[int64_t{b} * d + c] = io::Narrow<T>(cur.q * y);
+        static_cast<T*>(p.out)[int64_t{b} * d + c] =
+            io::FromFloat<T>(cur.q * y);
       }
     }
     cur = next;
@@ -291,7 +292,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t c = int64_t{h} * pd + i;
     float* ring = state.shift + c * n_state;
     const float* kshift = p.w.shift_kernel + c * n_state;
-    const float k = io::Widen(k_in[i]);
+    const float k = io::ToFloat(k_in[i]);
     float sum = 0.0f;
     for (int j = 1 + lane; j < taps; j += kWarp) {
       const int slot = newest - j < 0 ? newest - j + n_state : newest - j;
@@ -308,7 +309,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t param = int64_t{h} * modes * 2;  // [H, M, 2]
   for (int r = warp; r < pd * pd; r += warps) {
     const int d1 = r / pd, d2 = r % pd;
-    const float kv = kbar[d1] * io::Widen(v_in[d2]);
+    const float kv = kbar[d1] * io::ToFloat(v_in[d2]);
     float* x = state.diag + (int64_t{r} * heads + h) * modes * 2;
     float sum = 0.0f;
     for (int m = lane; m < modes; m += kWarp) {
@@ -331,10 +332,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int d2 = threadIdx.x; d2 < pd; d2 += kThreads) {
     float sum = 0.0f;
     for (int d1 = 0; d1 < pd; ++d1) {
-      sum += io::Widen(q_in[d1]) * y[d1 * pd + d2];
+      sum += io::ToFloat(q_in[d1]) * y[d1 * pd + d2];
     }
     static_cast<T*>(p.out)[int64_t{b} * d + int64_t{d2} * heads + h] =
-        io::Narrow<T>(sum);
+        io::FromFloat<T>(sum);
   }
 }
 

@@ -22,7 +22,8 @@ namespace h3::kernels {
 // A batch of 0 launches nothing.
 // Returns cudaErrorInvalidValue for an invalid shape (d_state odd, d_model
 // not a multiple of head_dim, a size <= 0), a negative batch or input_stride,
-// or a null pointer (positions included); cudaErrorNotSupported for
+// or a null pointer (positions included), or an io_type other than fp32,
+// fp16 and bf16; cudaErrorNotSupported for
 // head_dim > 110 (its p + p^2 floats of shared memory pass 48 KiB) and, where
 // the general kernel runs (head_dim > 1, or d_state above 128, or above 64
 // when not a multiple of 4), for batch * heads >= 2^31.

@@ -5,8 +5,9 @@
 // fp32, fp16 or bf16 (kernels/attention.h, kernels/h3.h: io_type): a read
 // widens exactly to fp32, a write rounds once to nearest even
 // (__float2half_rn, __float2bfloat16_rn), and for fp32 both are plain
-// accesses. DispatchIo turns a run-time ElementType into the element type a
-// kernel template takes.
+// accesses (also the FlashConv kernels' element conversions). DispatchIo
+// turns a run-time ElementType into the element type a kernel template
+// takes.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -16,24 +17,24 @@
 
 namespace h3::kernels::io {
 
-__device__ __forceinline__ float Widen(float x) { return x; }
-__device__ __forceinline__ float Widen(__half x) { return __half2float(x); }
-__device__ __forceinline__ float Widen(__nv_bfloat16 x) {
+__device__ __forceinline__ float ToFloat(float x) { return x; }
+__device__ __forceinline__ float ToFloat(__half x) { return __half2float(x); }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 x) {
   return __bfloat162float(x);
 }
 
 template <typename T>
-__device__ __forceinline__ T Narrow(float x);
+__device__ __forceinline__ T FromFloat(float x);
 template <>
-__device__ __forceinline__ float Narrow<float>(float x) {
+__device__ __forceinline__ float FromFloat<float>(float x) {
   return x;
 }
 template <>
-__device__ __forceinline__ __half Narrow<__half>(float x) {
+__device__ __forceinline__ __half FromFloat<__half>(float x) {
   return __float2half_rn(x);
 }
 template <>
-__device__ __forceinline__ __nv_bfloat16 Narrow<__nv_bfloat16>(float x) {
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 

@@ -76,13 +76,6 @@ std::vector<float> InvFreq(int rotary_dim) {
   return f;
 }
 
-template <typename T>
-std::vector<T> Fetch(const DeviceBuffer& buffer, size_t n) {
-  std::vector<T> host(n);
-  EXPECT_EQ(Download(buffer, &host), cudaSuccess);
-  return host;
-}
-
 class MixerHalfIoGpuTest : public h3::testing::GpuTestWithParam<ElementType> {};
 
 // A chunk of 150 tokens after 70 in the cache; head_dim 64, partial rotary.
@@ -319,6 +312,18 @@ TEST(MixerHalfIoArgumentsTest, RejectsOtherIoTypes) {
   decode.io_type = ElementType::kF64;
   EXPECT_EQ(AttentionDecodeCuda(decode, 8, fake, 1 << 20, nullptr),
             cudaErrorInvalidValue);
+  const H3State state{fake, fake};
+  H3StepParams step{{{8, 1, 4}, fake, fake, fake, fake, fake, fake},
+                    1,
+                    fake,
+                    fake,
+                    fake,
+                    fake,
+                    &state,
+                    0,
+                    &position};
+  step.io_type = ElementType::kI8;
+  EXPECT_EQ(H3StepCuda(step, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace

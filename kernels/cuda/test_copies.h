@@ -33,6 +33,14 @@ cudaError_t Download(const DeviceBuffer& buf, std::vector<T>* host) {
                     cudaMemcpyDeviceToHost);
 }
 
+// The first n elements of buf, on the host (a failed copy fails the test).
+template <typename T>
+std::vector<T> Fetch(const DeviceBuffer& buf, size_t n) {
+  std::vector<T> host(n);
+  EXPECT_EQ(Download(buf, &host), cudaSuccess);
+  return host;
+}
+
 }  // namespace h3::kernels
 
 #endif  // H3_KERNELS_CUDA_TEST_COPIES_H_
