@@ -153,8 +153,7 @@ class Backend {
                                     float* dst) = 0;
   virtual absl::Status CopyToHost(const float* src, int64_t n, float* host) = 0;
   // Copies within this backend's memory; the ranges must not overlap.
-  virtual absl::Status CopyBytes(const void* src, int64_t bytes,
-                                 void* dst) = 0;
+  virtual absl::Status CopyBytes(const void* src, int64_t bytes, void* dst) = 0;
   absl::Status Copy(const float* src, int64_t n, float* dst) {
     return CopyBytes(src, n * static_cast<int64_t>(sizeof(float)), dst);
   }

@@ -78,8 +78,8 @@ TEST_P(HalfActivationsTest, LogitsStayWithinRoundingOfFp32) {
   const auto exact = Logits(**file, ElementType::kF32);
   const auto half = Logits(**file, type);
   ASSERT_EQ(exact.size(), half.size());
-  const double u = type == ElementType::kF16 ? std::ldexp(1.0, -11)
-                                             : std::ldexp(1.0, -8);
+  const double u =
+      type == ElementType::kF16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
   bool differs = false;
   for (size_t step = 0; step < exact.size(); ++step) {
     ASSERT_EQ(exact[step].size(), half[step].size());

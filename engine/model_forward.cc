@@ -144,9 +144,8 @@ absl::Status Model::AttentionMixer(Layer& layer, int index,
     p.out = out;
     p.io_type = at;
     H3_RETURN_IF_ERROR(
-        TimeOp(backend_->profiler(), "attention_decode", "attention", [&] {
-          return backend_->AttentionDecode(p, step.kv_capacity);
-        }));
+        TimeOp(backend_->profiler(), "attention_decode", "attention",
+               [&] { return backend_->AttentionDecode(p, step.kv_capacity); }));
   }
   int64_t row = step.count;
   for (const Segment& s : batch.segments) {
@@ -159,9 +158,9 @@ absl::Status Model::AttentionMixer(Layer& layer, int index,
     p.cache = s.memory.kv[index];
     p.out = ElementAt(out, row * d, at);
     p.io_type = at;
-    H3_RETURN_IF_ERROR(
-        TimeOp(backend_->profiler(), "attention_prefill", "attention",
-               [&] { return backend_->Attention(p); }));
+    H3_RETURN_IF_ERROR(TimeOp(backend_->profiler(), "attention_prefill",
+                              "attention",
+                              [&] { return backend_->Attention(p); }));
     row += s.length;
   }
   return absl::OkStatus();

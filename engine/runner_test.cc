@@ -46,9 +46,9 @@ class RunnerTest : public ::testing::TestWithParam<RunnerParam> {
     auto [head_dim, rotary, activations] = GetParam();
     config_ = TinyConfig(head_dim, rotary);
     activations_ = activations;
-    const std::string path = h3::testing::TempPath(
-        "runner_" + std::to_string(head_dim) + "_" + std::to_string(rotary) +
-        ".h3");
+    const std::string path =
+        h3::testing::TempPath("runner_" + std::to_string(head_dim) + "_" +
+                              std::to_string(rotary) + ".h3");
     ASSERT_TRUE(h3::testing::WriteRandomModel(config_, path).ok());
     auto file = loader::ModelFile::Open(path);
     ASSERT_TRUE(file.ok()) << file.status();

@@ -8,11 +8,11 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "base/half_float.h"
 #include "base/parallel.h"
 #include "engine/backend.h"
 #include "kernels/bias_gelu.h"
 #include "kernels/cpu/gemm.h"
-#include "base/half_float.h"
 
 namespace h3::engine {
 namespace {

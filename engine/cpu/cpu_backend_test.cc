@@ -100,8 +100,8 @@ TEST_P(CpuBackendTest, SixteenBitLinearRoundsTheFp32ResultOnce) {
     // 16-bit x, fp32 y: the fp32 result itself.
     std::vector<float> y(rows * n);
     ASSERT_TRUE(backend_
-                    ->Linear({x16.data(), &*matrix, bias.data(), y.data(),
-                              rows, GetParam(), type, ElementType::kF32})
+                    ->Linear({x16.data(), &*matrix, bias.data(), y.data(), rows,
+                              GetParam(), type, ElementType::kF32})
                     .ok());
     EXPECT_EQ(y, y32) << ElementTypeName(type);
   }

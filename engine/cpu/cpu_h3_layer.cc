@@ -5,11 +5,10 @@
 // bits however its prompt is split into chunks and whether its tokens were
 // prefilled or decoded. With 16-bit activations, q|k|v is widened to fp32
 // first and the output rounded once.
-#include "engine/cpu/cpu_backend.h"
-
 #include <vector>
 
 #include "base/half_float.h"
+#include "engine/cpu/cpu_backend.h"
 
 namespace h3::engine {
 namespace {

@@ -52,7 +52,7 @@ class CudaBackend final : public Backend {
     H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     H3_CUDA_RETURN_IF_ERROR(
         cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    return GrowLinear(int64_t{1} << 20);
+    return GrowLinear(int64_t{1} << 20, 0);
   }
 
   std::string name() const override { return absl::StrCat("cuda:", device_); }
@@ -77,8 +77,8 @@ class CudaBackend final : public Backend {
     return Synchronize();
   }
   absl::Status CopyBytes(const void* src, int64_t bytes, void* dst) override {
-    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes,
-                                            cudaMemcpyDeviceToDevice, stream_));
+    H3_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
     return absl::OkStatus();
   }
   absl::Status Fill(float* dst, int64_t n, float value) override {
@@ -157,11 +157,16 @@ class CudaBackend final : public Backend {
     params.n = p.w->rows();
     params.k = p.w->cols();
     params.gelu = p.epilogue == Epilogue::kGeluTanh;
-    // fp32 x is rounded to 16-bit weights' type into the object's scratch.
-    if (params.w_type != ElementType::kF32 &&
-        params.x_type == ElementType::kF32 &&
-        p.rows * p.w->cols() > linear_capacity_) {
-      H3_RETURN_IF_ERROR(GrowLinear(p.rows * p.w->cols()));
+    // Scratch of the LinearCuda: fp32 x rounded to 16-bit weights' type, and
+    // the fp32 result of a 16-bit y with a bias or GELU before its rounding.
+    const bool round_x = params.w_type != ElementType::kF32 &&
+                         params.x_type == ElementType::kF32;
+    const bool round_y = params.y_type != ElementType::kF32 &&
+                         (params.bias != nullptr || params.gelu);
+    const int64_t need_k = round_x ? p.rows * params.k : 0;
+    const int64_t need_n = round_y ? p.rows * params.n : 0;
+    if (need_k > linear_k_ || need_n > linear_n_) {
+      H3_RETURN_IF_ERROR(GrowLinear(need_k, need_n));
     }
     return LinearError(linears_.back()->Run(params, stream_));
   }
@@ -292,7 +297,8 @@ class CudaBackend final : public Backend {
     params.n = p.w->rows();
     params.k = p.w->cols();
     params.gelu = p.epilogue == Epilogue::kGeluTanh;
-    const int64_t x_size = ElementSize(p.x_type), y_size = ElementSize(p.y_type);
+    const int64_t x_size = ElementSize(p.x_type),
+                  y_size = ElementSize(p.y_type);
     for (int64_t first = 0; first < p.rows; first += kernels::kSkinnyMaxRows) {
       params.x = static_cast<const char*>(p.x) + first * params.k * x_size;
       params.y = static_cast<char*>(p.y) + first * params.n * y_size;
@@ -333,14 +339,20 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::Status GrowLinear(int64_t rows_times_k) {
+  // A new LinearCuda whose scratch holds at least rows * k = `k` and
+  // rows * n = `n` elements (each at least doubled when it grows).
+  absl::Status GrowLinear(int64_t k, int64_t n) {
     kernels::LinearCuda::Options options;
-    options.max_rows_times_k = std::max(rows_times_k, 2 * linear_capacity_);
+    options.max_rows_times_k =
+        std::max(k, k > linear_k_ ? 2 * linear_k_ : linear_k_);
+    options.max_rows_times_n =
+        std::max(n, n > linear_n_ ? 2 * linear_n_ : linear_n_);
     std::unique_ptr<kernels::LinearCuda> linear;
     H3_RETURN_IF_ERROR(
         LinearError(kernels::LinearCuda::Create(options, &linear)));
     linears_.push_back(std::move(linear));
-    linear_capacity_ = options.max_rows_times_k;
+    linear_k_ = options.max_rows_times_k;
+    linear_n_ = options.max_rows_times_n;
     return absl::OkStatus();
   }
 
@@ -351,8 +363,8 @@ class CudaBackend final : public Backend {
   bool batch_invariant_;
   cudaStream_t stream_ = nullptr;
   std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current
-  int64_t linear_capacity_ = 0;
-  std::vector<void*> workspaces_;  // last: current
+  int64_t linear_k_ = 0, linear_n_ = 0;  // the last LinearCuda's scratch
+  std::vector<void*> workspaces_;        // last: current
   size_t workspace_bytes_ = 0;
   std::vector<cudaGraphExec_t> graphs_;
 };

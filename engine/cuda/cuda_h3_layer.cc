@@ -99,9 +99,9 @@ class CudaH3Layer final : public H3Layer {
     }
     ProfileRange range(owner_.profiler(), "compact");
     const size_t size = ElementSize(type_);
-    H3_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
-        out, d * size, scratch_, 3 * d * size, d * size, length,
-        cudaMemcpyDeviceToDevice, stream_));
+    H3_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy2DAsync(out, d * size, scratch_, 3 * d * size, d * size,
+                          length, cudaMemcpyDeviceToDevice, stream_));
     return absl::OkStatus();
   }
 
