@@ -200,16 +200,21 @@ TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
 // --batch-invariant (BackendOptions::batch_invariant): every product is the
 // skinny kernel, and the other ops of a decode step are per row already
 // (docs/cuda-engine.md), so a sequence's logits are bitwise those it gets
-// alone, in a batch of 7 or 64 (buckets 8 and 64, graphs on) at any row.
+// alone, in a batch of 7 or 64 (buckets 8 and 64, graphs on) at any row;
+// with 16-bit activations too (--half-activations).
 TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
   Open(1);
   constexpr int kSteps = 3;
   const int64_t row = config_.padded_vocab_size, vocab = config_.vocab_size;
   const auto prompt = Tokens(37, 7, vocab);
   const auto feed = Tokens(kSteps, 8, vocab);
-  for (ElementType type : {ElementType::kF16, ElementType::kBF16}) {
-    auto backend = MakeBackend(
-        {.device = "cuda", .weight_type = type, .batch_invariant = true});
+  for (auto [type, half] : {std::pair{ElementType::kF16, false},
+                            std::pair{ElementType::kBF16, false},
+                            std::pair{ElementType::kF16, true}}) {
+    auto backend = MakeBackend({.device = "cuda",
+                                .weight_type = type,
+                                .batch_invariant = true,
+                                .half_activations = half});
     ASSERT_TRUE(backend.ok()) << backend.status();
     auto runner = h3::testing::MakeRunner(*file_, *std::move(backend),
                                           /*slots=*/64, /*context=*/512, 48);
@@ -239,8 +244,8 @@ TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
         EXPECT_EQ(std::memcmp(logits.data() + at * row, alone[step].data(),
                               row * sizeof(float)),
                   0)
-            << ElementTypeName(type) << ": row " << at << " of " << batch
-            << ", step " << step;
+            << ElementTypeName(type) << (half ? " half activations" : "")
+            << ": row " << at << " of " << batch << ", step " << step;
       }
       for (SlotId s : slots) gpu.memory().Release(s);
     }

@@ -1,9 +1,10 @@
 // --half-activations (BackendOptions::half_activations) on the CUDA backend:
 // the activations that feed products in the weights' 16-bit type. Held to
 // the CPU (the specification) within the 16-bit bounds, to the fp32
-// activations it replaces, and to the decode path's invariants. Label gpu:
-// skips without a device.
-#include <cstring>
+// activations it replaces, and to the decode path's invariants (bitwise
+// batch invariance with --batch-invariant is in cuda_engine_test.cc). Label
+// gpu: skips without a device.
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -14,7 +15,6 @@ namespace h3::engine {
 namespace {
 
 using h3::testing::Feed;
-using h3::testing::FeedEach;
 using h3::testing::NormalisedError;
 
 class CudaHalfActivationsTest : public CudaEngineTest {
@@ -102,49 +102,6 @@ TEST_F(CudaHalfActivationsTest, GraphsAndPrefillAgree) {
     ASSERT_TRUE(Feed(*with, tokens, {&t, 1}, &one_by_one).ok());
   }
   EXPECT_LT(NormalisedError(one_by_one, at_once), 1e-2);
-}
-
-// With --batch-invariant too: a sequence's logits are bitwise those it gets
-// alone, in a batch of 7 or 64, at any row.
-TEST_F(CudaHalfActivationsTest, BatchInvariantLogitsAreBitwiseTheSame) {
-  Open(1);
-  const int64_t row = config_.padded_vocab_size, vocab = config_.vocab_size;
-  const auto prompt = Tokens(37, 7, vocab);
-  const auto feed = Tokens(2, 8, vocab);
-  BackendOptions options = Options(ElementType::kF16, true);
-  options.batch_invariant = true;
-  auto backend = MakeBackend(options);
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  auto runner = h3::testing::MakeRunner(*file_, *std::move(backend),
-                                        /*slots=*/64, /*context=*/512, 48);
-  ASSERT_TRUE(runner.ok()) << runner.status();
-  Runner* gpu = runner->get();
-  std::vector<std::vector<float>> alone(feed.size());
-  const SlotId slot = *gpu->memory().Acquire();
-  ASSERT_TRUE(Feed(*gpu, slot, prompt, nullptr).ok());
-  for (size_t step = 0; step < feed.size(); ++step) {
-    ASSERT_TRUE(Feed(*gpu, slot, {&feed[step], 1}, &alone[step]).ok());
-  }
-  gpu->memory().Release(slot);
-  for (auto [batch, at] : {std::pair{7, 3}, std::pair{64, 63}}) {
-    std::vector<SlotId> slots;
-    for (int b = 0; b < batch; ++b) {
-      slots.push_back(*gpu->memory().Acquire());
-      const auto mine = b == at ? prompt : Tokens(5 + b % 40, 200 + b, vocab);
-      ASSERT_TRUE(Feed(*gpu, slots.back(), mine, nullptr).ok());
-    }
-    for (size_t step = 0; step < feed.size(); ++step) {
-      auto next = Tokens(batch, 300 + step, vocab);
-      next[at] = feed[step];
-      std::vector<float> logits;
-      ASSERT_TRUE(FeedEach(*gpu, slots, next, &logits).ok());
-      EXPECT_EQ(std::memcmp(logits.data() + at * row, alone[step].data(),
-                            row * sizeof(float)),
-                0)
-          << "row " << at << " of " << batch << ", step " << step;
-    }
-    for (SlotId s : slots) gpu->memory().Release(s);
-  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/half_float.h"
 #include "base/parallel.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/h3_prefill.h"
@@ -24,20 +25,8 @@
 
 namespace h3::kernels::testing {
 
-// x rounded to `type` (to nearest) and back.
-inline float RoundTo(ElementType type, float x) {
-  switch (type) {
-    case ElementType::kF16:
-      return __half2float(__float2half_rn(x));
-    case ElementType::kBF16:
-      return __bfloat162float(__float2bfloat16_rn(x));
-    default:
-      return x;
-  }
-}
-
 inline std::vector<float> RoundAll(ElementType type, std::vector<float> v) {
-  for (float& x : v) x = RoundTo(type, x);
+  for (float& x : v) x = RoundToType(x, type);
   return v;
 }
 
