@@ -97,7 +97,7 @@ absl::StatusOr<Json> RunPrefixCache(engine::Runner& runner,
     rows.push_back({
         {"prefix_tokens", length},
         {"snapshot_bytes",
-         4 * (length * memory.KvFloatsPerPosition() + memory.StateFloats())},
+         length * memory.KvBytesPerPosition() + 4 * memory.StateFloats()},
         {"prefill_s", prefill},
         {"save_s", save},
         {"restore_s", restore},
@@ -109,7 +109,7 @@ absl::StatusOr<Json> RunPrefixCache(engine::Runner& runner,
   }
   return Json{{"prompt_len", flags.prompt_len},
               {"state_bytes", 4 * memory.StateFloats()},
-              {"kv_bytes_per_token", 4 * memory.KvFloatsPerPosition()},
+              {"kv_bytes_per_token", memory.KvBytesPerPosition()},
               {"prefixes", rows}};
 }
 

@@ -143,8 +143,9 @@ class Backend {
   virtual ElementType weight_type() const = 0;
   // The type of the activations that feed products (engine/model.h,
   // Activations: the norms' and mixers' outputs, q|k|v, the MLP's hidden
-  // layer): fp32, or with half activations the weights' 16-bit type. Ops
-  // given such a tensor take its type from here or from their params.
+  // layer) and of the attention layers' K/V caches (engine/
+  // sequence_memory.h): fp32, or with half activations the weights' 16-bit
+  // type. Ops given such a tensor take its type from their params.
   virtual ElementType activation_type() const { return ElementType::kF32; }
 
   virtual absl::StatusOr<Buffer> Allocate(int64_t floats) = 0;
@@ -256,11 +257,13 @@ struct BackendOptions {
   // cuBLASLt, whose algorithm (and summation order) depends on the row
   // count. The CPU backend is row-invariant either way.
   bool batch_invariant = false;
-  // CUDA with 16-bit weights: the activations that feed products in the
-  // weights' type (Backend::activation_type), so products read them without
-  // a conversion kernel and q|k|v and the MLP's hidden layer are written in
-  // 16 bits. Off: fp32 activations, rounded to the weights' type before each
-  // product. Off by default until a GPU run has measured it.
+  // CUDA with 16-bit weights: the activations that feed products, and the
+  // attention layers' K/V cache, in the weights' type
+  // (Backend::activation_type), so products read them without a conversion
+  // kernel, q|k|v and the MLP's hidden layer are written in 16 bits and
+  // decode attention reads half the bytes. Off: fp32 activations and K/V,
+  // activations rounded to the weights' type before each product. Off by
+  // default until a GPU run has measured it.
   bool half_activations = false;
 };
 

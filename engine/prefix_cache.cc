@@ -26,6 +26,7 @@ PrefixCache::PrefixCache(SequenceMemory& memory, Model& model,
       backend_(model.backend()),
       d_model_(model.config().d_model),
       kv_blocks_(2 * model.attention_layers()),
+      kv_type_(memory.kv_type()),
       options_(options),
       root_(std::make_unique<Node>()) {
   stats_.max_bytes = options.max_bytes;
@@ -42,6 +43,12 @@ std::optional<Buffer> PrefixCache::Allocate(int64_t floats) {
   if (!buffer.ok()) return std::nullopt;
   stats_.bytes += floats * static_cast<int64_t>(sizeof(float));
   return std::move(*buffer);
+}
+
+std::optional<Buffer> PrefixCache::AllocateKv(int64_t positions) {
+  const int64_t bytes =
+      positions * kv_blocks_ * d_model_ * ElementSize(kv_type_);
+  return Allocate((bytes + 3) / 4);
 }
 
 void PrefixCache::Free(Buffer& buffer) {
@@ -109,18 +116,22 @@ absl::Status PrefixCache::Split(Node* node, int64_t keep) {
   auto tail = std::make_unique<Node>();
   Buffer head_kv;
   if (node->kv.size() > 0) {
-    std::optional<Buffer> head = Allocate(keep * kv_blocks_ * d_model_);
-    std::optional<Buffer> back = Allocate(rest * kv_blocks_ * d_model_);
+    std::optional<Buffer> head = AllocateKv(keep);
+    std::optional<Buffer> back = AllocateKv(rest);
     if (!head || !back) {
       return absl::ResourceExhaustedError("prefix cache: splitting K/V");
     }
     // The packed K and V blocks each split at `keep` positions.
+    const ElementType t = kv_type_;
+    const int64_t size = ElementSize(t);
     for (int b = 0; b < kv_blocks_; ++b) {
-      const float* src = node->kv.data() + b * length * d_model_;
-      H3_RETURN_IF_ERROR(backend_.Copy(src, keep * d_model_,
-                                       head->data() + b * keep * d_model_));
-      H3_RETURN_IF_ERROR(backend_.Copy(src + keep * d_model_, rest * d_model_,
-                                       back->data() + b * rest * d_model_));
+      const void* src = ElementAt(node->kv.data(), b * length * d_model_, t);
+      H3_RETURN_IF_ERROR(
+          backend_.CopyBytes(src, keep * d_model_ * size,
+                             ElementAt(head->data(), b * keep * d_model_, t)));
+      H3_RETURN_IF_ERROR(backend_.CopyBytes(
+          ElementAt(src, keep * d_model_, t), rest * d_model_ * size,
+          ElementAt(back->data(), b * rest * d_model_, t)));
     }
     Free(node->kv);
     head_kv = std::move(*head);
@@ -166,8 +177,7 @@ absl::Status PrefixCache::Save(SlotId slot, absl::Span<const int32_t> tokens) {
     child->parent = node;
     child->edge.assign(tokens.begin() + matched, tokens.end());
     child->depth = p;
-    std::optional<Buffer> kv =
-        Allocate(child->length() * kv_blocks_ * d_model_);
+    std::optional<Buffer> kv = AllocateKv(child->length());
     if (!kv) return absl::OkStatus();
     child->kv = std::move(*kv);
     if (child->kv.size() > 0) {

@@ -98,12 +98,16 @@ class PrefixCache {
   // A new buffer of `floats`, counted in stats_.bytes; null when it cannot
   // be allocated.
   std::optional<Buffer> Allocate(int64_t floats);
+  // A buffer for the K/V of `positions` positions, packed as ReadKv lays it
+  // out (in the memory's K/V type).
+  std::optional<Buffer> AllocateKv(int64_t positions);
   void Free(Buffer& buffer);
 
   SequenceMemory& memory_;
   Backend& backend_;
   const int64_t d_model_;
   const int kv_blocks_;  // K and V of every attention layer
+  const ElementType kv_type_;
   const PrefixCacheOptions options_;
   std::unique_ptr<Node> root_;
   uint64_t clock_ = 0;

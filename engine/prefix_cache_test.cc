@@ -1,7 +1,8 @@
 // The prefix cache on the CPU backend: a restored snapshot continues
 // bitwise like the sequence it was taken from (CPU prefill is chunk-
 // invariant), across edge splits at branch points and under eviction, and
-// its counters say exactly what happened.
+// its counters say exactly what happened. With fp32 activations and K/V,
+// and with 16-bit ones (--half-activations: K/V snapshots in 16 bits).
 #include "engine/prefix_cache.h"
 
 #include <string>
@@ -22,7 +23,7 @@ using h3::testing::Snapshot;
 using h3::testing::Solo;
 constexpr auto Tokens = h3::testing::CacheTokens;
 
-class PrefixCacheTest : public ::testing::Test {
+class PrefixCacheTest : public ::testing::TestWithParam<ElementType> {
  protected:
   void SetUp() override {
     auto file =
@@ -34,7 +35,7 @@ class PrefixCacheTest : public ::testing::Test {
 
   std::unique_ptr<Runner> Make(int64_t max_bytes = int64_t{1} << 30) {
     auto runner = h3::testing::MakeRunner(
-        *file_, MakeCpuBackend(), /*slots=*/4, /*context=*/600,
+        *file_, MakeCpuBackend(GetParam()), /*slots=*/4, /*context=*/600,
         /*prefill_chunk=*/1024, /*graphs=*/true,
         {.max_bytes = max_bytes, .interval = 0});
     EXPECT_TRUE(runner.ok()) << runner.status();
@@ -44,7 +45,7 @@ class PrefixCacheTest : public ::testing::Test {
   std::unique_ptr<loader::ModelFile> file_;
 };
 
-TEST_F(PrefixCacheTest, ARestoredSnapshotContinuesBitwise) {
+TEST_P(PrefixCacheTest, ARestoredSnapshotContinuesBitwise) {
   auto runner = Make();
   const auto prefix = Tokens(100, 1), rest = Tokens(37, 2);
   Snapshot(*runner, prefix);
@@ -54,7 +55,7 @@ TEST_F(PrefixCacheTest, ARestoredSnapshotContinuesBitwise) {
   EXPECT_EQ(restored, 100);
 }
 
-TEST_F(PrefixCacheTest, AWholePromptHitLeavesTheLastTokenToCompute) {
+TEST_P(PrefixCacheTest, AWholePromptHitLeavesTheLastTokenToCompute) {
   auto runner = Make();
   const auto prompt = Tokens(50, 3);
   Snapshot(*runner, prompt);
@@ -72,7 +73,7 @@ TEST_F(PrefixCacheTest, AWholePromptHitLeavesTheLastTokenToCompute) {
   EXPECT_EQ(restored, 49);
 }
 
-TEST_F(PrefixCacheTest, BranchPointsSplitEdgesAndEveryPathStillRestores) {
+TEST_P(PrefixCacheTest, BranchPointsSplitEdgesAndEveryPathStillRestores) {
   auto runner = Make();
   const auto shared = Tokens(60, 4);
   const auto a = Join(shared, Tokens(40, 5));
@@ -101,13 +102,13 @@ TEST_F(PrefixCacheTest, BranchPointsSplitEdgesAndEveryPathStillRestores) {
   // K/V of 60 + 40 + 30 positions, stored once; three states.
   const SequenceMemory& m = runner->memory();
   EXPECT_EQ(stats.bytes,
-            4 * (130 * m.KvFloatsPerPosition() + 3 * m.StateFloats()));
+            130 * m.KvBytesPerPosition() + 4 * 3 * m.StateFloats());
 }
 
-TEST_F(PrefixCacheTest, EvictionDropsTheLeastRecentlyUsedAndNeverFails) {
+TEST_P(PrefixCacheTest, EvictionDropsTheLeastRecentlyUsedAndNeverFails) {
   const auto probe = Make();
-  const int64_t per_snapshot = 4 * (20 * probe->memory().KvFloatsPerPosition() +
-                                    probe->memory().StateFloats());
+  const int64_t per_snapshot = 20 * probe->memory().KvBytesPerPosition() +
+                               4 * probe->memory().StateFloats();
   // Room for two snapshots of 20 tokens on separate paths.
   auto runner = Make(2 * per_snapshot + 100);
   const auto p1 = Tokens(20, 8), p2 = Tokens(20, 9), p3 = Tokens(20, 10);
@@ -136,7 +137,7 @@ TEST_F(PrefixCacheTest, EvictionDropsTheLeastRecentlyUsedAndNeverFails) {
   EXPECT_EQ(stats.snapshots, 0);
 }
 
-TEST_F(PrefixCacheTest, OffMeansNoSnapshotsAndNoQueries) {
+TEST_P(PrefixCacheTest, OffMeansNoSnapshotsAndNoQueries) {
   auto runner = Make(0);
   Snapshot(*runner, Tokens(10, 12));
   int64_t restored = -1;
@@ -147,6 +148,13 @@ TEST_F(PrefixCacheTest, OffMeansNoSnapshotsAndNoQueries) {
   EXPECT_EQ(stats.snapshots, 0);
   EXPECT_EQ(stats.bytes, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Activations, PrefixCacheTest,
+                         ::testing::Values(ElementType::kF32,
+                                           ElementType::kF16),
+                         [](const auto& info) {
+                           return std::string(ElementTypeName(info.param));
+                         });
 
 }  // namespace
 }  // namespace h3::engine

@@ -28,9 +28,13 @@ absl::StatusOr<std::unique_ptr<SequenceMemory>> SequenceMemory::Create(
           {b.data(), b.data() + d * model.config().d_state});
       slot.h3.push_back(std::move(b));
     }
+    // K then V, each [capacity, d] of the KV type, in whole floats.
+    const ElementType kv = memory->kv_type();
+    const int64_t kv_floats = (2 * capacity * d * ElementSize(kv) + 3) / 4;
     for (int j = 0; j < model.attention_layers(); ++j) {
-      H3_ASSIGN_OR_RETURN(Buffer b, backend.Allocate(2 * capacity * d));
-      slot.kv_views.push_back({b.data(), b.data() + capacity * d, capacity});
+      H3_ASSIGN_OR_RETURN(Buffer b, backend.Allocate(kv_floats));
+      slot.kv_views.push_back(
+          {b.data(), ElementAt(b.data(), capacity * d, kv), capacity, kv});
       slot.kv.push_back(std::move(b));
     }
     H3_ASSIGN_OR_RETURN(slot.history,
@@ -102,12 +106,13 @@ absl::Status SequenceMemory::Copy(SlotId from, SlotId to) {
         backend.Copy(src.h3[i].data(), src.h3[i].size(), dst.h3[i].data()));
   }
   // Attention caches: only the filled positions of K and of V matter.
-  const int64_t filled = src.position * model_.config().d_model;
+  const int64_t filled =
+      src.position * model_.config().d_model * ElementSize(kv_type());
   for (size_t j = 0; j < src.kv.size(); ++j) {
     const kernels::KvCache& s = src.kv_views[j];
     const kernels::KvCache& d = dst.kv_views[j];
-    H3_RETURN_IF_ERROR(backend.Copy(s.k, filled, d.k));
-    H3_RETURN_IF_ERROR(backend.Copy(s.v, filled, d.v));
+    H3_RETURN_IF_ERROR(backend.CopyBytes(s.k, filled, d.k));
+    H3_RETURN_IF_ERROR(backend.CopyBytes(s.v, filled, d.v));
   }
   H3_RETURN_IF_ERROR(
       backend.Copy(src.history.data(), src.history.size(), dst.history.data()));
@@ -145,8 +150,9 @@ int64_t SequenceMemory::StateFloats() const {
   return model_.h3_layers() * model_.H3StateFloats();
 }
 
-int64_t SequenceMemory::KvFloatsPerPosition() const {
-  return 2 * model_.attention_layers() * model_.config().d_model;
+int64_t SequenceMemory::KvBytesPerPosition() const {
+  return 2 * model_.attention_layers() * model_.config().d_model *
+         ElementSize(kv_type());
 }
 
 absl::Status SequenceMemory::ReadStates(SlotId slot, float* dst) const {
@@ -168,7 +174,7 @@ absl::Status SequenceMemory::WriteStates(SlotId slot, const float* src) {
 }
 
 absl::Status SequenceMemory::MoveKv(SlotId slot, int64_t start, int64_t length,
-                                    float* packed, bool to_cache) const {
+                                    void* packed, bool to_cache) const {
   H3_RETURN_IF_ERROR(CheckSlot(slot));
   if (start < 0 || length < 0 || start + length > capacity_) {
     return absl::InvalidArgumentError(
@@ -176,26 +182,28 @@ absl::Status SequenceMemory::MoveKv(SlotId slot, int64_t start, int64_t length,
                      ") outside the capacity ", capacity_));
   }
   const int64_t d = model_.config().d_model;
-  const int64_t n = length * d;
+  const ElementType type = kv_type();
+  const int64_t bytes = length * d * ElementSize(type);
+  Backend& backend = model_.backend();
   for (const kernels::KvCache& kv : slots_[slot].kv_views) {
-    for (float* cache : {kv.k, kv.v}) {
-      float* at = cache + start * d;
-      H3_RETURN_IF_ERROR(to_cache ? model_.backend().Copy(packed, n, at)
-                                  : model_.backend().Copy(at, n, packed));
-      packed += n;
+    for (void* cache : {kv.k, kv.v}) {
+      void* at = ElementAt(cache, start * d, type);
+      H3_RETURN_IF_ERROR(to_cache ? backend.CopyBytes(packed, bytes, at)
+                                  : backend.CopyBytes(at, bytes, packed));
+      packed = ElementAt(packed, length * d, type);
     }
   }
   return absl::OkStatus();
 }
 
 absl::Status SequenceMemory::ReadKv(SlotId slot, int64_t start, int64_t length,
-                                    float* dst) const {
+                                    void* dst) const {
   return MoveKv(slot, start, length, dst, /*to_cache=*/false);
 }
 
 absl::Status SequenceMemory::WriteKv(SlotId slot, int64_t start, int64_t length,
-                                     const float* src) {
-  return MoveKv(slot, start, length, const_cast<float*>(src),
+                                     const void* src) {
+  return MoveKv(slot, start, length, const_cast<void*>(src),
                 /*to_cache=*/true);
 }
 

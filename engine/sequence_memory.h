@@ -68,18 +68,21 @@ class SequenceMemory {
   //
   // Floats of every H3 layer's state, back to back.
   int64_t StateFloats() const;
-  // Floats one position takes in every attention layer's K and V.
-  int64_t KvFloatsPerPosition() const;
+  // The K/V caches' element type: the backend's activation_type() (fp32, or
+  // 16-bit with half activations).
+  ElementType kv_type() const { return model_.backend().activation_type(); }
+  // Bytes one position takes in every attention layer's K and V.
+  int64_t KvBytesPerPosition() const;
   // Copies the slot's H3 states to `dst` [StateFloats()], or back.
   absl::Status ReadStates(SlotId slot, float* dst) const;
   absl::Status WriteStates(SlotId slot, const float* src);
   // Copies K/V of positions [start, start + length) to `dst`, laid out
-  // [attention layer][K, V][length][d_model], or back from `src` laid out
-  // the same way. REQUIRES: start + length <= capacity().
+  // [attention layer][K, V][length][d_model] in kv_type(), or back from
+  // `src` laid out the same way. REQUIRES: start + length <= capacity().
   absl::Status ReadKv(SlotId slot, int64_t start, int64_t length,
-                      float* dst) const;
+                      void* dst) const;
   absl::Status WriteKv(SlotId slot, int64_t start, int64_t length,
-                       const float* src);
+                       const void* src);
   // Sets the position after WriteStates/WriteKv restored a prefix.
   void SetPosition(SlotId slot, int64_t position) {
     slots_[slot].position = position;
@@ -89,6 +92,7 @@ class SequenceMemory {
   struct Slot {
     std::vector<Buffer> h3;  // per H3 layer: [Model::H3StateFloats()]
     std::vector<Buffer> kv;  // per attention layer: K then V, [capacity, d]
+                             // of kv_type()
     Buffer history;          // int32 counts [vocab], then uint8 flags
     std::vector<kernels::H3State> h3_views;
     std::vector<kernels::KvCache> kv_views;
@@ -103,7 +107,7 @@ class SequenceMemory {
   int64_t HistoryFloats() const;
   // Copies [start, start + length) of each K and V of the slot between the
   // cache and a packed buffer (to_cache: from `packed` into the cache).
-  absl::Status MoveKv(SlotId slot, int64_t start, int64_t length, float* packed,
+  absl::Status MoveKv(SlotId slot, int64_t start, int64_t length, void* packed,
                       bool to_cache) const;
 
   Model& model_;

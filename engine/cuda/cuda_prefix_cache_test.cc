@@ -88,7 +88,7 @@ TEST_F(CudaPrefixCacheTest, EvictionKeepsTheBudgetAndTheNewest) {
   auto probe = Load(1);
   ASSERT_NE(probe, nullptr);
   const SequenceMemory& m = probe->memory();
-  const int64_t one = 4 * (50 * m.KvFloatsPerPosition() + m.StateFloats());
+  const int64_t one = 50 * m.KvBytesPerPosition() + 4 * m.StateFloats();
   auto gpu = Load(one + one / 2);
   ASSERT_NE(gpu, nullptr);
   const auto p = Tokens(50, 7), q = Tokens(50, 8);

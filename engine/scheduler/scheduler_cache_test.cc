@@ -192,7 +192,7 @@ TEST_F(SchedulerCacheTest, ConcurrentSharedPrefixesUnderEvictionStayExact) {
   auto probe = h3::testing::MakeRunner(*file_, MakeCpuBackend(), 1, 256);
   ASSERT_TRUE(probe.ok());
   const SequenceMemory& m = (*probe)->memory();
-  const int64_t room = 2 * 4 * (60 * m.KvFloatsPerPosition() + m.StateFloats());
+  const int64_t room = 2 * (60 * m.KvBytesPerPosition() + 4 * m.StateFloats());
   auto cached = Make(room, /*slots=*/4, /*step_tokens=*/16), plain = Make(0);
   std::vector<GenerationRequest> requests;
   for (int i = 0; i < 12; ++i) {
