@@ -106,8 +106,10 @@ absl::Status SequenceMemory::Copy(SlotId from, SlotId to) {
   for (size_t j = 0; j < src.kv.size(); ++j) {
     const kernels::KvCache& s = src.kv_views[j];
     const kernels::KvCache& d = dst.kv_views[j];
-    H3_RETURN_IF_ERROR(backend.Copy(s.k, filled, d.k));
-    H3_RETURN_IF_ERROR(backend.Copy(s.v, filled, d.v));
+    H3_RETURN_IF_ERROR(backend.Copy(static_cast<float*>(s.k), filled,
+                                    static_cast<float*>(d.k)));
+    H3_RETURN_IF_ERROR(backend.Copy(static_cast<float*>(s.v), filled,
+                                    static_cast<float*>(d.v)));
   }
   H3_RETURN_IF_ERROR(
       backend.Copy(src.history.data(), src.history.size(), dst.history.data()));
@@ -178,7 +180,8 @@ absl::Status SequenceMemory::MoveKv(SlotId slot, int64_t start, int64_t length,
   const int64_t d = model_.config().d_model;
   const int64_t n = length * d;
   for (const kernels::KvCache& kv : slots_[slot].kv_views) {
-    for (float* cache : {kv.k, kv.v}) {
+    for (float* cache :
+         {static_cast<float*>(kv.k), static_cast<float*>(kv.v)}) {
       float* at = cache + start * d;
       H3_RETURN_IF_ERROR(to_cache ? model_.backend().Copy(packed, n, at)
                                   : model_.backend().Copy(at, n, packed));

@@ -58,7 +58,8 @@ __global__ void PrefillWriteKvKernel(AttentionParams p) {
   const int64_t t = blockIdx.x;
   const int64_t d = static_cast<int64_t>(p.shape.heads) * p.shape.head_dim;
   WriteTokenKv(static_cast<const T*>(p.qkv) + t * 3 * d, p.shape, p.inv_freq,
-               p.start + t, p.cache.k, p.cache.v);
+               p.start + t, static_cast<float*>(p.cache.k),
+               static_cast<float*>(p.cache.v));
 }
 
 // Grid (query tiles, heads). Reads keys [0, start + last row] from the cache,
@@ -107,8 +108,8 @@ __global__ void __launch_bounds__(kThreads)
       float kx = 0.0f, vx = 0.0f;  // zeros: 0 * garbage could be a NaN
       if (j < tile_keys && i < hd) {
         const int64_t off = (k0 + j) * d + h * hd + i;
-        kx = p.cache.k[off];
-        vx = p.cache.v[off];
+        kx = static_cast<const float*>(p.cache.k)[off];
+        vx = static_cast<const float*>(p.cache.v)[off];
       }
       k_s[j * k_row + i] = kx;
       v_s[j * row + i] = vx;

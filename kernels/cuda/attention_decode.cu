@@ -71,7 +71,7 @@ __global__ void DecodeWriteKvKernel(AttentionDecodeParams p) {
   if (!PositionInCache(pos, cache)) return;
   const int64_t d = static_cast<int64_t>(p.shape.heads) * p.shape.head_dim;
   WriteTokenKv(static_cast<const T*>(p.qkv) + b * 3 * d, p.shape, p.inv_freq,
-               pos, cache.k, cache.v);
+               pos, static_cast<float*>(cache.k), static_cast<float*>(cache.v));
 }
 
 template <int kDims, typename T>  // DimsPerLane(head_dim), qkv's elements
@@ -103,8 +103,8 @@ __global__ void __launch_bounds__(kThreads)
 
   // The warp's running softmax over keys j0 .. j0 + kKeysPerStep - 1, then
   // the same kWarps * kKeysPerStep further on.
-  const float* k_head = cache.k + h * hd;
-  const float* v_head = cache.v + h * hd;
+  const float* k_head = static_cast<const float*>(cache.k) + h * hd;
+  const float* v_head = static_cast<const float*>(cache.v) + h * hd;
   float m = -INFINITY, l = 0.0f, acc[kDims] = {};
   for (int64_t j0 = begin + warp * kKeysPerStep; j0 < end;
        j0 += kWarps * kKeysPerStep) {

@@ -25,7 +25,8 @@ __global__ void WriteKvKernel(const __grid_constant__ LaunchArgs args) {
       static_cast<int64_t>(args.shape.heads) * args.shape.head_dim;
   attention_detail::WriteTokenKv(
       static_cast<const T*>(args.qkv) + (seq.row + t) * 3 * d, args.shape,
-      args.inv_freq, seq.start + t, seq.cache.k, seq.cache.v);
+      args.inv_freq, seq.start + t, static_cast<float*>(seq.cache.k),
+      static_cast<float*>(seq.cache.v));
 }
 
 bool Aligned(const void* p, uintptr_t bytes) {

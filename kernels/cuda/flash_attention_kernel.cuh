@@ -205,8 +205,10 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
     const int valid =
         static_cast<int>(attention_detail::MinI64(kKeyTile, keys - k0));
     const int64_t off = k0 * d + h * kHeadDim;
-    LoadTile<T, kHeadDim>(seq.cache.k + off, d, kKeyTile, valid, k_s);
-    LoadTile<T, kHeadDim>(seq.cache.v + off, d, kKeyTile, valid, v_s);
+    LoadTile<T, kHeadDim>(static_cast<const float*>(seq.cache.k) + off, d,
+                          kKeyTile, valid, k_s);
+    LoadTile<T, kHeadDim>(static_cast<const float*>(seq.cache.v) + off, d,
+                          kKeyTile, valid, v_s);
     __syncthreads();
 
     // S = Q K^T: n8 tile n holds keys k0 + 8n ..; B fragment of key g.
