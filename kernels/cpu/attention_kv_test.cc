@@ -4,6 +4,7 @@
 // rotated key and value rounded once to the cache's type, for every io_type.
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -11,28 +12,14 @@
 #include "base/half_float.h"
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
+#include "tests/support/half_io.h"
 #include "tests/support/random.h"
 
 namespace h3::kernels {
 namespace {
 
 using h3::testing::RandomNormal;
-
-// A tensor of `type` holding `values` rounded once to it.
-struct Typed {
-  Typed(const std::vector<float>& values, ElementType type)
-      : type(type), bytes(values.size() * ElementSize(type)) {
-    StoreFloats(values.data(), static_cast<int64_t>(values.size()),
-                bytes.data(), type, 0);
-  }
-  std::vector<float> Values() const {
-    std::vector<float> v(bytes.size() / ElementSize(type));
-    LoadFloats(bytes.data(), type, 0, static_cast<int64_t>(v.size()), v.data());
-    return v;
-  }
-  ElementType type;
-  std::vector<unsigned char> bytes;
-};
+using Typed = h3::testing::TypedTensor;
 
 std::vector<float> InvFreq(int rotary_dim) {
   std::vector<float> f(rotary_dim / 2);
@@ -178,7 +165,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(ElementType::kF32, ElementType::kF16,
                                          ElementType::kBF16),
                        ::testing::Values(ElementType::kF32, ElementType::kF16,
-                                         ElementType::kBF16)));
+                                         ElementType::kBF16)),
+    [](const auto& info) {
+      return std::string("cache_") + ElementTypeName(std::get<0>(info.param)) +
+             "_io_" + ElementTypeName(std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace h3::kernels
