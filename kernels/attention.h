@@ -11,10 +11,14 @@
 // positions up to their own, with scale 1 / sqrt(head_dim). The CPU function
 // is the specification; the CUDA kernels take the same Params.
 //
-// qkv and out hold elements of `io_type` (kF32, kF16 or kBF16; the KV cache
-// is fp32 always): reading widens exactly to fp32, the arithmetic is the same
-// for every io_type, and each output is rounded once (to nearest even) when
-// stored, so a 16-bit result is the rounded fp32 result of the widened input.
+// qkv and out hold elements of `io_type` (kF32, kF16 or kBF16): reading
+// widens exactly to fp32, the arithmetic is the same for every io_type, and
+// each output is rounded once (to nearest even) when stored, so a 16-bit
+// result is the rounded fp32 result of the widened input. The KV cache holds
+// elements of its own `type` (kF32, kF16 or kBF16): a new token's rotated key
+// and value (computed in fp32) are rounded once to it where they are written,
+// and every read widens exactly; so a 16-bit cache gives the bits of an fp32
+// cache whose entries were rounded to that type.
 
 #include <cstdint>
 
@@ -30,11 +34,13 @@ struct AttentionShape {
 };
 
 // A sequence's K/V cache for one attention layer: position i of the sequence
-// (after rotary) at k[i][heads][head_dim], v likewise.
+// (after rotary) at k[i][heads][head_dim], v likewise, elements of `type`.
+// `type` comes last so that {k, v, capacity} still makes an fp32 cache.
 struct KvCache {
-  float* k = nullptr;    // [capacity, heads, head_dim]
-  float* v = nullptr;    // [capacity, heads, head_dim]
-  int64_t capacity = 0;  // positions the cache can hold
+  void* k = nullptr;                     // [capacity, heads, head_dim] of type
+  void* v = nullptr;                     // [capacity, heads, head_dim] of type
+  int64_t capacity = 0;                  // positions the cache can hold
+  ElementType type = ElementType::kF32;  // kF32, kF16 or kBF16
 };
 
 // REQUIRES: start + length <= cache.capacity; positions [0, start) of the

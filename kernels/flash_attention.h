@@ -38,7 +38,7 @@ constexpr int kQueryTile = 64;  // query rows per block: 4 warps x 16 rows
 constexpr int kKeyTile = 64;    // keys per step of the online softmax
 constexpr int kWarps = kQueryTile / 16;  // one m16 MMA row block per warp
 // Sequences per launch: their descriptors travel in the kernel's parameter
-// block (48 bytes each, under the 4 KiB limit); more take several launches.
+// block (56 bytes each, under the 4 KiB limit); more take several launches.
 constexpr int kMaxSequencesPerLaunch = 32;
 
 // One sequence's chunk in a packed batch of rows.

@@ -24,31 +24,40 @@ void ApplyRotary(float* x, int rotary_dim, const float* inv_freq,
 
 namespace {
 
-// The fp32 attention: AttentionCpu with io_type kF32.
+// The fp32 attention: AttentionCpu with io_type kF32 (any cache type).
 void AttentionF32(const AttentionParams& p, const float* qkv, float* out_all) {
   const AttentionShape& s = p.shape;
   const int heads = s.heads, hd = s.head_dim, d = s.d_model();
   const int64_t row = 3 * static_cast<int64_t>(d);  // one token's q, k, v
 
-  // Rotated keys and values of the new tokens into the cache.
+  // Rotated keys and values of the new tokens into the cache, rounded once
+  // to the cache's type.
+  const ElementType ct = p.cache.type;
+  std::vector<float> k(d);
   for (int64_t t = 0; t < p.length; ++t) {
     const int64_t pos = p.start + t;
-    float* k = p.cache.k + pos * d;
-    float* v = p.cache.v + pos * d;
-    std::memcpy(k, qkv + t * row + d, d * sizeof(float));
-    std::memcpy(v, qkv + t * row + 2 * d, d * sizeof(float));
+    std::memcpy(k.data(), qkv + t * row + d, d * sizeof(float));
     if (s.rotary_dim > 0) {
       for (int h = 0; h < heads; ++h) {
-        ApplyRotary(k + h * hd, s.rotary_dim, p.inv_freq, pos);
+        ApplyRotary(k.data() + h * hd, s.rotary_dim, p.inv_freq, pos);
       }
     }
+    StoreFloats(k.data(), d, p.cache.k, ct, pos * d);
+    StoreFloats(qkv + t * row + 2 * d, d, p.cache.v, ct, pos * d);
   }
 
   // One (query token, head) pair per work item.
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   ParallelFor(p.length * heads, 4, [&](int64_t begin, int64_t end) {
-    std::vector<float> q(hd);
+    std::vector<float> q(hd), widened(hd);
     std::vector<double> scores(p.start + p.length), acc(hd);
+    // Head h of cache row j of `cache` (K or V), widened to fp32.
+    auto cached = [&](const void* cache, int64_t j, int h) -> const float* {
+      if (ct == ElementType::kF32)
+        return static_cast<const float*>(cache) + j * d + h * hd;
+      LoadFloats(cache, ct, j * d + h * hd, hd, widened.data());
+      return widened.data();
+    };
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / heads;
       const int h = static_cast<int>(item % heads);
@@ -59,7 +68,7 @@ void AttentionF32(const AttentionParams& p, const float* qkv, float* out_all) {
 
       double max_score = -INFINITY;
       for (int64_t j = 0; j <= pos; ++j) {
-        const float* k = p.cache.k + j * d + h * hd;
+        const float* k = cached(p.cache.k, j, h);
         double dot = 0;
         for (int i = 0; i < hd; ++i) dot += double{q[i]} * k[i];
         scores[j] = dot * scale;
@@ -70,7 +79,7 @@ void AttentionF32(const AttentionParams& p, const float* qkv, float* out_all) {
       for (int64_t j = 0; j <= pos; ++j) {
         const double w = std::exp(scores[j] - max_score);
         total += w;
-        const float* v = p.cache.v + j * d + h * hd;
+        const float* v = cached(p.cache.v, j, h);
         for (int i = 0; i < hd; ++i) acc[i] += w * v[i];
       }
       float* out = out_all + t * d + h * hd;

@@ -28,19 +28,20 @@ std::vector<float> RoundedQueries(const Params& p, const Sequence& s) {
   return q;
 }
 
-// The chunk's rotated keys and values into the cache, as AttentionCpu and
-// the kernel's first launch write them.
+// The chunk's rotated keys and values into the cache, rounded once to the
+// cache's type, as AttentionCpu and the kernel's first launch write them.
 void WriteCache(const Params& p, const Sequence& s) {
   const int hd = p.shape.head_dim, d = p.shape.d_model();
+  std::vector<float> k(d);
   for (int64_t t = 0; t < s.length; ++t) {
     const int64_t pos = s.start + t;
     const float* in = static_cast<const float*>(p.qkv) + (s.row + t) * 3 * d;
-    float* k = s.cache.k + pos * d;
-    std::memcpy(k, in + d, d * sizeof(float));
-    std::memcpy(s.cache.v + pos * d, in + 2 * d, d * sizeof(float));
+    std::memcpy(k.data(), in + d, d * sizeof(float));
     for (int h = 0; h < p.shape.heads && p.shape.rotary_dim > 0; ++h) {
-      ApplyRotary(k + h * hd, p.shape.rotary_dim, p.inv_freq, pos);
+      ApplyRotary(k.data() + h * hd, p.shape.rotary_dim, p.inv_freq, pos);
     }
+    StoreFloats(k.data(), d, s.cache.k, s.cache.type, pos * d);
+    StoreFloats(in + 2 * d, d, s.cache.v, s.cache.type, pos * d);
   }
 }
 
@@ -69,12 +70,15 @@ void EmulationF32(const Params& p) {
     const int64_t keys = s.start + s.length;
     // The half-rounded keys [keys, d] and values, transposed to [d, keys] so
     // that the loop over one output dim reads them in order (the kernel
-    // holds both row-major and reads V's fragments transposed).
+    // holds both row-major and reads V's fragments transposed). A cache of
+    // the operand type is already rounded: the rounding changes nothing.
     std::vector<float> k(keys * d), vt(static_cast<size_t>(d) * keys);
     for (int64_t j = 0; j < keys; ++j) {
       for (int e = 0; e < d; ++e) {
-        k[j * d + e] = RoundToType(s.cache.k[j * d + e], p.type);
-        vt[e * keys + j] = RoundToType(s.cache.v[j * d + e], p.type);
+        const int64_t i = j * d + e;
+        k[i] = RoundToType(LoadFloat(s.cache.k, s.cache.type, i), p.type);
+        vt[e * keys + j] =
+            RoundToType(LoadFloat(s.cache.v, s.cache.type, i), p.type);
       }
     }
     std::vector<float> x(kKeyTile), prob(kKeyTile), o(hd);

@@ -58,12 +58,13 @@ __global__ void PrefillWriteKvKernel(AttentionParams p) {
   const int64_t t = blockIdx.x;
   const int64_t d = static_cast<int64_t>(p.shape.heads) * p.shape.head_dim;
   WriteTokenKv(static_cast<const T*>(p.qkv) + t * 3 * d, p.shape, p.inv_freq,
-               p.start + t, p.cache.k, p.cache.v);
+               p.start + t, p.cache);
 }
 
 // Grid (query tiles, heads). Reads keys [0, start + last row] from the cache,
 // which PrefillWriteKvKernel filled for the chunk's own positions.
-template <int kDims, typename T>  // DimsPerLane(head_dim), qkv/out elements
+// T: the elements of qkv, out and of a cache that is not fp32.
+template <int kDims, typename T>  // DimsPerLane(head_dim)
 __global__ void __launch_bounds__(kThreads)
     PrefillAttentionKernel(AttentionParams p, SmemLayout layout, float scale) {
   extern __shared__ float4 smem4[];              // float4: 16-byte aligned
@@ -76,6 +77,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kQueryTile;
   const int rows = static_cast<int>(MinI64(kQueryTile, p.length - q0));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool f32 = p.cache.type == ElementType::kF32;  // else T
 
   // The tile's rotated queries; padding and rows past the chunk are zeros.
   for (int e = threadIdx.x; e < kQueryTile * row; e += kThreads) {
@@ -107,8 +109,8 @@ __global__ void __launch_bounds__(kThreads)
       float kx = 0.0f, vx = 0.0f;  // zeros: 0 * garbage could be a NaN
       if (j < tile_keys && i < hd) {
         const int64_t off = (k0 + j) * d + h * hd + i;
-        kx = p.cache.k[off];
-        vx = p.cache.v[off];
+        kx = CacheLoad<T>(p.cache.k, f32, off);
+        vx = CacheLoad<T>(p.cache.v, f32, off);
       }
       k_s[j * k_row + i] = kx;
       v_s[j * row + i] = vx;
@@ -200,7 +202,8 @@ cudaError_t AttentionPrefillCuda(const AttentionParams& p,
   }
   if (p.length == 0) return cudaSuccess;
   if (p.qkv == nullptr || p.cache.k == nullptr || p.cache.v == nullptr ||
-      p.out == nullptr || p.length > INT32_MAX) {  // one block per token
+      p.out == nullptr || p.length > INT32_MAX ||  // one block per token
+      !CacheTypeOk(p.cache.type, p.io_type)) {
     return cudaErrorInvalidValue;
   }
 

@@ -5,6 +5,9 @@
 // of AttentionCpu and AttentionDecodeCpu (kernels/attention.h), fp32
 // arithmetic, rotary included; qkv and out of any io_type (fp32, fp16, bf16;
 // another: cudaErrorInvalidValue), each output rounded once at its store.
+// The KV cache (KvCache::type) is fp32 or of io_type, so one instance per
+// io_type serves both; each new key and value is rounded once where it is
+// written.
 //
 // Prefill: tiled causal attention with an on-chip (online) softmax: the
 // score matrix never reaches global memory.
@@ -23,6 +26,8 @@ namespace h3::kernels {
 
 // Same Params as AttentionCpu; every pointer in device memory. Writes the new
 // tokens' rotated keys and values into the cache and their outputs.
+// cudaErrorInvalidValue, before any launch, for a cache type other than kF32
+// and io_type.
 cudaError_t AttentionPrefillCuda(const AttentionParams& params,
                                  cudaStream_t stream);
 
@@ -35,7 +40,10 @@ size_t AttentionDecodeWorkspaceBytes(const AttentionShape& shape, int batch,
 // including the `caches` and `positions` arrays. The split across the
 // sequence is chosen from `max_positions`, not from the positions (which the
 // host may not know: they live on the device), so one captured graph serves
-// every position; pieces past a sequence's position do no work.
+// every position; pieces past a sequence's position do no work. A sequence
+// whose cache type is neither kF32 nor io_type (checked on the device, where
+// the caches are) or whose position is outside its cache gets NaNs and its
+// cache is left alone.
 // InvalidValue if the workspace is smaller than
 // AttentionDecodeWorkspaceBytes(shape, batch, max_positions).
 cudaError_t AttentionDecodeCuda(const AttentionDecodeParams& params,

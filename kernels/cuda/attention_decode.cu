@@ -56,11 +56,14 @@ struct Workspace {
   float* max_sum = nullptr;
 };
 
-// A position outside its cache breaks the REQUIRES; the kernels then write
-// nothing into the cache and NaNs into the output, instead of writing past
-// the cache.
-__device__ inline bool PositionInCache(int64_t pos, const KvCache& cache) {
-  return pos >= 0 && pos < cache.capacity;
+// A position outside its cache breaks the REQUIRES, and a cache neither fp32
+// nor of io_type is not taken (the caches live on the device: the host
+// cannot check them); the kernels then write nothing into that cache and
+// NaNs into the sequence's output, instead of writing past the cache or
+// reading it as the wrong type.
+__device__ inline bool Usable(int64_t pos, const KvCache& cache,
+                              ElementType io_type) {
+  return pos >= 0 && pos < cache.capacity && CacheTypeOk(cache.type, io_type);
 }
 
 template <typename T>  // qkv's elements
@@ -68,13 +71,14 @@ __global__ void DecodeWriteKvKernel(AttentionDecodeParams p) {
   const int b = blockIdx.x;
   const int64_t pos = p.positions[b];
   const KvCache cache = p.caches[b];
-  if (!PositionInCache(pos, cache)) return;
+  if (!Usable(pos, cache, p.io_type)) return;
   const int64_t d = static_cast<int64_t>(p.shape.heads) * p.shape.head_dim;
   WriteTokenKv(static_cast<const T*>(p.qkv) + b * 3 * d, p.shape, p.inv_freq,
-               pos, cache.k, cache.v);
+               pos, cache);
 }
 
-template <int kDims, typename T>  // DimsPerLane(head_dim), qkv's elements
+// T: qkv's elements and those of a cache that is not fp32.
+template <int kDims, typename T>  // DimsPerLane(head_dim)
 __global__ void __launch_bounds__(kThreads)
     DecodePieceKernel(AttentionDecodeParams p, Split split, Workspace ws,
                       float scale) {
@@ -82,7 +86,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t pos = p.positions[b];
   const KvCache cache = p.caches[b];
   const int64_t begin = piece * split.piece_len;
-  if (!PositionInCache(pos, cache) || begin > pos) return;
+  if (!Usable(pos, cache, p.io_type) || begin > pos) return;
   // The last piece runs to the position even past max_positions.
   const int64_t end = piece + 1 == split.pieces
                           ? pos + 1
@@ -103,8 +107,9 @@ __global__ void __launch_bounds__(kThreads)
 
   // The warp's running softmax over keys j0 .. j0 + kKeysPerStep - 1, then
   // the same kWarps * kKeysPerStep further on.
-  const float* k_head = cache.k + h * hd;
-  const float* v_head = cache.v + h * hd;
+  // Cache elements: fp32 or T. Offsets from the head's first element.
+  const bool f32 = cache.type == ElementType::kF32;
+  const int64_t head = h * hd;
   float m = -INFINITY, l = 0.0f, acc[kDims] = {};
   for (int64_t j0 = begin + warp * kKeysPerStep; j0 < end;
        j0 += kWarps * kKeysPerStep) {
@@ -115,8 +120,9 @@ __global__ void __launch_bounds__(kThreads)
         const int dd = lane + 32 * i;
         v[kk][i] = 0.0f;
         if (j0 + kk < end && dd < hd) {
-          s[kk] = fmaf(q[i], k_head[(j0 + kk) * d + dd], s[kk]);
-          v[kk][i] = v_head[(j0 + kk) * d + dd];
+          const int64_t at = head + (j0 + kk) * d + dd;
+          s[kk] = fmaf(q[i], CacheLoad<T>(cache.k, f32, at), s[kk]);
+          v[kk][i] = CacheLoad<T>(cache.v, f32, at);
         }
       }
     }
@@ -179,7 +185,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t d = static_cast<int64_t>(p.shape.heads) * hd;
   T* out = static_cast<T*>(p.out) + b * d + h * hd;
   const int64_t pos = p.positions[b];
-  if (!PositionInCache(pos, p.caches[b])) {
+  if (!Usable(pos, p.caches[b], p.io_type)) {
     for (int e = threadIdx.x; e < hd; e += kThreads) {
       out[e] = io::FromFloat<T>(NAN);
     }

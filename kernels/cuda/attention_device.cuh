@@ -66,24 +66,52 @@ __device__ inline float RotatedElement(const T* x, int i, int rotary_dim,
                         __dadd_rn(__dmul_rn(x2, c), __dmul_rn(x1, s)));
 }
 
-// The block writes one token's rotated keys and its values into a cache at
-// `position`. qkv: [3, heads, head_dim], that token's Wqkv output; k, v:
-// the cache's [capacity, heads, head_dim] arrays (fp32; qkv's elements T
-// are widened exactly).
+// The KV caches the kernels take: elements of kF32 or of the kernel's I/O
+// type (io_type), so that the I/O element type T a kernel is instantiated
+// for also covers its cache (one run-time flag: fp32 cache or not).
+__host__ __device__ inline bool CacheTypeOk(ElementType cache, ElementType io) {
+  return cache == ElementType::kF32 || cache == io;
+}
+
+// Element i of a cache array whose elements are fp32 (f32) or T, widened
+// exactly.
+template <typename T>
+__device__ __forceinline__ float CacheLoad(const void* cache, bool f32,
+                                           int64_t i) {
+  if (f32) return static_cast<const float*>(cache)[i];
+  return io::ToFloat(static_cast<const T*>(cache)[i]);
+}
+
+// Element i of a cache array of fp32 (f32) or T = x rounded once to it.
+template <typename T>
+__device__ __forceinline__ void CacheStore(void* cache, bool f32, int64_t i,
+                                           float x) {
+  if (f32) {
+    static_cast<float*>(cache)[i] = x;
+  } else {
+    static_cast<T*>(cache)[i] = io::FromFloat<T>(x);
+  }
+}
+
+// The block writes one token's rotated keys and its values into `cache` at
+// `position`. qkv: [3, heads, head_dim], that token's Wqkv output (its
+// elements T are widened exactly); the cache's elements are fp32 or T
+// (CacheTypeOk), each rounded once from the fp32 value.
 template <typename T>
 __device__ inline void WriteTokenKv(const T* qkv, const AttentionShape& s,
                                     const float* inv_freq, int64_t position,
-                                    float* k, float* v) {
+                                    const KvCache& cache) {
   const int d = s.heads * s.head_dim;
   const T* k_in = qkv + d;
   const T* v_in = qkv + 2 * d;
-  float* k_out = k + position * d;
-  float* v_out = v + position * d;
+  const bool f32 = cache.type == ElementType::kF32;
+  const int64_t at = position * d;
   for (int e = threadIdx.x; e < d; e += blockDim.x) {
     const int h = e / s.head_dim, i = e % s.head_dim;
-    k_out[e] = RotatedElement(k_in + h * s.head_dim, i, s.rotary_dim, inv_freq,
-                              position);
-    v_out[e] = io::ToFloat(v_in[e]);
+    CacheStore<T>(cache.k, f32, at + e,
+                  RotatedElement(k_in + h * s.head_dim, i, s.rotary_dim,
+                                 inv_freq, position));
+    CacheStore<T>(cache.v, f32, at + e, io::ToFloat(v_in[e]));
   }
 }
 

@@ -25,7 +25,7 @@ __global__ void WriteKvKernel(const __grid_constant__ LaunchArgs args) {
       static_cast<int64_t>(args.shape.heads) * args.shape.head_dim;
   attention_detail::WriteTokenKv(
       static_cast<const T*>(args.qkv) + (seq.row + t) * 3 * d, args.shape,
-      args.inv_freq, seq.start + t, seq.cache.k, seq.cache.v);
+      args.inv_freq, seq.start + t, seq.cache);
 }
 
 bool Aligned(const void* p, uintptr_t bytes) {
@@ -59,7 +59,7 @@ cudaError_t FlashAttentionPrefillCuda(const flash::Params& p,
     return cudaErrorInvalidValue;
   }
   int64_t work = 0;
-  bool aligned = Aligned(p.out, 8);
+  bool aligned = Aligned(p.out, 8), caches_ok = true;
   for (int i = 0; i < p.sequences; ++i) {
     const Sequence& s = p.seqs[i];
     if (s.start < 0 || s.length < 0 || s.row < 0 ||
@@ -69,10 +69,12 @@ cudaError_t FlashAttentionPrefillCuda(const flash::Params& p,
     }
     work += s.length;
     aligned = aligned && Aligned(s.cache.k, 16) && Aligned(s.cache.v, 16);
+    caches_ok =
+        caches_ok && attention_detail::CacheTypeOk(s.cache.type, p.io_type);
   }
   if (work == 0) return cudaSuccess;
   if (p.qkv == nullptr || p.out == nullptr) return cudaErrorInvalidValue;
-  if (!FlashAttentionSupports(p.shape, p.type) || !aligned ||
+  if (!FlashAttentionSupports(p.shape, p.type) || !aligned || !caches_ok ||
       !(p.io_type == ElementType::kF32 || p.io_type == p.type)) {
     return cudaErrorNotSupported;
   }

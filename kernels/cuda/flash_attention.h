@@ -29,7 +29,9 @@ bool FlashAttentionSupports(const AttentionShape& shape, ElementType type);
 //     sizes, null pointers where there is work, fewer than 0 sequences;
 //   cudaErrorNotSupported, before any launch: a shape or type
 //     FlashAttentionSupports rejects, an io_type other than kF32 and the
-//     operand type, misaligned pointers, a device older than sm_80; the
+//     operand type, a cache type other than kF32 and io_type (a 16-bit
+//     cache is of the operand type: its tiles are copied, not rounded),
+//     misaligned pointers, a device older than sm_80; the
 //     caller falls back to AttentionPrefillCuda (any io_type);
 //   or the launch's error.
 cudaError_t FlashAttentionPrefillCuda(const flash::Params& params,

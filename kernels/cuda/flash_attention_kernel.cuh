@@ -141,6 +141,36 @@ __device__ inline void LoadTile(const float* src, int64_t row_stride, int rows,
   }
 }
 
+// rows x kHeadDim values of the operand type T (a 16-bit cache, already
+// rounded) copied into a shared tile; rows past `valid` are zeros. 16-byte
+// loads and stores (kHeadDim is a multiple of 16, so is the stride in bytes).
+template <typename T, int kHeadDim>
+__device__ inline void CopyTile(const T* src, int64_t row_stride, int rows,
+                                int valid, T* dst) {
+  constexpr int kVec = kHeadDim / 8;
+  for (int e = threadIdx.x; e < rows * kVec; e += Traits<kHeadDim>::kThreads) {
+    const int r = e / kVec, i = (e % kVec) * 8;
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (r < valid)
+      x = *reinterpret_cast<const uint4*>(src + r * row_stride + i);
+    *reinterpret_cast<uint4*>(dst + r * Traits<kHeadDim>::kStride + i) = x;
+  }
+}
+
+// A K or V tile of a cache of fp32 (rounded to T) or of T (copied).
+template <typename T, int kHeadDim>
+__device__ inline void CacheTile(const void* cache, bool f32, int64_t offset,
+                                 int64_t row_stride, int rows, int valid,
+                                 T* dst) {
+  if (f32) {
+    LoadTile<T, kHeadDim>(static_cast<const float*>(cache) + offset, row_stride,
+                          rows, valid, dst);
+  } else {
+    CopyTile<T, kHeadDim>(static_cast<const T*>(cache) + offset, row_stride,
+                          rows, valid, dst);
+  }
+}
+
 // Grid (query tiles of the longest chunk, heads, sequences of the launch).
 // __grid_constant__: the block indexes args.seqs at run time, which would
 // otherwise copy the whole parameter block to each thread's local memory.
@@ -200,13 +230,16 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
   }
 
   const int64_t keys = seq.start + q0 + rows;  // the last row sees keys < this
+  const bool f32_cache = seq.cache.type == ElementType::kF32;  // else T
   for (int64_t k0 = 0; k0 < keys; k0 += kKeyTile) {
     __syncthreads();  // the previous tile is consumed
     const int valid =
         static_cast<int>(attention_detail::MinI64(kKeyTile, keys - k0));
     const int64_t off = k0 * d + h * kHeadDim;
-    LoadTile<T, kHeadDim>(seq.cache.k + off, d, kKeyTile, valid, k_s);
-    LoadTile<T, kHeadDim>(seq.cache.v + off, d, kKeyTile, valid, v_s);
+    CacheTile<T, kHeadDim>(seq.cache.k, f32_cache, off, d, kKeyTile, valid,
+                           k_s);
+    CacheTile<T, kHeadDim>(seq.cache.v, f32_cache, off, d, kKeyTile, valid,
+                           v_s);
     __syncthreads();
 
     // S = Q K^T: n8 tile n holds keys k0 + 8n ..; B fragment of key g.

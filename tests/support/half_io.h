@@ -41,6 +41,24 @@ struct HalfInput {
   std::vector<float> values;
 };
 
+// A tensor of any of kF32, kF16 and kBF16 holding `values` rounded once to
+// `type`: `bytes` to feed an op (or compare bit for bit), Values() what it
+// holds, widened exactly.
+struct TypedTensor {
+  TypedTensor(const std::vector<float>& values, ElementType type)
+      : type(type), bytes(values.size() * ElementSize(type)) {
+    StoreFloats(values.data(), static_cast<int64_t>(values.size()),
+                bytes.data(), type, 0);
+  }
+  std::vector<float> Values() const {
+    std::vector<float> v(bytes.size() / ElementSize(type));
+    LoadFloats(bytes.data(), type, 0, static_cast<int64_t>(v.size()), v.data());
+    return v;
+  }
+  ElementType type;
+  std::vector<unsigned char> bytes;
+};
+
 }  // namespace h3::testing
 
 #endif  // H3_TESTS_SUPPORT_HALF_IO_H_
