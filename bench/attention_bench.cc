@@ -1,14 +1,21 @@
 // h3_attention_bench: one attention layer's prefill on the GPU, the fp32
 // FMA kernel (AttentionPrefillCuda, one call per sequence as the engine
 // makes them) against the tensor-core kernel (FlashAttentionPrefillCuda, all
-// sequences in one call), in one process. Prints one line per case and
-// writes JSON (--out) with achieved TFLOP/s and their fraction of the
-// device's dense fp16/bf16 tensor peak (--peak-tflops).
+// sequences in one call), in one process; and its decode step
+// (AttentionDecodeCuda) with fp32 and 16-bit KV caches. Prints one line per
+// case and writes JSON (--out): "cases", the prefill's achieved TFLOP/s and
+// their fraction of the device's dense fp16/bf16 tensor peak
+// (--peak-tflops); "decode", GB/s of cache read and their fraction of the
+// copy bandwidth measured in the same run ("bandwidth").
 //
 //   h3_attention_bench [--heads 16] [--head-dim 128] [--rotary-dim 0]
+//       [--parts prefill,decode]
 //       [--lengths 512,1536,4096] [--batches 1,64] [--types fp16,bf16]
 //       [--kernels fma,flash] [--warmup 2] [--min-reps 5]
-//       [--min-time-ms 200] [--peak-tflops 989.4] [--device 0] [--out FILE]
+//       [--min-time-ms 200] [--peak-tflops 989.4]
+//       [--contexts 1664,4096] [--decode-batches 1,64]
+//       [--caches fp32,fp16,bf16] [--reps 50] [--rounds 3]
+//       [--rotate-mib 512] [--copy-mib 1024] [--device 0] [--out FILE]
 //
 // The defaults are h3-1.3b's attention layers (d_model 2048, 16 heads of
 // 128, no rotary; loader/config.cc). Method: per (batch, length) N(0, 1)
@@ -21,6 +28,20 @@
 // 2 * head_dim * heads * batch * L (L + 1). The fma kernel is fp32 whatever
 // --types says (one record per batch and length); flash runs per type and
 // reports its normalised error against fma's output as a guard.
+//
+// Decode method: per (decode batch, context, cache type) N(0, 1) caches of
+// that type (qkv and out of it too: a 16-bit cache is taken with 16-bit
+// I/O), every sequence's new token at position context - 1, so a call
+// writes it and reads context keys and values of each sequence; enough
+// copies of the batch's caches to pass --rotate-mib, cycled, so that calls
+// read them from HBM, not L2; 3 untimed calls, then --rounds rounds of
+// --reps calls between two CUDA events; ms: the per-call mean of the
+// fastest round. gb_per_s = cache bytes (batch x 2 x context x d_model x
+// element size) / ms; fraction_of_copy = gb_per_s / the copy bandwidth
+// (bytes read + written per second by cudaMemcpyAsync, the fastest of 20;
+// --copy-mib). error_vs_fp32_cache: the 16-bit cache's output against the
+// fp32 cache's (the same draws, rounded), a guard. Defaults: h3-1.3b's
+// shape, contexts of a 1536-token prompt plus 128 generated, and 4096.
 //
 // Exit status: 0; 1 on a CUDA failure or an unwritable --out; 2 without a
 // CUDA device.
@@ -37,6 +58,8 @@
 
 #include "CLI/CLI.hpp"
 #include "base/build_info.h"
+#include "bench/attention_decode_bench.h"
+#include "bench/flashconv_report.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/flash_attention.h"
 #include "nlohmann/json.hpp"
@@ -58,6 +81,7 @@ using Json = nlohmann::ordered_json;
 
 struct Flags {
   int heads = 16, head_dim = 128, rotary_dim = 0;
+  std::vector<std::string> parts = {"prefill", "decode"};
   std::vector<int64_t> lengths = {512, 1536, 4096};
   std::vector<int> batches = {1, 64};
   std::vector<std::string> types = {"fp16", "bf16"};
@@ -67,9 +91,15 @@ struct Flags {
   // H100 SXM5: 989.4 TFLOP/s dense fp16/bf16 with fp32 accumulation (NVIDIA
   // H100 datasheet; the PCIe card: 756).
   double peak_tflops = 989.4;
+  DecodeFlags decode;
+  int64_t copy_mib = 1024;
   int device = 0;
   std::string out;
 };
+
+bool Has(const std::vector<std::string>& list, const std::string& x) {
+  return std::count(list.begin(), list.end(), x) > 0;
+}
 
 // Device memory for one (batch, length) case.
 struct Buffers {
@@ -209,22 +239,6 @@ void RunCase(const Flags& f, int batch, int64_t len, Json* records) {
   }
 }
 
-Json DeviceJson(int device) {
-  cudaDeviceProp prop{};
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
-  int driver = 0;
-  CHECK_CUDA(cudaDriverGetVersion(&driver));
-  std::ifstream file("/proc/driver/nvidia/version");  // the kernel module's
-  std::string nvidia;
-  std::getline(file, nvidia);
-  return {{"name", prop.name},
-          {"compute_capability",
-           std::to_string(prop.major) + "." + std::to_string(prop.minor)},
-          {"sms", prop.multiProcessorCount},
-          {"driver", nvidia.empty() ? Json() : Json(nvidia)},
-          {"driver_cuda_version", driver}};
-}
-
 int Run(const Flags& f) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
@@ -244,9 +258,21 @@ int Run(const Flags& f) {
     return 1;
   }
   CHECK_CUDA(cudaSetDevice(f.device));
-  Json records = Json::array();
-  for (int batch : f.batches) {
-    for (int64_t len : f.lengths) RunCase(f, batch, len, &records);
+  Json records = Json::array(), decode = Json::array(), bandwidth;
+  if (Has(f.parts, "prefill")) {
+    for (int batch : f.batches) {
+      for (int64_t len : f.lengths) RunCase(f, batch, len, &records);
+    }
+  }
+  if (Has(f.parts, "decode")) {
+    const Bandwidth bw = MeasureBandwidth(f.device, f.copy_mib << 20, nullptr);
+    bandwidth = BandwidthJson(bw);
+    DecodeFlags d = f.decode;
+    d.heads = f.heads;
+    d.head_dim = f.head_dim;
+    d.rotary_dim = f.rotary_dim;
+    d.copy_gb_per_s = bw.measured / 1e9;
+    decode = RunDecodeCases(d);
   }
   if (f.out.empty()) return 0;
   std::ofstream file(f.out);
@@ -260,7 +286,9 @@ int Run(const Flags& f) {
                          {"head_dim", f.head_dim},
                          {"rotary_dim", f.rotary_dim}}},
                        {"peak_tflops", f.peak_tflops},
-                       {"cases", records}};
+                       {"cases", records},
+                       {"bandwidth", bandwidth},
+                       {"decode", decode}};
   file << report.dump(2) << "\n";
   if (!file) {
     std::cerr << "h3_attention_bench: cannot write " << f.out << "\n";
@@ -293,14 +321,33 @@ int main(int argc, char** argv) {
   app.add_option("--min-reps", f.min_reps)->check(CLI::Range(1, 100000));
   app.add_option("--min-time-ms", f.min_time_ms)->check(CLI::NonNegativeNumber);
   app.add_option("--peak-tflops", f.peak_tflops)->check(CLI::PositiveNumber);
+  app.add_option("--parts", f.parts)
+      ->delimiter(',')
+      ->check(CLI::IsMember({"prefill", "decode"}));
+  app.add_option("--contexts", f.decode.contexts)->delimiter(',');
+  app.add_option("--decode-batches", f.decode.batches)
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--caches", f.decode.caches)
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  app.add_option("--reps", f.decode.reps)->check(CLI::Range(1, 100000));
+  app.add_option("--rounds", f.decode.rounds)->check(CLI::Range(1, 1000));
+  app.add_option("--rotate-mib", f.decode.rotate_mib)
+      ->check(CLI::Range(0, 1 << 16));
+  app.add_option("--copy-mib", f.copy_mib)->check(CLI::Range(1, 1 << 16));
   app.add_option("--device", f.device)->check(CLI::NonNegativeNumber);
   app.add_option("--out", f.out, "JSON report");
   CLI11_PARSE(app, argc, argv);
-  for (int64_t len : f.lengths) {
-    if (len < 1 || len > (int64_t{1} << 20)) {
-      std::cerr << "h3_attention_bench: --lengths: " << len
-                << " is outside [1, 1048576]\n";
-      return 1;
+  for (const auto& [flag, values] :
+       {std::pair{"--lengths", f.lengths},
+        std::pair{"--contexts", f.decode.contexts}}) {
+    for (int64_t len : values) {
+      if (len < 1 || len > (int64_t{1} << 20)) {
+        std::cerr << "h3_attention_bench: " << flag << ": " << len
+                  << " is outside [1, 1048576]\n";
+        return 1;
+      }
     }
   }
   return h3::bench::Run(f);

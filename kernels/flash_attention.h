@@ -10,7 +10,8 @@
 // What it computes is AttentionCpu's causal attention (kernels/attention.h)
 // for several sequences' chunks at once, with these roundings: rotated
 // queries, rotated keys (as the fp32 cache holds them) and values rounded to
-// the half type (fp16 or bf16); scores S = Q K^T summed in fp32; the online
+// the half type (fp16 or bf16; a 16-bit cache of that type already holds
+// them rounded, and its tiles are copied); scores S = Q K^T summed in fp32; the online
 // softmax in fp32 over key tiles of kKeyTile, in base 2; the weights P
 // rounded to the half type before P V, summed in fp32; each row's
 // denominator sums the rounded weights, so the output is exactly a convex

@@ -36,7 +36,9 @@
 #                     with fp32 and with 16-bit (half) activations
 #   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against
 #                     tensor cores (fp16, bf16), h3-1.3b's shape, prompts of
-#                     512, 1536 and 4096 at batch 1 and 64
+#                     512, 1536 and 4096 at batch 1 and 64; decode attention
+#                     with fp32, fp16 and bf16 KV caches (contexts 1664 and
+#                     4096, batch 1 and 64) against the copy bandwidth
 #   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
 #                     GPT-2 at batch 64, then batch-1 latency
 #   serve_1    60/30  bench/serve_vs_offline.py --device cuda: h3serve under
@@ -289,8 +291,11 @@ elif kind.startswith("breakdown"):
     print("; ".join(parts))
 elif kind == "attention":
     print("; ".join(
-        f"{c['kernel']} {c['type']} b{c['batch']} L{c['length']}: {c['tflops']:.0f} TFLOP/s "
-        f"({100 * c['fraction_of_peak']:.0f}%)" for c in r.get("cases", [])))
+        [f"{c['kernel']} {c['type']} b{c['batch']} L{c['length']}: {c['tflops']:.0f} TFLOP/s "
+         f"({100 * c['fraction_of_peak']:.0f}%)" for c in r.get("cases", [])] +
+        [f"decode {c['cache_type']} cache b{c['batch']} ctx{c['context']}: "
+         f"{c['gb_per_s']:.0f} GB/s ({100 * c['fraction_of_copy']:.0f}% of copy)"
+         for c in r.get("decode", [])]))
 elif kind == "linear":
     step = r.get("step_ms", {})
     parts = []

@@ -13,21 +13,16 @@
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
 #include "tests/support/half_io.h"
+#include "tests/support/inv_freq.h"
 #include "tests/support/random.h"
 
 namespace h3::kernels {
 namespace {
 
+using h3::testing::InvFreq;
+
 using h3::testing::RandomNormal;
 using Typed = h3::testing::TypedTensor;
-
-std::vector<float> InvFreq(int rotary_dim) {
-  std::vector<float> f(rotary_dim / 2);
-  for (int i = 0; i < rotary_dim / 2; ++i) {
-    f[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rotary_dim));
-  }
-  return f;
-}
 
 // The reference: AttentionCpu's fp32 arithmetic over fp32 caches k and v,
 // storing each new token's rotated key and value rounded to `cache_type`.

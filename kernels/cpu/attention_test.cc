@@ -8,18 +8,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/inv_freq.h"
 #include "tests/support/random.h"
 
 namespace h3::kernels {
 namespace {
 
-std::vector<float> InvFreq(int rotary_dim) {
-  std::vector<float> f(rotary_dim / 2);
-  for (int i = 0; i < rotary_dim / 2; ++i) {
-    f[i] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / rotary_dim));
-  }
-  return f;
-}
+using h3::testing::InvFreq;
 
 // x * cos + rotate_half(x) * sin over the first r dims, cos/sin of
 // (fp32 position * inv_freq) repeated twice.

@@ -13,25 +13,20 @@
 #include "kernels/h3.h"
 #include "tests/support/flash_attention_cases.h"
 #include "tests/support/half_io.h"
+#include "tests/support/inv_freq.h"
 #include "tests/support/random.h"
 #include "tests/support/random_h3_layer.h"
 
 namespace h3::kernels {
 namespace {
 
+using h3::testing::InvFreq;
+
 using h3::testing::HalfBits;
 using h3::testing::HalfInput;
 using h3::testing::RandomNormal;
 
 class MixerHalfIoTest : public ::testing::TestWithParam<ElementType> {};
-
-std::vector<float> InvFreq(int rotary_dim) {
-  std::vector<float> f(rotary_dim / 2);
-  for (int i = 0; i < rotary_dim / 2; ++i) {
-    f[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rotary_dim));
-  }
-  return f;
-}
 
 // A chunk after a prefix already in the cache, rotary on part of the head.
 TEST_P(MixerHalfIoTest, AttentionPrefillIsRoundedFp32Result) {

@@ -15,21 +15,16 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/test_copies.h"
 #include "tests/support/gpu_test.h"
+#include "tests/support/inv_freq.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/random.h"
 
 namespace h3::kernels {
 namespace {
 
-// GPT-NeoX's inverse frequencies, base 10000.
-std::vector<float> InvFreq(int rotary_dim) {
-  std::vector<float> f(rotary_dim / 2);
-  for (int i = 0; i < rotary_dim / 2; ++i) {
-    f[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rotary_dim));
-  }
-  return f;
-}
+using h3::testing::InvFreq;
 
+// GPT-NeoX's inverse frequencies, base 10000.
 // One token's attention (all heads) as AttentionCpu defines it, but in fp32
 // throughout: fp32 dots, a two-pass softmax and sequential fp32 sums. Its
 // error against the CPU twin (which sums in fp64) is what fp32 arithmetic
@@ -268,7 +263,9 @@ struct DecodeBatch {
                         positions.data(), cpu_out.data()});
     for (int b = 0; b < batch; ++b) {
       Fp32Attention(shape, qkv.data() + b * 3 * d, positions[b], freq,
-                    caches[b].k, caches[b].v, fp32_out.data() + b * d);
+                    static_cast<const float*>(caches[b].k),
+                    static_cast<const float*>(caches[b].v),
+                    fp32_out.data() + b * d);
     }
     ExpectOutputClose(gpu_out, cpu_out, fp32_out);
     ExpectCacheClose(gpu_k, k, gpu_v, v);

@@ -39,6 +39,7 @@ namespace {
 using h3::testing::HalfBits;
 using h3::testing::HalfInput;
 using h3::testing::HalfValues;
+using h3::testing::TypedTensor;
 
 // The emulation's cases, and 40 short sequences (two launches of at most
 // kMaxSequencesPerLaunch).
@@ -143,8 +144,12 @@ class FlashAttentionHalfIoGpuTest
 // 16-bit qkv and out (io_type = the operand type), packed sequences with a
 // prefix, head_dim 64 and 128. Bitwise: the 16-bit run stores its own fp32
 // run (io_type kF32 on the exactly widened qkv) rounded once, and writes the
-// same caches. Against the emulation with the same io_type: the bound
-// above, plus one ulp of the type at the output.
+// same caches; a third run with 16-bit caches of the type (their prefixes
+// the fp32 ones rounded) stores the same bits as the 16-bit run, its tiles
+// being copies of what the fp32 caches' tiles round to, and its caches hold
+// the fp32 caches rounded. Against the emulation with the same io_type (and
+// with 16-bit caches: bitwise the same): the bound above, plus one ulp of
+// the type at the output.
 TEST_P(FlashAttentionHalfIoGpuTest, IsRoundedFp32RunAndMatchesEmulation) {
   const ElementType type = GetParam();
   for (const Case& c : {Case{2, 64, 32, type, {{0, 17}, {64, 65}}},
@@ -155,14 +160,15 @@ TEST_P(FlashAttentionHalfIoGpuTest, IsRoundedFp32RunAndMatchesEmulation) {
     const size_t n = c.chunks.size();
     const HalfInput qkv(in.qkv, type);
     DeviceBuffer d_bits, d_values, d_freq, d_out16, d_out32;
-    std::vector<DeviceBuffer> d_k(2 * n), d_v(2 * n);
+    std::vector<DeviceBuffer> d_k(3 * n), d_v(3 * n);
     ASSERT_CUDA_OK(Upload(qkv.bits, &d_bits));
     ASSERT_CUDA_OK(Upload(qkv.values, &d_values));
     ASSERT_CUDA_OK(Upload(in.inv_freq, &d_freq));
     ASSERT_CUDA_OK(d_out16.Reserve(in.rows * d * 2));
     ASSERT_CUDA_OK(d_out32.Reserve(in.rows * d * 4));
     std::vector<std::vector<float>> emu_k = in.k, emu_v = in.v;
-    std::vector<Sequence> seqs16, seqs32, host_seqs;
+    std::vector<Sequence> seqs16, seqs32, seqs_kv16, host_seqs, host_kv16;
+    std::vector<TypedTensor> emu_k16, emu_v16;
     int64_t row = 0;
     for (size_t s = 0; s < n; ++s) {
       const Chunk& ch = c.chunks[s];
@@ -176,9 +182,23 @@ TEST_P(FlashAttentionHalfIoGpuTest, IsRoundedFp32RunAndMatchesEmulation) {
                         row,
                         {d_k[i].as<float>(), d_v[i].as<float>(), cap}});
       }
+      emu_k16.emplace_back(in.k[s], type);
+      emu_v16.emplace_back(in.v[s], type);
+      ASSERT_CUDA_OK(Upload(emu_k16[s].bytes, &d_k[2 * n + s]));
+      ASSERT_CUDA_OK(Upload(emu_v16[s].bytes, &d_v[2 * n + s]));
+      seqs_kv16.push_back(
+          {ch.prefix,
+           ch.length,
+           row,
+           {d_k[2 * n + s].get(), d_v[2 * n + s].get(), cap, type}});
       host_seqs.push_back(
           {ch.prefix, ch.length, row, {emu_k[s].data(), emu_v[s].data(), cap}});
       row += ch.length;
+    }
+    for (size_t s = 0; s < n; ++s) {  // after the loop: no more emplace_back
+      host_kv16.push_back(host_seqs[s]);
+      host_kv16[s].cache = {emu_k16[s].bytes.data(), emu_v16[s].bytes.data(),
+                            host_seqs[s].cache.capacity, type};
     }
     const int count = static_cast<int>(n);
     const float* freq = c.rotary_dim > 0 ? d_freq.as<float>() : nullptr;
@@ -199,12 +219,29 @@ TEST_P(FlashAttentionHalfIoGpuTest, IsRoundedFp32RunAndMatchesEmulation) {
       EXPECT_EQ(Fetch<float>(d_v[s], in.v[s].size()),
                 Fetch<float>(d_v[n + s], in.v[s].size()));
     }
+    ASSERT_CUDA_OK(
+        FlashAttentionPrefillCuda({in.shape, type, count, seqs_kv16.data(),
+                                   d_bits.get(), freq, d_out32.get(), type},
+                                  nullptr));
+    ASSERT_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(Fetch<uint16_t>(d_out32, in.rows * d), out16);
+    for (size_t s = 0; s < n; ++s) {
+      EXPECT_EQ(Fetch<uint16_t>(d_k[2 * n + s], in.k[s].size()),
+                HalfBits(Fetch<float>(d_k[s], in.k[s].size()), type));
+      EXPECT_EQ(Fetch<uint16_t>(d_v[2 * n + s], in.v[s].size()),
+                HalfBits(Fetch<float>(d_v[s], in.v[s].size()), type));
+    }
 
     // One ulp of the type at the output o is at most 2u |o| + 2^-24, and
     // |o| <= mag.
     std::vector<uint16_t> emu16(in.rows * d);
     FlashAttentionEmulation({in.shape, type, count, host_seqs.data(),
                              qkv.bits.data(), in.freq(), emu16.data(), type});
+    std::vector<uint16_t> emu_kv16(in.rows * d);
+    FlashAttentionEmulation({in.shape, type, count, host_kv16.data(),
+                             qkv.bits.data(), in.freq(), emu_kv16.data(),
+                             type});
+    EXPECT_EQ(emu_kv16, emu16);
     const std::vector<float> got = HalfValues(out16, type);
     const std::vector<float> want = HalfValues(emu16, type);
     const double u = UnitRoundoff(type);
@@ -239,85 +276,6 @@ INSTANTIATE_TEST_SUITE_P(Types, FlashAttentionHalfIoGpuTest,
                          [](const auto& info) {
                            return std::string(ElementTypeName(info.param));
                          });
-
-// The checks come before any device work, so these run without a GPU; the
-// pointers are never dereferenced.
-TEST(FlashAttentionArgumentsTest, RefusesWhatItHasNoInstanceFor) {
-  EXPECT_TRUE(FlashAttentionSupports({16, 128, 0}, ElementType::kF16));
-  EXPECT_TRUE(FlashAttentionSupports({12, 64, 64}, ElementType::kBF16));
-  EXPECT_FALSE(FlashAttentionSupports({16, 96, 0}, ElementType::kF16));
-  EXPECT_FALSE(FlashAttentionSupports({16, 256, 0}, ElementType::kF16));
-  EXPECT_FALSE(FlashAttentionSupports({16, 128, 0}, ElementType::kF32));
-  EXPECT_FALSE(FlashAttentionSupports({16, 128, 3}, ElementType::kF16));
-
-  alignas(16) static float host[1024];
-  const Sequence seq{0, 1, 0, {host, host, 4}};
-  auto run = [&](AttentionShape shape, ElementType type, Sequence s) {
-    return FlashAttentionPrefillCuda({shape, type, 1, &s, host, host, host},
-                                     nullptr);
-  };
-  EXPECT_EQ(run({2, 96, 0}, ElementType::kF16, seq), cudaErrorNotSupported);
-  EXPECT_EQ(run({2, 64, 0}, ElementType::kF32, seq), cudaErrorNotSupported);
-  Sequence misaligned = seq;
-  misaligned.cache.v = host + 2;  // 8 bytes off
-  EXPECT_EQ(run({2, 64, 0}, ElementType::kF16, misaligned),
-            cudaErrorNotSupported);
-  // Contract violations: past the capacity, odd rotary, no frequencies.
-  Sequence past = seq;
-  past.start = 4;
-  EXPECT_EQ(run({2, 64, 0}, ElementType::kF16, past), cudaErrorInvalidValue);
-  EXPECT_EQ(run({2, 64, 3}, ElementType::kF16, seq), cudaErrorInvalidValue);
-  EXPECT_EQ(FlashAttentionPrefillCuda(
-                {{2, 64, 8}, ElementType::kF16, 1, &seq, host, nullptr, host},
-                nullptr),
-            cudaErrorInvalidValue);
-}
-
-TEST(FlashAttentionArgumentsTest, EmptyCallsSucceedWithoutLaunching) {
-  const Sequence empty{5, 0, 0, {nullptr, nullptr, 5}};
-  EXPECT_EQ(
-      FlashAttentionPrefillCuda(
-          {{2, 64, 0}, ElementType::kF16, 1, &empty, nullptr, nullptr, nullptr},
-          nullptr),
-      cudaSuccess);
-  EXPECT_EQ(FlashAttentionPrefillCuda({{2, 64, 0},
-                                       ElementType::kF16,
-                                       0,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr},
-                                      nullptr),
-            cudaSuccess);
-}
-
-// The tensor-core kernel has instances for io_type fp32 and its operand
-// type only; anything else is NotSupported before any launch, so that the
-// caller falls back to AttentionPrefillCuda.
-TEST(FlashAttentionArgumentsTest, RefusesIoOtherThanFp32OrOperandType) {
-  alignas(16) static float host[1024];
-  const Sequence seq{0, 1, 0, {host, host, 4}};
-  EXPECT_EQ(FlashAttentionPrefillCuda({{2, 64, 0},
-                                       ElementType::kF16,
-                                       1,
-                                       &seq,
-                                       host,
-                                       host,
-                                       host,
-                                       ElementType::kBF16},
-                                      nullptr),
-            cudaErrorNotSupported);
-  EXPECT_EQ(FlashAttentionPrefillCuda({{2, 64, 0},
-                                       ElementType::kBF16,
-                                       1,
-                                       &seq,
-                                       host,
-                                       host,
-                                       host,
-                                       ElementType::kI16},
-                                      nullptr),
-            cudaErrorNotSupported);
-}
 
 }  // namespace
 }  // namespace h3::kernels::flash

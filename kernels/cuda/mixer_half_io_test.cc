@@ -28,6 +28,8 @@
 #include "kernels/h3.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/half_io.h"
+#include "tests/support/half_ulp.h"
+#include "tests/support/inv_freq.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/random.h"
 #include "tests/support/random_h3_layer.h"
@@ -35,46 +37,12 @@
 namespace h3::kernels {
 namespace {
 
+using h3::testing::ExpectWithinUlp;
 using h3::testing::HalfBits;
 using h3::testing::HalfInput;
 using h3::testing::HalfValues;
+using h3::testing::InvFreq;
 using h3::testing::RandomNormal;
-
-// The spacing of `type`'s values just above |x|: one ulp at x.
-double Ulp(float x, ElementType type) {
-  const uint16_t bits = HalfBits({std::abs(x)}, type)[0];
-  const std::vector<float> pair =
-      HalfValues({bits, static_cast<uint16_t>(bits + 1)}, type);
-  return double{pair[1]} - double{pair[0]};
-}
-
-// Every element of got within one ulp of the type (at want) plus
-// bound * max |want| of want; both 16-bit tensors of `type`.
-void ExpectWithinUlp(const std::vector<uint16_t>& got,
-                     const std::vector<uint16_t>& want, ElementType type,
-                     double bound) {
-  const std::vector<float> g = HalfValues(got, type),
-                           w = HalfValues(want, type);
-  ASSERT_EQ(g.size(), w.size());
-  double scale = 0;
-  for (float x : w) scale = std::max(scale, double{std::abs(x)});
-  int bad = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double err = std::abs(double{g[i]} - double{w[i]});
-    if (!(err <= Ulp(w[i], type) + bound * scale) && ++bad <= 5) {
-      ADD_FAILURE() << "element " << i << ": got " << g[i] << ", want " << w[i];
-    }
-  }
-  EXPECT_EQ(bad, 0);
-}
-
-std::vector<float> InvFreq(int rotary_dim) {
-  std::vector<float> f(rotary_dim / 2);
-  for (int i = 0; i < rotary_dim / 2; ++i) {
-    f[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rotary_dim));
-  }
-  return f;
-}
 
 class MixerHalfIoGpuTest : public h3::testing::GpuTestWithParam<ElementType> {};
 

@@ -147,7 +147,9 @@ class FakeMachine:
         write(os.path.join(self.root, "build", "bench", "h3_attention_bench"),
               sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done\n'
                    'echo \'{"cases": [{"kernel": "flash", "type": "fp16", "batch": 64, '
-                   '"length": 1536, "tflops": 400.0, "fraction_of_peak": 0.4}]}\' > "$out"\n',
+                   '"length": 1536, "tflops": 400.0, "fraction_of_peak": 0.4}], '
+                   '"decode": [{"kernel": "decode", "cache_type": "bf16", "batch": 64, '
+                   '"context": 4096, "gb_per_s": 2500.0, "fraction_of_copy": 0.8}]}\' > "$out"\n',
               True)
         write(os.path.join(self.root, "build", "bench", "h3_linear_bench"),
               sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && echo \'{"step_ms": '
@@ -238,7 +240,8 @@ class GpuCheckTest(unittest.TestCase):
         self.assertTrue(half["commands"][0].endswith("--half-activations"), half["commands"])
         self.assertIn("| --half-activations passed: batch 1: decode step",
                       m.phases["breakdown"]["detail"])
-        self.assertIn("flash fp16 b64 L1536: 400 TFLOP/s (40%)", m.phases["attention"]["detail"])
+        self.assertIn("flash fp16 b64 L1536: 400 TFLOP/s (40%); decode bf16 cache b64 "
+                      "ctx4096: 2500 GB/s (80% of copy)", m.phases["attention"]["detail"])
         self.assertIn("fp16 rows 1: products of a step 0.900 ms skinny, 1.200 ms cuBLASLt",
                       m.phases["linear"]["detail"])
         self.assertEqual(m.check["commit"], "0123456789ab")

@@ -7,6 +7,7 @@
 // must store for an fp32 result.
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "base/element_type.h"
@@ -54,6 +55,12 @@ struct TypedTensor {
     std::vector<float> v(bytes.size() / ElementSize(type));
     LoadFloats(bytes.data(), type, 0, static_cast<int64_t>(v.size()), v.data());
     return v;
+  }
+  // The elements' bits, for a 16-bit type.
+  std::vector<uint16_t> Bits() const {
+    std::vector<uint16_t> bits(bytes.size() / 2);
+    std::memcpy(bits.data(), bytes.data(), bits.size() * 2);
+    return bits;
   }
   ElementType type;
   std::vector<unsigned char> bytes;
