@@ -29,19 +29,7 @@
 // --types says (one record per batch and length); flash runs per type and
 // reports its normalised error against fma's output as a guard.
 //
-// Decode method: per (decode batch, context, cache type) N(0, 1) caches of
-// that type (qkv and out of it too: a 16-bit cache is taken with 16-bit
-// I/O), every sequence's new token at position context - 1, so a call
-// writes it and reads context keys and values of each sequence; enough
-// copies of the batch's caches to pass --rotate-mib, cycled, so that calls
-// read them from HBM, not L2; 3 untimed calls, then --rounds rounds of
-// --reps calls between two CUDA events; ms: the per-call mean of the
-// fastest round. gb_per_s = cache bytes (batch x 2 x context x d_model x
-// element size) / ms; fraction_of_copy = gb_per_s / the copy bandwidth
-// (bytes read + written per second by cudaMemcpyAsync, the fastest of 20;
-// --copy-mib). error_vs_fp32_cache: the 16-bit cache's output against the
-// fp32 cache's (the same draws, rounded), a guard. Defaults: h3-1.3b's
-// shape, contexts of a 1536-token prompt plus 128 generated, and 4096.
+// Decode: the method is in bench/attention_decode_bench.h.
 //
 // Exit status: 0; 1 on a CUDA failure or an unwritable --out; 2 without a
 // CUDA device.

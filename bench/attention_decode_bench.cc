@@ -95,9 +95,9 @@ Json RunDecodeCases(const DecodeFlags& f) {
         DecodeCase c;
         c.qkv = c.Own(batch * 3 * d * size);
         c.out = c.Own(batch * d * size);
-        H3_BENCH_CUDA_CHECK(
-            FillNormal(c.qkv, batch * 3 * d, type, 1, nullptr));  // same seeds:
-        std::vector<int64_t> positions(batch, context - 1);       // same values
+        // The same seeds for every cache type: the same draws, rounded.
+        H3_BENCH_CUDA_CHECK(FillNormal(c.qkv, batch * 3 * d, type, 1, nullptr));
+        std::vector<int64_t> positions(batch, context - 1);
         c.positions = static_cast<int64_t*>(c.Own(batch * 8));
         H3_BENCH_CUDA_CHECK(cudaMemcpy(c.positions, positions.data(), batch * 8,
                                        cudaMemcpyHostToDevice));
