@@ -18,7 +18,8 @@
 namespace h3::engine {
 
 // fp32 memory in a backend's space: host memory for the CPU backend, device
-// memory for CUDA. Move-only; frees itself.
+// memory for CUDA. Move-only; frees itself. Buffers of 16-bit elements
+// (activations, K/V) are allocated as FloatsHolding floats.
 class Buffer {
  public:
   using Deleter = void (*)(float*);
@@ -33,6 +34,12 @@ class Buffer {
   std::unique_ptr<float, Deleter> data_{nullptr, nullptr};
   int64_t size_ = 0;
 };
+
+// Whole floats that hold `elements` elements of `type`: the Allocate size of
+// a Buffer of 16-bit (or fp32) elements.
+inline int64_t FloatsHolding(int64_t elements, ElementType type) {
+  return (elements * ElementSize(type) + 3) / 4;
+}
 
 // How weight matrices are stored (base/element_type.h: kF32, kF16 or kBF16;
 // SSM states, SSM parameters and the residual stream are always fp32; the

@@ -201,10 +201,8 @@ absl::StatusOr<Activations> Model::NewActivations(int64_t rows) {
   for (Buffer* b : {&act.hidden, &act.residual, &act.mixed}) {
     H3_ASSIGN_OR_RETURN(*b, backend_->Allocate(rows * d));
   }
-  // Elements of act.type, in whole floats.
-  const int64_t size = ElementSize(act.type);
   auto allocate = [&](int64_t elements) {
-    return backend_->Allocate((elements * size + 3) / 4);
+    return backend_->Allocate(FloatsHolding(elements, act.type));
   };
   H3_ASSIGN_OR_RETURN(act.normed, allocate(rows * d));
   H3_ASSIGN_OR_RETURN(act.qkv, allocate(rows * 3 * d));

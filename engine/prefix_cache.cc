@@ -46,9 +46,7 @@ std::optional<Buffer> PrefixCache::Allocate(int64_t floats) {
 }
 
 std::optional<Buffer> PrefixCache::AllocateKv(int64_t positions) {
-  const int64_t bytes =
-      positions * kv_blocks_ * d_model_ * ElementSize(kv_type_);
-  return Allocate((bytes + 3) / 4);
+  return Allocate(FloatsHolding(positions * kv_blocks_ * d_model_, kv_type_));
 }
 
 void PrefixCache::Free(Buffer& buffer) {

@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<SequenceMemory>> SequenceMemory::Create(
     }
     // K then V, each [capacity, d] of the KV type, in whole floats.
     const ElementType kv = memory->kv_type();
-    const int64_t kv_floats = (2 * capacity * d * ElementSize(kv) + 3) / 4;
+    const int64_t kv_floats = FloatsHolding(2 * capacity * d, kv);
     for (int j = 0; j < model.attention_layers(); ++j) {
       H3_ASSIGN_OR_RETURN(Buffer b, backend.Allocate(kv_floats));
       slot.kv_views.push_back(

@@ -344,9 +344,9 @@ class CudaBackend final : public Backend {
   absl::Status GrowLinear(int64_t k, int64_t n) {
     kernels::LinearCuda::Options options;
     options.max_rows_times_k =
-        std::max(k, k > linear_k_ ? 2 * linear_k_ : linear_k_);
+        k > linear_k_ ? std::max(k, 2 * linear_k_) : linear_k_;
     options.max_rows_times_n =
-        std::max(n, n > linear_n_ ? 2 * linear_n_ : linear_n_);
+        n > linear_n_ ? std::max(n, 2 * linear_n_) : linear_n_;
     std::unique_ptr<kernels::LinearCuda> linear;
     H3_RETURN_IF_ERROR(
         LinearError(kernels::LinearCuda::Create(options, &linear)));

@@ -114,6 +114,15 @@ class CudaEngineTest : public h3::testing::GpuTest {
     return all;
   }
 
+  // Greedy(prompt, steps) on the CPU backend (the specification); empty
+  // (and a failure) when the CPU runner cannot be made.
+  std::vector<float> CpuGreedy(const std::vector<int32_t>& prompt, int steps) {
+    auto cpu = Load("cpu", std::nullopt);
+    if (cpu == nullptr) return {};
+    std::vector<int32_t> ignored;
+    return Greedy(*cpu, prompt, steps, &ignored);
+  }
+
   loader::ModelConfig config_;
   std::unique_ptr<loader::ModelFile> file_;
 };

@@ -55,11 +55,9 @@ TEST_F(CudaEngineTest, Fp32GreedyTokensAndLogitsMatchTheCpuOver64Steps) {
 // own fp16 rounding (docs/flashconv.md, ~1e-3).
 TEST_F(CudaEngineTest, SixteenBitWeightsStayCloseToTheCpu) {
   Open(1);
-  auto cpu = Load("cpu", std::nullopt);
-  ASSERT_NE(cpu, nullptr);
   const std::vector<int32_t> prompt = Tokens(150, 2, config_.vocab_size);
-  std::vector<int32_t> ignored;
-  const std::vector<float> want = Greedy(*cpu, prompt, 8, &ignored);
+  const std::vector<float> want = CpuGreedy(prompt, 8);
+  ASSERT_FALSE(want.empty());
   for (auto [type, bound] : {std::pair{ElementType::kF16, 1e-2},
                              std::pair{ElementType::kBF16, 5e-2}}) {
     auto gpu = Load("cuda", type);
@@ -77,12 +75,10 @@ TEST_F(CudaEngineTest, SixteenBitWeightsStayCloseToTheCpu) {
 // logits differ from the fp32 kernel's, which shows the path ran.
 TEST_F(CudaEngineTest, FlashAttentionStaysCloseToTheCpu) {
   Open(1, /*n_heads=*/1);
-  auto cpu = Load("cpu", std::nullopt);
-  ASSERT_NE(cpu, nullptr);
   // 150 tokens: prefill over three 64-key tiles, then decode steps.
   const std::vector<int32_t> prompt = Tokens(150, 3, config_.vocab_size);
-  std::vector<int32_t> ignored;
-  const std::vector<float> want = Greedy(*cpu, prompt, 8, &ignored);
+  const std::vector<float> want = CpuGreedy(prompt, 8);
+  ASSERT_FALSE(want.empty());
   for (auto [type, bound] : {std::pair{ElementType::kF16, 1e-2},
                              std::pair{ElementType::kBF16, 5e-2}}) {
     auto flash = Load("cuda", type, true, 48, AttentionKernel::kFlash);
