@@ -3,6 +3,8 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace h3::engine {
 
 absl::StatusOr<std::optional<ElementType>> ParseWeightType(
@@ -31,6 +33,38 @@ absl::StatusOr<int64_t> HostAvailableBytes() {
     if (key == "MemAvailable:") return kib * 1024;
   }
   return absl::UnavailableError("MemAvailable is not in /proc/meminfo");
+}
+
+absl::Status CheckAttentionPrefill(const AttentionPrefillParams& p) {
+  for (size_t i = 0; i < p.segments.size(); ++i) {
+    const AttentionSegment& s = p.segments[i];
+    if (s.length < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("attention: segment ", i,
+                                                     " has length ", s.length,
+                                                     "; it must be >= 1"));
+    }
+    if (s.start < 0 || s.start + s.length > s.cache.capacity) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attention: positions up to ", s.start + s.length,
+          " exceed the KV cache's capacity of ", s.cache.capacity));
+    }
+  }
+  return absl::OkStatus();
+}
+
+kernels::AttentionParams AttentionSegmentParams(const AttentionPrefillParams& p,
+                                                size_t i, int64_t row) {
+  const int64_t d = p.shape.d_model();
+  kernels::AttentionParams a;
+  a.shape = p.shape;
+  a.start = p.segments[i].start;
+  a.length = p.segments[i].length;
+  a.qkv = ElementAt(p.qkv, row * 3 * d, p.io_type);
+  a.inv_freq = p.inv_freq;
+  a.cache = p.segments[i].cache;
+  a.out = ElementAt(p.out, row * d, p.io_type);
+  a.io_type = p.io_type;
+  return a;
 }
 
 absl::Status Backend::BeginCapture() {

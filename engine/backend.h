@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "base/element_type.h"
 #include "engine/profiler.h"
 #include "kernels/attention.h"
@@ -118,14 +119,50 @@ struct LinearParams {
 // whatever its calls reuse (kernel spectra, FFT plans, scratch). Its inputs
 // are the fused projection q|k|v: rows of 3 d values. qkv and out hold the
 // backend's activation_type().
+// Attention prefill of several sequences' chunks in one call: segment i
+// computes what kernels::AttentionParams{shape, start_i, length_i, qkv at
+// row r_i, inv_freq, cache_i, out at row r_i, io_type} computes, where the
+// segments' rows follow each other from row 0 (r_0 = 0, r_i+1 = r_i +
+// length_i). Distinct segments belong to distinct sequences (caches).
+struct AttentionSegment {
+  int64_t start = 0;  // position of the chunk's first token
+  int64_t length = 0;
+  kernels::KvCache cache;  // REQUIRES start + length <= cache.capacity
+};
+struct AttentionPrefillParams {
+  kernels::AttentionShape shape;
+  absl::Span<const AttentionSegment> segments;
+  const void* qkv = nullptr;        // [rows, 3, heads, head_dim] of io_type
+  const float* inv_freq = nullptr;  // [rotary_dim / 2]; null without rotary
+  void* out = nullptr;              // [rows, heads * head_dim] of io_type
+  ElementType io_type = ElementType::kF32;
+};
+
+// InvalidArgument if a segment has length < 1 or reaches beyond its cache.
+absl::Status CheckAttentionPrefill(const AttentionPrefillParams& params);
+// The kernels' params of segment i, whose first row is `row`.
+kernels::AttentionParams AttentionSegmentParams(
+    const AttentionPrefillParams& params, size_t i, int64_t row);
+
+// A sequence's chunk in a packed prefill: `length` >= 1 tokens at positions
+// [start, start + length), from `state`.
+struct H3Segment {
+  int64_t start = 0;
+  int64_t length = 0;
+  kernels::H3State state;
+};
+
 class H3Layer {
  public:
   virtual ~H3Layer() = default;
-  // Prefill of `length` tokens of one sequence at positions [start, start +
-  // length) from `state` (updated in place): qkv [length, 3d], out
-  // [length, d].
-  virtual absl::Status Prefill(int64_t start, int64_t length, const void* qkv,
-                               void* out, const kernels::H3State& state) = 0;
+  // Prefill of several sequences' chunks in one call (packed rows): the
+  // segments' rows follow each other in qkv [rows, 3d] and out [rows, d]
+  // from row 0, rows their total length. Each segment goes in pieces of at
+  // most `piece` tokens, each from the state the previous one left (the same
+  // bits as one call per piece); its state is updated in place. Distinct
+  // segments belong to distinct sequences.
+  virtual absl::Status Prefill(absl::Span<const H3Segment> segments,
+                               int64_t piece, const void* qkv, void* out) = 0;
   // One token of each of `batch` sequences: qkv [batch, 3d], out [batch, d];
   // `states` and the tokens' `positions` [batch] in backend memory (e.g. a
   // Staging's device side).
@@ -183,8 +220,9 @@ class Backend {
   // `weights` holds host pointers (as H3Discretize fills them); copied.
   virtual absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) = 0;
-  // One sequence's chunk (prefill) or one token (decode step).
-  virtual absl::Status Attention(const kernels::AttentionParams& params) = 0;
+  // Prefill of several sequences' chunks (packed rows), each what
+  // kernels::AttentionParams computes for it (below).
+  virtual absl::Status Attention(const AttentionPrefillParams& params) = 0;
   // One token of each of a batch of sequences; the caches and positions
   // arrays in backend memory; every cache holds `capacity` positions.
   virtual absl::Status AttentionDecode(

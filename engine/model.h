@@ -146,6 +146,9 @@ class Model {
   int h3_layers_ = 0, attention_layers_ = 0;
   Matrix embedding_;  // [V_pad, d]; also the LM head
   Buffer ln_f_weight_, ln_f_bias_;
+  // A forward's prompt segments for one packed mixer call, reused.
+  std::vector<H3Segment> h3_segments_;
+  std::vector<AttentionSegment> attention_segments_;
 };
 
 }  // namespace h3::engine

@@ -103,23 +103,19 @@ absl::Status Model::H3Mixer(Layer& layer, int index, const ForwardBatch& batch,
                             step.h3[index], step.positions);
     }));
   }
-  int64_t row = step.count;
+  if (batch.segments.empty()) return absl::OkStatus();
+  // Every prompt segment in one call, on the rows after the step rows.
+  h3_segments_.clear();
   for (const Segment& s : batch.segments) {
-    // Pieces of at most prefill_chunk tokens, each from the state the
-    // previous one left.
-    for (int64_t done = 0; done < s.length;) {
-      const int64_t n = std::min(options_.prefill_chunk, s.length - done);
-      H3_RETURN_IF_ERROR(TimeOp(backend_->profiler(), "h3_prefill", "h3", [&] {
-        return layer.h3->Prefill(
-            s.position + done, n,
-            ElementAt(act.qkv.data(), (row + done) * 3 * d, at),
-            ElementAt(inner, (row + done) * d, at), s.memory.h3[index]);
-      }));
-      done += n;
+    if (s.length > 0) {
+      h3_segments_.push_back({s.position, s.length, s.memory.h3[index]});
     }
-    row += s.length;
   }
-  return absl::OkStatus();
+  return TimeOp(backend_->profiler(), "h3_prefill", "h3", [&] {
+    return layer.h3->Prefill(h3_segments_, options_.prefill_chunk,
+                             ElementAt(act.qkv.data(), step.count * 3 * d, at),
+                             ElementAt(inner, step.count * d, at));
+  });
 }
 
 absl::Status Model::AttentionMixer(Layer& layer, int index,
@@ -147,23 +143,22 @@ absl::Status Model::AttentionMixer(Layer& layer, int index,
         TimeOp(backend_->profiler(), "attention_decode", "attention",
                [&] { return backend_->AttentionDecode(p, step.kv_capacity); }));
   }
-  int64_t row = step.count;
+  if (batch.segments.empty()) return absl::OkStatus();
+  attention_segments_.clear();
   for (const Segment& s : batch.segments) {
-    kernels::AttentionParams p;
-    p.shape = shape;
-    p.start = s.position;
-    p.length = s.length;
-    p.qkv = ElementAt(act.qkv.data(), row * 3 * d, at);
-    p.inv_freq = inv_freq;
-    p.cache = s.memory.kv[index];
-    p.out = ElementAt(out, row * d, at);
-    p.io_type = at;
-    H3_RETURN_IF_ERROR(TimeOp(backend_->profiler(), "attention_prefill",
-                              "attention",
-                              [&] { return backend_->Attention(p); }));
-    row += s.length;
+    if (s.length > 0) {
+      attention_segments_.push_back({s.position, s.length, s.memory.kv[index]});
+    }
   }
-  return absl::OkStatus();
+  AttentionPrefillParams p;
+  p.shape = shape;
+  p.segments = attention_segments_;
+  p.qkv = ElementAt(act.qkv.data(), step.count * 3 * d, at);
+  p.inv_freq = inv_freq;
+  p.out = ElementAt(out, step.count * d, at);
+  p.io_type = at;
+  return TimeOp(backend_->profiler(), "attention_prefill", "attention",
+                [&] { return backend_->Attention(p); });
 }
 
 absl::Status Model::LmHead(const void* normed, int64_t rows, float* logits) {

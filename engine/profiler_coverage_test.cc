@@ -82,7 +82,7 @@ class RangeCheckingBackend final : public Backend {
   }
   absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) override;
-  absl::Status Attention(const kernels::AttentionParams& p) override {
+  absl::Status Attention(const AttentionPrefillParams& p) override {
     Check("Attention");
     return inner_->Attention(p);
   }
@@ -110,10 +110,10 @@ class CheckedH3Layer final : public H3Layer {
   CheckedH3Layer(std::unique_ptr<H3Layer> inner,
                  const RangeCheckingBackend& owner)
       : inner_(std::move(inner)), owner_(owner) {}
-  absl::Status Prefill(int64_t start, int64_t length, const void* qkv,
-                       void* out, const kernels::H3State& state) override {
+  absl::Status Prefill(absl::Span<const H3Segment> segments, int64_t piece,
+                       const void* qkv, void* out) override {
     owner_.Check("H3Layer::Prefill");
-    return inner_->Prefill(start, length, qkv, out, state);
+    return inner_->Prefill(segments, piece, qkv, out);
   }
   absl::Status Step(int batch, const void* qkv, void* out,
                     const kernels::H3State* states,

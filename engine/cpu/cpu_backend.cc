@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/half_float.h"
 #include "base/parallel.h"
+#include "base/status_macros.h"
 #include "engine/backend.h"
 #include "kernels/bias_gelu.h"
 #include "kernels/cpu/gemm.h"
@@ -140,13 +141,13 @@ class CpuBackend final : public Backend {
     return MakeCpuH3Layer(weights, activations_);
   }
 
-  absl::Status Attention(const kernels::AttentionParams& p) override {
-    if (p.start + p.length > p.cache.capacity) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "attention: positions up to ", p.start + p.length,
-          " exceed the KV cache's capacity of ", p.cache.capacity));
+  absl::Status Attention(const AttentionPrefillParams& p) override {
+    H3_RETURN_IF_ERROR(CheckAttentionPrefill(p));
+    int64_t row = 0;
+    for (size_t i = 0; i < p.segments.size(); ++i) {
+      kernels::AttentionCpu(AttentionSegmentParams(p, i, row));
+      row += p.segments[i].length;
     }
-    kernels::AttentionCpu(p);
     return absl::OkStatus();
   }
   absl::Status AttentionDecode(const kernels::AttentionDecodeParams& p,

@@ -138,10 +138,18 @@ TEST(CpuBackendMemoryTest, AllocateFillCopyAndEmbed) {
 
 TEST(CpuBackendMemoryTest, OpsRefuseBrokenContracts) {
   auto backend = MakeCpuBackend();
-  kernels::AttentionParams attention;
-  attention.start = 10;
-  attention.length = 5;
-  attention.cache.capacity = 12;
+  AttentionSegment segments[2];
+  segments[0].length = 3;
+  segments[0].cache.capacity = 12;
+  segments[1].start = 10;
+  segments[1].length = 5;
+  segments[1].cache.capacity = 12;
+  AttentionPrefillParams attention;
+  attention.segments = segments;
+  EXPECT_EQ(backend->Attention(attention).code(),
+            absl::StatusCode::kInvalidArgument);
+  segments[1].start = 0;
+  segments[1].length = 0;
   EXPECT_EQ(backend->Attention(attention).code(),
             absl::StatusCode::kInvalidArgument);
   const kernels::KvCache cache{nullptr, nullptr, 12};
@@ -174,8 +182,8 @@ TEST(CpuH3LayerTest, ChunkingAndDecodingDoNotChangeTheBits) {
     int64_t t = 0;
     for (int64_t c : chunks) {
       EXPECT_TRUE((*layer)
-                      ->Prefill(t, c, qkv.data() + 3 * d * t,
-                                out.data() + d * t, state->view())
+                      ->Prefill({{t, c, state->view()}}, c,
+                                qkv.data() + 3 * d * t, out.data() + d * t)
                       .ok());
       t += c;
     }

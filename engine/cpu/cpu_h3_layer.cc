@@ -7,6 +7,7 @@
 // first and the output rounded once.
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "base/half_float.h"
 #include "engine/cpu/cpu_backend.h"
 
@@ -18,22 +19,34 @@ class CpuH3Layer final : public H3Layer {
   CpuH3Layer(const kernels::H3Weights& w, ElementType activations)
       : weights_(w), type_(activations) {}
 
-  absl::Status Prefill(int64_t start, int64_t length, const void* qkv,
-                       void* out, const kernels::H3State& state) override {
+  // The recurrence gives the same bits however a segment is cut, so each
+  // segment goes whole, whatever `piece`.
+  absl::Status Prefill(absl::Span<const H3Segment> segments, int64_t,
+                       const void* qkv, void* out) override {
     const int64_t d = weights_.shape().d_model;
-    const float* in = Widen(qkv, length * 3 * d);
-    kernels::H3ScanParams params;
-    params.w.shape = weights_.shape();
-    params.start = start;
-    params.length = length;
-    params.q = in;  // [length, 3d]: q | k | v
-    params.k = in + d;
-    params.v = in + 2 * d;
-    params.input_stride = 3 * d;
-    params.out = Output(out, length * d);
-    params.state = state;
-    kernels::H3ScanCpu(params, weights_);
-    Narrow(out, length * d);
+    int64_t row = 0;
+    for (const H3Segment& s : segments) {
+      if (s.length < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("h3 prefill: a segment of length ", s.length));
+      }
+      const float* in =
+          Widen(ElementAt(qkv, row * 3 * d, type_), s.length * 3 * d);
+      void* seg_out = ElementAt(out, row * d, type_);
+      kernels::H3ScanParams params;
+      params.w.shape = weights_.shape();
+      params.start = s.start;
+      params.length = s.length;
+      params.q = in;  // [length, 3d]: q | k | v
+      params.k = in + d;
+      params.v = in + 2 * d;
+      params.input_stride = 3 * d;
+      params.out = Output(seg_out, s.length * d);
+      params.state = s.state;
+      kernels::H3ScanCpu(params, weights_);
+      Narrow(seg_out, s.length * d);
+      row += s.length;
+    }
     return absl::OkStatus();
   }
 

@@ -181,19 +181,22 @@ class CudaBackend final : public Backend {
     return MakeCudaH3Layer(weights, type_, stream_, *this);
   }
 
-  absl::Status Attention(const kernels::AttentionParams& p) override {
-    if (p.start + p.length > p.cache.capacity) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "attention: positions up to ", p.start + p.length,
-          " exceed the KV cache's capacity of ", p.cache.capacity));
-    }
+  absl::Status Attention(const AttentionPrefillParams& p) override {
+    H3_RETURN_IF_ERROR(CheckAttentionPrefill(p));
+    if (p.segments.empty()) return absl::OkStatus();
     if (flash_attention_ && kernels::FlashAttentionSupports(p.shape, type_)) {
-      const kernels::flash::Sequence seq{p.start, p.length, 0, p.cache};
+      // Every segment in one launch.
+      flash_seqs_.clear();
+      int64_t row = 0;
+      for (const AttentionSegment& s : p.segments) {
+        flash_seqs_.push_back({s.start, s.length, row, s.cache});
+        row += s.length;
+      }
       kernels::flash::Params flash;
       flash.shape = p.shape;
       flash.type = type_;
-      flash.sequences = 1;
-      flash.seqs = &seq;
+      flash.sequences = static_cast<int>(flash_seqs_.size());
+      flash.seqs = flash_seqs_.data();
       flash.qkv = p.qkv;
       flash.inv_freq = p.inv_freq;
       flash.out = p.out;
@@ -207,7 +210,12 @@ class CudaBackend final : public Backend {
         return absl::OkStatus();
       }
     }
-    H3_CUDA_RETURN_IF_ERROR(kernels::AttentionPrefillCuda(p, stream_));
+    int64_t row = 0;
+    for (size_t i = 0; i < p.segments.size(); ++i) {
+      H3_CUDA_RETURN_IF_ERROR(kernels::AttentionPrefillCuda(
+          AttentionSegmentParams(p, i, row), stream_));
+      row += p.segments[i].length;
+    }
     return absl::OkStatus();
   }
 
@@ -360,6 +368,7 @@ class CudaBackend final : public Backend {
   ElementType type_;
   ElementType activation_type_;
   bool flash_attention_;  // prefill attention on tensor cores where possible
+  std::vector<kernels::flash::Sequence> flash_seqs_;  // one call's, reused
   bool batch_invariant_;
   cudaStream_t stream_ = nullptr;
   std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current

@@ -1,6 +1,8 @@
 // The CUDA backend's H3 layer: H3PrefillCuda for prefill, H3StepCuda for
 // decoding, both over the device copy of the layer's parameters that
 // H3PrefillCuda owns.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/cuda/cuda_backend.h"
@@ -11,8 +13,6 @@
 
 namespace h3::engine::cuda {
 namespace {
-
-using kernels::SequenceLayout;
 
 class CudaH3Layer final : public H3Layer {
  public:
@@ -25,45 +25,26 @@ class CudaH3Layer final : public H3Layer {
 
   ~CudaH3Layer() override { cudaFree(scratch_); }
 
-  absl::Status Prefill(int64_t start, int64_t length, const void* qkv,
-                       void* out, const kernels::H3State& state) override {
-    const int d = prefill_->device_weights().shape.d_model;
-    kernels::H3PrefillCudaParams p;
-    p.batch = 1;
-    p.start = start;
-    p.length = length;
-    p.type = type_;
-    p.shift_state = state.shift;
-    p.diag_state = state.diag;
+  absl::Status Prefill(absl::Span<const H3Segment> segments, int64_t piece,
+                       const void* qkv, void* out) override {
+    if (piece < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("h3 prefill: piece is ", piece, "; it must be >= 1"));
+    }
+    int64_t rows = 0;
+    for (const H3Segment& s : segments) {
+      if (s.length < 1 || s.start < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("h3 prefill: a segment at position ", s.start,
+                         " of length ", s.length));
+      }
+      rows += s.length;
+    }
+    if (rows == 0) return absl::OkStatus();
     if (prefill_->path() == kernels::H3PrefillPath::kCufft) {
-      // cuFFT reads any layout: q, k, v straight from the q|k|v rows.
-      p.layout = {length * 3 * d, 3 * d, 1};
-      p.q = qkv;
-      p.k = ElementAt(qkv, d, type_);
-      p.v = ElementAt(qkv, 2 * d, type_);
-      return RunCufft(p, length, d, out);
+      return PrefillCufft(segments, piece, qkv, out);
     }
-    // The fused kernel reads channel-major q, k, v: transpose in and out.
-    H3_RETURN_IF_ERROR(Reserve(4 * length * d));
-    Profiler* const prof = owner_.profiler();
-    {
-      ProfileRange range(prof, "transpose_in");
-      H3_CUDA_RETURN_IF_ERROR(kernels::TransposeToChannelMajor(
-          qkv, length, 3 * d, 3 * d, type_, scratch_, stream_));
-    }
-    p.layout = SequenceLayout::ChannelMajor(d, length);
-    p.q = scratch_;
-    p.k = ElementAt(scratch_, d * length, type_);
-    p.v = ElementAt(scratch_, 2 * d * length, type_);
-    p.out = ElementAt(scratch_, 3 * d * length, type_);
-    {
-      ProfileRange range(prof, "fused_conv");
-      H3_CUDA_RETURN_IF_ERROR(prefill_->Run(p, stream_));
-    }
-    ProfileRange range(prof, "transpose_out");
-    H3_CUDA_RETURN_IF_ERROR(kernels::TransposeToTokenMajor(
-        p.out, length, d, type_, out, d, stream_));
-    return absl::OkStatus();
+    return PrefillFused(segments, piece, rows, qkv, out);
   }
 
   absl::Status Step(int batch, const void* qkv, void* out,
@@ -87,22 +68,92 @@ class CudaH3Layer final : public H3Layer {
   }
 
  private:
-  // The cuFFT path with token-major strided inputs; its output layout is the
-  // inputs' (row stride 3d), so it lands in scratch and is compacted.
-  absl::Status RunCufft(kernels::H3PrefillCudaParams& p, int64_t length, int d,
-                        void* out) {
-    H3_RETURN_IF_ERROR(Reserve(3 * length * d));
-    p.out = scratch_;
+  // The fused kernel reads channel-major q, k, v: all the call's rows are
+  // transposed in once ([rows, 3d] -> [3d, rows]: a piece's channel c at
+  // c * rows + its first row), every segment's pieces run from there, and
+  // the outputs are transposed back once.
+  absl::Status PrefillFused(absl::Span<const H3Segment> segments, int64_t piece,
+                            int64_t rows, const void* qkv, void* out) {
+    const int64_t d = prefill_->device_weights().shape.d_model;
+    H3_RETURN_IF_ERROR(Reserve(4 * rows * d));
+    Profiler* const prof = owner_.profiler();
     {
-      ProfileRange range(owner_.profiler(), "cufft_conv");
-      H3_CUDA_RETURN_IF_ERROR(prefill_->Run(p, stream_));
+      ProfileRange range(prof, "transpose_in");
+      H3_CUDA_RETURN_IF_ERROR(kernels::TransposeToChannelMajor(
+          qkv, rows, 3 * d, 3 * d, type_, scratch_, stream_));
     }
-    ProfileRange range(owner_.profiler(), "compact");
-    const size_t size = ElementSize(type_);
+    {
+      ProfileRange range(prof, "fused_conv");
+      kernels::H3PrefillCudaParams p;
+      p.batch = 1;
+      p.type = type_;
+      p.layout = {0, 1, rows};
+      int64_t row = 0;
+      for (const H3Segment& s : segments) {
+        for (int64_t done = 0; done < s.length; done += piece) {
+          const int64_t first = row + done;  // the piece's first row
+          p.start = s.start + done;
+          p.length = std::min(piece, s.length - done);
+          p.q = ElementAt(scratch_, first, type_);
+          p.k = ElementAt(scratch_, d * rows + first, type_);
+          p.v = ElementAt(scratch_, 2 * d * rows + first, type_);
+          p.out = ElementAt(scratch_, 3 * d * rows + first, type_);
+          p.shift_state = s.state.shift;
+          p.diag_state = s.state.diag;
+          H3_CUDA_RETURN_IF_ERROR(prefill_->Run(p, stream_));
+        }
+        row += s.length;
+      }
+    }
+    ProfileRange range(prof, "transpose_out");
     H3_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy2DAsync(out, d * size, scratch_, 3 * d * size, d * size,
-                          length, cudaMemcpyDeviceToDevice, stream_));
+        kernels::TransposeToTokenMajor(ElementAt(scratch_, 3 * d * rows, type_),
+                                       rows, d, type_, out, d, stream_));
     return absl::OkStatus();
+  }
+
+  // The cuFFT path reads q, k, v straight from the q|k|v rows (token-major,
+  // row stride 3d), piece by piece; its output has the inputs' layout, so it
+  // lands in scratch and is compacted.
+  absl::Status PrefillCufft(absl::Span<const H3Segment> segments, int64_t piece,
+                            const void* qkv, void* out) {
+    const int64_t d = prefill_->device_weights().shape.d_model;
+    H3_RETURN_IF_ERROR(Reserve(3 * std::min(piece, MaxLength(segments)) * d));
+    kernels::H3PrefillCudaParams p;
+    p.batch = 1;
+    p.type = type_;
+    p.out = scratch_;
+    const size_t size = ElementSize(type_);
+    int64_t row = 0;
+    for (const H3Segment& s : segments) {
+      for (int64_t done = 0; done < s.length; done += piece) {
+        const int64_t first = row + done;
+        p.start = s.start + done;
+        p.length = std::min(piece, s.length - done);
+        p.layout = {p.length * 3 * d, 3 * d, 1};
+        p.q = ElementAt(qkv, first * 3 * d, type_);
+        p.k = ElementAt(qkv, first * 3 * d + d, type_);
+        p.v = ElementAt(qkv, first * 3 * d + 2 * d, type_);
+        p.shift_state = s.state.shift;
+        p.diag_state = s.state.diag;
+        {
+          ProfileRange range(owner_.profiler(), "cufft_conv");
+          H3_CUDA_RETURN_IF_ERROR(prefill_->Run(p, stream_));
+        }
+        ProfileRange range(owner_.profiler(), "compact");
+        H3_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+            ElementAt(out, first * d, type_), d * size, scratch_, 3 * d * size,
+            d * size, p.length, cudaMemcpyDeviceToDevice, stream_));
+      }
+      row += s.length;
+    }
+    return absl::OkStatus();
+  }
+
+  static int64_t MaxLength(absl::Span<const H3Segment> segments) {
+    int64_t most = 0;
+    for (const H3Segment& s : segments) most = std::max(most, s.length);
+    return most;
   }
 
   // Scratch of at least `elements` of the activation type; prefill is never
