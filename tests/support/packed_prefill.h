@@ -105,19 +105,25 @@ inline std::vector<std::vector<float>> RunH3Chunks(
   return result;
 }
 
-inline ::testing::AssertionResult H3PackedIsEachAlone(
-    engine::Backend& backend, engine::H3Layer& layer,
-    const kernels::H3Shape& shape, int64_t piece) {
-  const auto packed = RunH3Chunks(backend, layer, shape, piece, true);
-  const auto alone = RunH3Chunks(backend, layer, shape, piece, false);
+// Packed against alone: the outputs (tensor 0), then what each sequence
+// keeps (`kept`), the same bits.
+inline ::testing::AssertionResult SameRuns(
+    const std::vector<std::vector<float>>& packed,
+    const std::vector<std::vector<float>>& alone, const char* kept) {
   for (size_t i = 0; i < packed.size(); ++i) {
     if (!SameBits(packed[i], alone[i])) {
-      return ::testing::AssertionFailure()
-             << (i == 0 ? "the outputs" : "a state") << " differ (tensor " << i
-             << ")";
+      return ::testing::AssertionFailure() << (i == 0 ? "the outputs" : kept)
+                                           << " differ (tensor " << i << ")";
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult H3PackedIsEachAlone(
+    engine::Backend& backend, engine::H3Layer& layer,
+    const kernels::H3Shape& shape, int64_t piece) {
+  return SameRuns(RunH3Chunks(backend, layer, shape, piece, true),
+                  RunH3Chunks(backend, layer, shape, piece, false), "a state");
 }
 
 // The same for an attention layer of `shape`: the outputs, then each
@@ -184,16 +190,8 @@ inline std::vector<std::vector<float>> RunAttentionChunks(
 
 inline ::testing::AssertionResult AttentionPackedIsEachAlone(
     engine::Backend& backend, const kernels::AttentionShape& shape) {
-  const auto packed = RunAttentionChunks(backend, shape, true);
-  const auto alone = RunAttentionChunks(backend, shape, false);
-  for (size_t i = 0; i < packed.size(); ++i) {
-    if (!SameBits(packed[i], alone[i])) {
-      return ::testing::AssertionFailure()
-             << (i == 0 ? "the outputs" : "a cache") << " differ (tensor " << i
-             << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
+  return SameRuns(RunAttentionChunks(backend, shape, true),
+                  RunAttentionChunks(backend, shape, false), "a cache");
 }
 
 }  // namespace h3::testing
