@@ -37,7 +37,14 @@ function(h3_cc_test)
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gmock GTest::gtest_main)
   gtest_discover_tests(${T_NAME}
     DISCOVERY_MODE PRE_TEST
-    PROPERTIES
-      LABELS "${T_LABELS}"
-      SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+    PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  # The labels from a file ctest reads after the discovered tests (listed in
+  # ${T_NAME}_TESTS): gtest_discover_tests' PROPERTIES (CMake 3.25) splits a
+  # list value, so a second label would become a property name.
+  set(labels_file "${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_labels.cmake")
+  file(WRITE "${labels_file}"
+    "if(${T_NAME}_TESTS)\n"
+    "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\n"
+    "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${labels_file}")
 endfunction()
