@@ -1,8 +1,10 @@
 #include "kernels/bias_gelu.h"
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
+#include "base/half_float.h"
 #include "gtest/gtest.h"
 
 namespace h3::kernels {
@@ -45,6 +47,33 @@ TEST(BiasGeluCpuTest, InPlaceWithoutBias) {
   for (size_t i = 0; i < x.size(); ++i) want[i] = GeluTanhReference(x[i]);
   BiasGeluCpu({x.data(), nullptr, x.data(), 2, 2});
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], want[i], 1e-6);
+}
+
+// A 16-bit bias is widened exactly and a 16-bit out is the fp32 result
+// rounded once: bitwise the fp32 op on the widened bias, then rounded. An
+// fp32 bias with a 16-bit out rounds the same way.
+TEST(BiasGeluCpuTest, SixteenBitBiasAndOutRoundOnce) {
+  const int64_t rows = 4, cols = 37;
+  std::vector<float> x(rows * cols), bias(cols);
+  for (int64_t i = 0; i < rows * cols; ++i) x[i] = 0.173f * (i % 41 - 20);
+  for (int64_t c = 0; c < cols; ++c) bias[c] = 0.0371f * c - 0.6f;
+  for (ElementType t : {ElementType::kF16, ElementType::kBF16}) {
+    std::vector<uint16_t> bias16(cols);
+    StoreFloats(bias.data(), cols, bias16.data(), t, 0);
+    std::vector<float> widened(cols), y32(rows * cols);
+    LoadFloats(bias16.data(), t, 0, cols, widened.data());
+    BiasGeluCpu({x.data(), widened.data(), y32.data(), rows, cols});
+    std::vector<uint16_t> want(rows * cols), got(rows * cols, 0xffff);
+    StoreFloats(y32.data(), rows * cols, want.data(), t, 0);
+    BiasGeluCpu({x.data(), bias16.data(), got.data(), rows, cols, t, t});
+    EXPECT_EQ(got, want) << ElementTypeName(t);
+    // fp32 bias, 16-bit out.
+    BiasGeluCpu({x.data(), bias.data(), y32.data(), rows, cols});
+    StoreFloats(y32.data(), rows * cols, want.data(), t, 0);
+    BiasGeluCpu(
+        {x.data(), bias.data(), got.data(), rows, cols, ElementType::kF32, t});
+    EXPECT_EQ(got, want) << ElementTypeName(t) << ", fp32 bias";
+  }
 }
 
 }  // namespace
