@@ -53,23 +53,31 @@ TEST(BiasGeluCpuTest, InPlaceWithoutBias) {
 // rounded once: bitwise the fp32 op on the widened bias, then rounded. An
 // fp32 bias with a 16-bit out rounds the same way.
 TEST(BiasGeluCpuTest, SixteenBitBiasAndOutRoundOnce) {
-  const int64_t rows = 4, cols = 37;
-  std::vector<float> x(rows * cols), bias(cols);
-  for (int64_t i = 0; i < rows * cols; ++i) x[i] = 0.173f * (i % 41 - 20);
+  const int64_t rows = 4, cols = 37, n = rows * cols;
+  std::vector<float> x(n), bias(cols);
+  for (int64_t i = 0; i < n; ++i) x[i] = 0.173f * (i % 41 - 20);
   for (int64_t c = 0; c < cols; ++c) bias[c] = 0.0371f * c - 0.6f;
   for (ElementType t : {ElementType::kF16, ElementType::kBF16}) {
-    std::vector<uint16_t> bias16(cols);
-    StoreFloats(bias.data(), cols, bias16.data(), t, 0);
-    std::vector<float> widened(cols), y32(rows * cols);
-    LoadFloats(bias16.data(), t, 0, cols, widened.data());
+    const bool f16 = t == ElementType::kF16;
+    auto narrow = [&](float v) {
+      return f16 ? FloatToHalf(v) : FloatToBFloat16(v);
+    };
+    auto widen = [&](uint16_t b) {
+      return f16 ? HalfToFloat(b) : BFloat16ToFloat(b);
+    };
+    std::vector<uint16_t> bias16(cols), want(n), got(n, 0xffff);
+    std::vector<float> widened(cols), y32(n);
+    for (int64_t c = 0; c < cols; ++c) {
+      bias16[c] = narrow(bias[c]);
+      widened[c] = widen(bias16[c]);
+    }
     BiasGeluCpu({x.data(), widened.data(), y32.data(), rows, cols});
-    std::vector<uint16_t> want(rows * cols), got(rows * cols, 0xffff);
-    StoreFloats(y32.data(), rows * cols, want.data(), t, 0);
+    for (int64_t i = 0; i < n; ++i) want[i] = narrow(y32[i]);
     BiasGeluCpu({x.data(), bias16.data(), got.data(), rows, cols, t, t});
     EXPECT_EQ(got, want) << ElementTypeName(t);
     // fp32 bias, 16-bit out.
     BiasGeluCpu({x.data(), bias.data(), y32.data(), rows, cols});
-    StoreFloats(y32.data(), rows * cols, want.data(), t, 0);
+    for (int64_t i = 0; i < n; ++i) want[i] = narrow(y32[i]);
     BiasGeluCpu(
         {x.data(), bias.data(), got.data(), rows, cols, ElementType::kF32, t});
     EXPECT_EQ(got, want) << ElementTypeName(t) << ", fp32 bias";
