@@ -4,10 +4,13 @@
 // bandwidth measured in the same run, with fp32 activations (x and y fp32:
 // LinearCuda first rounds x to W's type) and with 16-bit ones (x in W's type,
 // and y too where the model's half activations keep it 16-bit: the qkv and
-// fc1 outputs). JSON on stdout, or in --out.
+// fc1 outputs, whose bias is then of y's type, as the model stores it).
+// "half-fp32-bias" times qkv and fc1 with half activations but an fp32 bias
+// (LinearCuda's route through fp32 D and a rounding kernel), for comparison.
+// JSON on stdout, or in --out.
 //
 //   h3_linear_bench [--types fp16,bf16] [--rows 1,8,64] [--vocab 50264]
-//       [--activations fp32,half]
+//       [--activations fp32,half,half-fp32-bias]
 //       [--reps 50] [--rounds 3] [--rotate-mib 512] [--copy-mib 1024]
 //       [--device 0] [--out FILE]
 //
@@ -20,7 +23,8 @@
 // (bytes read + written per second by cudaMemcpyAsync, the fastest of 20).
 // step_ms: 24 layers x (qkv + out_proj + fc1 + fc2) + lm_head, the products
 // of one decode step, per weight type, rows, kernel and (for half
-// activations: a "_half" suffix) activation type.
+// activations: a "_half" suffix) activation type; half-fp32-bias, which times
+// two of the products, has none.
 //
 // Exit status: 0; 1 on a CUDA failure (the call and the error are printed)
 // or an unwritable --out; 2 without a CUDA device.
@@ -51,7 +55,7 @@ using Json = nlohmann::ordered_json;
 struct Flags {
   std::vector<std::string> types = {"fp16", "bf16"};
   std::vector<int64_t> rows = {1, 8, 64};
-  std::vector<std::string> activations = {"fp32", "half"};
+  std::vector<std::string> activations = {"fp32", "half", "half-fp32-bias"};
   int64_t vocab = 50264;  // the random H3-1.3B's padded vocabulary
   int reps = 50;
   int rounds = 3;
@@ -123,7 +127,7 @@ int Run(const Flags& f) {
   std::unique_ptr<kernels::LinearCuda> lt;
   kernels::LinearCuda::Options options;
   options.max_rows_times_k = max_rows * 8192;
-  options.max_rows_times_n = max_rows * 8192;  // fc1's 16-bit y
+  options.max_rows_times_n = max_rows * 8192;  // fc1: 16-bit y, fp32 bias
   const std::string lt_error = kernels::LinearCuda::Create(options, &lt);
   if (!lt_error.empty()) {
     std::cerr << "h3_linear_bench: " << lt_error << "\n";
@@ -144,29 +148,38 @@ int Run(const Flags& f) {
         H3_BENCH_CUDA_CHECK(
             FillNormal(w[c].get(), p.n * p.k, type, 100 + c, stream));
       }
-      kernels::DeviceBuffer x32, x16, y, bias;
+      kernels::DeviceBuffer x32, x16, y, bias, bias16;
       H3_BENCH_CUDA_CHECK(x32.Reserve(max_rows * p.k * sizeof(float)));
       H3_BENCH_CUDA_CHECK(x16.Reserve(max_rows * p.k * ElementSize(type)));
       H3_BENCH_CUDA_CHECK(y.Reserve(max_rows * p.n * sizeof(float)));
       H3_BENCH_CUDA_CHECK(bias.Reserve(p.n * sizeof(float)));
+      H3_BENCH_CUDA_CHECK(bias16.Reserve(p.n * ElementSize(type)));
       H3_BENCH_CUDA_CHECK(
           FillNormal(x32.get(), max_rows * p.k, ElementType::kF32, 1, stream));
       H3_BENCH_CUDA_CHECK(
           FillNormal(x16.get(), max_rows * p.k, type, 1, stream));
       H3_BENCH_CUDA_CHECK(
           FillNormal(bias.get(), p.n, ElementType::kF32, 2, stream));
+      H3_BENCH_CUDA_CHECK(FillNormal(bias16.get(), p.n, type, 2, stream));
       for (const int64_t rows : f.rows) {
         for (const std::string& act : f.activations) {
-          const bool half = act == "half";
+          const bool half = act != "fp32";
+          const bool fp32_bias = act == "half-fp32-bias";
+          if (fp32_bias && !(p.bias && p.half_y)) continue;  // = "half"
           const ElementType x_type = half ? type : ElementType::kF32;
           const ElementType y_type =
               half && p.half_y ? type : ElementType::kF32;
+          // The model's: y's type (engine/model.cc), unless fp32_bias.
+          const ElementType bias_type = fp32_bias ? ElementType::kF32 : y_type;
           // The call's operands; each call sets w to its copy.
           const auto params = [&](auto out) {
             out.x = half ? x16.get() : x32.get();
             out.x_type = x_type;
             out.w_type = type;
-            out.bias = p.bias ? static_cast<const float*>(bias.get()) : nullptr;
+            out.bias = !p.bias                          ? nullptr
+                       : bias_type == ElementType::kF32 ? bias.get()
+                                                        : bias16.get();
+            out.bias_type = bias_type;
             out.y = y.get();
             out.y_type = y_type;
             out.rows = rows;
@@ -197,7 +210,7 @@ int Run(const Flags& f) {
           const double bytes =
               w_bytes +
               rows * (p.k * ElementSize(x_type) + p.n * ElementSize(y_type)) +
-              (p.bias ? 4.0 * p.n : 0.0);
+              (p.bias ? double(ElementSize(bias_type)) * p.n : 0.0);
           for (auto [kernel, ms] :
                {std::pair{"skinny", skinny}, std::pair{"cublaslt", cublas}}) {
             const TimeStats s = Summarize(ms);
@@ -210,12 +223,14 @@ int Run(const Flags& f) {
                                {"activations", act},
                                {"x_type", ElementTypeName(x_type)},
                                {"y_type", ElementTypeName(y_type)},
+                               {"bias_type", ElementTypeName(bias_type)},
                                {"kernel", kernel},
                                {"ms", s.min},
                                {"ms_median_round", s.median},
                                {"bytes", bytes},
                                {"gb_per_s", gbps},
                                {"fraction_of_copy", gbps * 1e9 / bw.measured}});
+            if (fp32_bias) continue;  // two products: no step
             const std::string key = type_name + "_rows" + std::to_string(rows) +
                                     "_" + kernel + (half ? "_half" : "");
             const double layers = std::string(p.name) == "lm_head" ? 1 : 24;
@@ -273,10 +288,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   app.add_option("--activations", f.activations,
-                 "fp32: x and y fp32; half: x (and the qkv and fc1 y) in "
-                 "the weights' type")
+                 "fp32: x and y fp32; half: x (and the qkv and fc1 y and "
+                 "bias) in the weights' type; half-fp32-bias: qkv and fc1 "
+                 "as half but with an fp32 bias")
       ->delimiter(',')
-      ->check(CLI::IsMember({"fp32", "half"}))
+      ->check(CLI::IsMember({"fp32", "half", "half-fp32-bias"}))
       ->capture_default_str();
   app.add_option("--vocab", f.vocab, "rows of the LM head")
       ->check(CLI::PositiveNumber)

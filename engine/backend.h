@@ -100,18 +100,31 @@ class Staging {
 enum class Epilogue { kNone, kGeluTanh };
 
 // y[rows, n] = epilogue(x[rows, k] W^T + bias) with W [n, k] row-major (the
-// PyTorch Linear layout). bias (fp32) may be null. y must not alias x. x and
-// y each hold fp32 or the backend's activation_type(); a 16-bit y is the fp32
-// result rounded once (to nearest even).
+// PyTorch Linear layout). bias may be null. y must not alias x. x and y each
+// hold fp32 or the backend's activation_type(); the bias holds fp32 or, when
+// y is 16-bit, y's type (bias_type; InvalidArgument naming bias_type for any
+// other). A 16-bit y is the fp32 result rounded once (to nearest even) and a
+// 16-bit bias is widened exactly: y = round(epilogue(acc + float(bias))),
+// acc the product's fp32 accumulation.
 struct LinearParams {
   const void* x = nullptr;
   const Matrix* w = nullptr;
-  const float* bias = nullptr;
+  const void* bias = nullptr;
   void* y = nullptr;
   int64_t rows = 0;
   Epilogue epilogue = Epilogue::kNone;
   ElementType x_type = ElementType::kF32;
   ElementType y_type = ElementType::kF32;
+  ElementType bias_type = ElementType::kF32;
+
+  // "" when bias_type is one the op takes with y_type, else the message of
+  // the InvalidArgument the backends return.
+  std::string BiasTypeError() const {
+    if (bias_type == ElementType::kF32 || bias_type == y_type) return "";
+    return std::string("linear: bias_type ") + ElementTypeName(bias_type) +
+           " with y_type " + ElementTypeName(y_type) +
+           "; fp32, or y_type when y_type is 16-bit";
+  }
 };
 
 // One H3 layer's inner operation (kernels/h3.h), prepared once per layer by

@@ -4,14 +4,19 @@
 // the runner's bitwise invariants; this file holds its logits to the fp32
 // path's.
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "base/half_float.h"
 #include "engine/backend.h"
 #include "engine/runner.h"
 #include "gtest/gtest.h"
+#include "loader/config.h"
 #include "loader/model_file.h"
+#include "loader/safetensors.h"
 #include "tests/support/random_model.h"
 #include "tests/support/runner_calls.h"
 #include "tests/support/temp_path.h"
@@ -106,6 +111,60 @@ INSTANTIATE_TEST_SUITE_P(Types, HalfActivationsTest,
                          [](const auto& info) {
                            return std::string(ElementTypeName(info.param));
                          });
+
+// A copy of the model file at `from` with the q|k|v and fc1 biases rounded
+// to `type` (fp32 values that round to the same 16 bits as the originals).
+absl::Status WriteWithRoundedBiases(const std::string& from,
+                                    const loader::ModelConfig& config,
+                                    ElementType type, const std::string& to) {
+  auto file = loader::ModelFile::Open(from);
+  if (!file.ok()) return file.status();
+  const auto expected = loader::ExpectedTensors(config);
+  std::vector<loader::SafetensorsWriter::Tensor> tensors;
+  for (const auto& t : expected) {
+    tensors.push_back({t.name, ElementType::kF32, t.shape});
+  }
+  auto writer = loader::SafetensorsWriter::Create(
+      to, tensors, loader::ModelFileMetadata(config, "random", ""));
+  if (!writer.ok()) return writer.status();
+  for (const auto& t : expected) {
+    auto view = (*file)->Weight(t.name);
+    if (!view.ok()) return view.status();
+    std::vector<float> values(view->bytes.size() / sizeof(float));
+    std::memcpy(values.data(), view->bytes.data(), view->bytes.size());
+    for (const char* rounded : {"q_proj.bias", "k_proj.bias", "v_proj.bias",
+                                "Wqkv.bias", "fc1.bias"}) {
+      if (!absl::EndsWith(t.name, rounded)) continue;
+      for (float& v : values) v = RoundToType(v, type);
+    }
+    absl::Status appended =
+        (*writer)->Append({reinterpret_cast<const uint8_t*>(values.data()),
+                           values.size() * sizeof(float)});
+    if (!appended.ok()) return appended;
+  }
+  return (*writer)->Finish();
+}
+
+// With half activations the model stores the q|k|v and fc1 biases once, in
+// the activation type (engine/model.cc): changing them only below 16-bit
+// resolution leaves every logit bitwise the same. fp32 activations read the
+// change, so the test sees it when the model keeps fp32 biases.
+TEST_P(HalfActivationsTest, QkvAndFc1BiasesAreStoredIn16Bits) {
+  const ElementType type = GetParam();
+  const loader::ModelConfig config = SmallConfig();
+  const std::string path = h3::testing::TempPath("half_bias.h3");
+  const std::string rounded = h3::testing::TempPath("half_bias_rounded.h3");
+  ASSERT_TRUE(h3::testing::WriteRandomModel(config, path).ok());
+  ASSERT_TRUE(WriteWithRoundedBiases(path, config, type, rounded).ok());
+  auto file = loader::ModelFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto rounded_file = loader::ModelFile::Open(rounded);
+  ASSERT_TRUE(rounded_file.ok()) << rounded_file.status();
+  EXPECT_EQ(Logits(**file, type), Logits(**rounded_file, type));
+  EXPECT_NE(Logits(**file, ElementType::kF32),
+            Logits(**rounded_file, ElementType::kF32))
+      << "rounding the biases changed nothing: the test cannot fail";
+}
 
 }  // namespace
 }  // namespace h3::engine

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/half_float.h"
 #include "base/status_macros.h"
 #include "engine/model_layer.h"
 
@@ -62,6 +63,18 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
     H3_ASSIGN_OR_RETURN(std::vector<float> host, ReadWeight(file, name));
     return upload_host(host, out);
   };
+  // The biases of the products that write 16-bit activations (q|k|v, fc1):
+  // stored once in activation_type(), rounded to nearest even here, so that
+  // the product's epilogue reads a bias of its output's type (LinearParams).
+  const ElementType at = backend_->activation_type();
+  auto upload_bias = [&](const std::vector<float>& host,
+                         Buffer* out) -> absl::Status {
+    if (at == ElementType::kF32) return upload_host(host, out);
+    const int64_t n = static_cast<int64_t>(host.size());
+    std::vector<float> packed(FloatsHolding(n, at), 0.0f);
+    StoreFloats(host.data(), n, packed.data(), at, 0);
+    return upload_host(packed, out);
+  };
   // Several weights' values back to back (q, k, v stacked by rows).
   auto read_stacked = [&](std::initializer_list<std::string> names)
       -> absl::StatusOr<std::vector<float>> {
@@ -82,11 +95,6 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
         *out, backend_->UploadMatrix(host.data(), host.size() / cols, cols));
     return absl::OkStatus();
   };
-  auto upload_stacked = [&](std::initializer_list<std::string> names,
-                            Buffer* out) -> absl::Status {
-    H3_ASSIGN_OR_RETURN(std::vector<float> host, read_stacked(names));
-    return upload_host(host, out);
-  };
 
   H3_RETURN_IF_ERROR(
       upload_matrix({std::string(loader::kEmbeddingTensor)}, &embedding_));
@@ -105,16 +113,20 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
                                 std::pair{"norm1.bias", &layer.norm1_b},
                                 std::pair{"norm2.weight", &layer.norm2_w},
                                 std::pair{"norm2.bias", &layer.norm2_b},
-                                std::pair{"mlp.fc1.bias", &layer.fc1_b},
                                 std::pair{"mlp.fc2.bias", &layer.fc2_b}}) {
       H3_RETURN_IF_ERROR(upload(name(rest), buffer));
     }
+    H3_ASSIGN_OR_RETURN(std::vector<float> fc1_b,
+                        ReadWeight(file, name("mlp.fc1.bias")));
+    H3_RETURN_IF_ERROR(upload_bias(fc1_b, &layer.fc1_b));
     H3_RETURN_IF_ERROR(upload_matrix({name("mlp.fc1.weight")}, &layer.fc1_w));
     H3_RETURN_IF_ERROR(upload_matrix({name("mlp.fc2.weight")}, &layer.fc2_w));
     if (layer.attention) {
       H3_RETURN_IF_ERROR(
           upload_matrix({name("mixer.Wqkv.weight")}, &layer.wqkv_w));
-      H3_RETURN_IF_ERROR(upload(name("mixer.Wqkv.bias"), &layer.wqkv_b));
+      H3_ASSIGN_OR_RETURN(std::vector<float> wqkv_b,
+                          ReadWeight(file, name("mixer.Wqkv.bias")));
+      H3_RETURN_IF_ERROR(upload_bias(wqkv_b, &layer.wqkv_b));
       H3_RETURN_IF_ERROR(
           upload_matrix({name("mixer.out_proj.weight")}, &layer.out_w));
       H3_RETURN_IF_ERROR(upload(name("mixer.out_proj.bias"), &layer.out_b));
@@ -128,10 +140,11 @@ absl::Status Model::LoadWeights(const loader::ModelFile& file) {
         upload_matrix({name("mixer.q_proj.weight"), name("mixer.k_proj.weight"),
                        name("mixer.v_proj.weight")},
                       &layer.wqkv_w));
-    H3_RETURN_IF_ERROR(
-        upload_stacked({name("mixer.q_proj.bias"), name("mixer.k_proj.bias"),
-                        name("mixer.v_proj.bias")},
-                       &layer.wqkv_b));
+    H3_ASSIGN_OR_RETURN(
+        std::vector<float> qkv_b,
+        read_stacked({name("mixer.q_proj.bias"), name("mixer.k_proj.bias"),
+                      name("mixer.v_proj.bias")}));
+    H3_RETURN_IF_ERROR(upload_bias(qkv_b, &layer.wqkv_b));
     H3_RETURN_IF_ERROR(
         upload_matrix({name("mixer.output_linear.weight")}, &layer.out_w));
     H3_RETURN_IF_ERROR(upload(name("mixer.output_linear.bias"), &layer.out_b));

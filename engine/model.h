@@ -84,7 +84,8 @@ struct Activations {
 class Model {
  public:
   // Copies the weights of `file` into the backend (matrices in the backend's
-  // weight type, the rest fp32) and precomputes the discretised SSM
+  // weight type, the q|k|v and fc1 biases in its activation_type(), the rest
+  // fp32) and precomputes the discretised SSM
   // parameters. Unimplemented for shapes the model cannot run (e.g. an odd
   // d_state); InvalidArgument for bad options.
   static absl::StatusOr<std::unique_ptr<Model>> Load(

@@ -62,7 +62,7 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
     H3_RETURN_IF_ERROR(TimeOp(prof, "qkv_linear", type, [&] {
       return backend_->Linear({act.normed.data(), &layer.wqkv_w,
                                layer.wqkv_b.data(), act.qkv.data(), rows,
-                               Epilogue::kNone, at, at});
+                               Epilogue::kNone, at, at, at});
     }));
     H3_RETURN_IF_ERROR(
         layer.attention ? AttentionMixer(layer, index_of_layer_[i], batch, act)
@@ -78,7 +78,7 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
     H3_RETURN_IF_ERROR(TimeOp(prof, "mlp_fc1_gelu", type, [&] {
       return backend_->Linear({act.normed.data(), &layer.fc1_w,
                                layer.fc1_b.data(), act.mlp.data(), rows,
-                               Epilogue::kGeluTanh, at, at});
+                               Epilogue::kGeluTanh, at, at, at});
     }));
     H3_RETURN_IF_ERROR(TimeOp(prof, "mlp_fc2", type, [&] {
       return backend_->Linear({act.mlp.data(), &layer.fc2_w, layer.fc2_b.data(),

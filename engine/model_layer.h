@@ -11,6 +11,8 @@ struct Model::Layer {
   bool attention = false;
   Buffer norm1_w, norm1_b, norm2_w, norm2_b;
   Matrix fc1_w, fc2_w;
+  // fc1_b and wqkv_b hold the backend's activation_type() (the type of
+  // their products' outputs), fc2_b and out_b fp32.
   Buffer fc1_b, fc2_b;
   // q|k|v fused into one product: H3 q_proj, k_proj, v_proj stacked, or the
   // attention layer's Wqkv. Then H3 output_linear or attention out_proj.

@@ -9,20 +9,27 @@
 #include <cmath>
 #include <cstdint>
 
+#include "base/element_type.h"
 #include "kernels/host_device.h"
 
 namespace h3::kernels {
 
 // The whole host/device interface of the op: plain pointers and sizes.
-// REQUIRES: x and out hold rows * cols floats, row-major and contiguous;
-// bias holds cols floats or is nullptr (no bias). out may equal x (in place);
+// REQUIRES: x holds rows * cols floats and out rows * cols elements of
+// out_type (kF32, kF16 or kBF16), row-major and contiguous; bias holds cols
+// elements of bias_type (kF32, or out_type when out_type is 16-bit) or is
+// nullptr (no bias). out may equal x (in place) when out_type is kF32;
 // otherwise they must not overlap. rows, cols >= 0.
+// A 16-bit bias is widened exactly and a 16-bit out is the fp32 result
+// rounded once (to nearest even): out = round(gelu_tanh(x + float(bias))).
 struct BiasGeluParams {
-  const float* x;     // [rows, cols]
-  const float* bias;  // [cols] or nullptr
-  float* out;         // [rows, cols]
+  const float* x;    // [rows, cols]
+  const void* bias;  // [cols] of bias_type, or nullptr
+  void* out;         // [rows, cols] of out_type
   int64_t rows;
   int64_t cols;
+  ElementType bias_type = ElementType::kF32;
+  ElementType out_type = ElementType::kF32;
 };
 
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as GPT-2 and the H3

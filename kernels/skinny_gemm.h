@@ -7,7 +7,8 @@
 //   y[rows, n] = epilogue(x[rows, k] W^T + bias),  W [n, k] row-major,
 //
 // x, W and y each fp32, fp16 or bf16 (x and W widened to fp32 exactly, y the
-// fp32 result rounded once to nearest even), bias fp32. Every
+// fp32 result rounded once to nearest even), bias fp32 or y's 16-bit type
+// (widened exactly, added in fp32 before that one rounding). Every
 // output element is reduced in ONE order that depends on k alone, never on
 // rows, on the row's index or on n, so a row's result is bitwise the same
 // alone or in any batch and position:
@@ -19,8 +20,8 @@
 //      increasing c, and within a chunk over e in increasing order.
 //   3. The 32 partials are folded: for width 16, 8, 4, 2, 1,
 //      p[l] = p[l] + p[l + width] for l < width (a warp's xor butterfly).
-//   4. y = p[0] + bias[j] (when bias), then SkinnyGeluTanh (when gelu), then
-//      rounded to y_type.
+//   4. y = p[0] + float(bias[j]) (when bias), then SkinnyGeluTanh (when
+//      gelu), then rounded to y_type.
 //
 // SkinnyGemmEmulation (kernels/cpu/skinny_gemm.cc) is that algorithm in plain
 // C++; SkinnyGemmCuda (kernels/cuda/skinny_gemm.h) must match it bitwise.
@@ -46,16 +47,17 @@ constexpr int64_t kSkinnyMaxSharedBytes = 96 * 1024;
 // REQUIRES (else SkinnyGemmCheck names what is wrong): 0 <= rows <=
 // kSkinnyMaxRows, n >= 0, 1 <= k <= SkinnyGemmMaxK(w_type); x [rows, k] of
 // x_type, w [n, k] of w_type, y [rows, n] of y_type, row-major and
-// contiguous, bias [n] or null; x_type, w_type and y_type each kF32, kF16 or
-// kBF16;
+// contiguous, bias [n] of bias_type or null; x_type, w_type and y_type each
+// kF32, kF16 or kBF16; bias_type kF32, or y_type when y_type is 16-bit;
 // y overlaps neither x, w nor bias. Any alignment (aligned rows load faster).
 struct SkinnyGemmParams {
   const void* x = nullptr;  // [rows, k] of x_type
   ElementType x_type = ElementType::kF32;
   const void* w = nullptr;  // [n, k] of w_type
   ElementType w_type = ElementType::kF16;
-  const float* bias = nullptr;  // [n], or null
-  void* y = nullptr;            // [rows, n] of y_type
+  const void* bias = nullptr;  // [n] of bias_type, or null
+  ElementType bias_type = ElementType::kF32;
+  void* y = nullptr;  // [rows, n] of y_type
   ElementType y_type = ElementType::kF32;
   int64_t rows = 0;
   int64_t n = 0;
@@ -79,6 +81,9 @@ inline const char* SkinnyGemmCheck(const SkinnyGemmParams& p) {
   if (SkinnyGemmMaxK(p.w_type) == 0) return "w_type: fp32, fp16 or bf16 only";
   if (SkinnyGemmMaxK(p.x_type) == 0) return "x_type: fp32, fp16 or bf16 only";
   if (SkinnyGemmMaxK(p.y_type) == 0) return "y_type: fp32, fp16 or bf16 only";
+  if (p.bias_type != ElementType::kF32 && p.bias_type != p.y_type) {
+    return "bias_type: fp32, or y_type when y_type is 16-bit";
+  }
   if (p.rows < 0 || p.rows > kSkinnyMaxRows) return "rows: 0 to 64";
   if (p.n < 0) return "n: must not be negative";
   if (p.k < 1 || p.k > SkinnyGemmMaxK(p.w_type)) {

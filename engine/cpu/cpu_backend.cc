@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "base/half_float.h"
@@ -112,11 +113,19 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  // 16-bit x is widened into x32_ first; a 16-bit y is computed into y32_
-  // and rounded once at the end.
+  // 16-bit x and bias are widened into x32_ and bias32_ first; a 16-bit y
+  // is computed into y32_ and rounded once at the end.
   absl::Status Linear(const LinearParams& params) override {
+    if (const std::string error = params.BiasTypeError(); !error.empty()) {
+      return absl::InvalidArgumentError(error);
+    }
     Params p{params};
     if (p.rows == 0 || p.n == 0) return absl::OkStatus();
+    if (params.bias != nullptr && params.bias_type != ElementType::kF32) {
+      bias32_.resize(p.n);
+      LoadFloats(params.bias, params.bias_type, 0, p.n, bias32_.data());
+      p.bias = bias32_.data();
+    }
     if (params.x_type != ElementType::kF32) {
       x32_.resize(p.rows * p.k);
       LoadFloats(params.x, params.x_type, 0, p.rows * p.k, x32_.data());
@@ -187,7 +196,7 @@ class CpuBackend final : public Backend {
     explicit Params(const LinearParams& p)
         : x(static_cast<const float*>(p.x)),
           w(static_cast<const float*>(p.w->data())),  // GemmPack form
-          bias(p.bias),
+          bias(static_cast<const float*>(p.bias)),    // fp32 until Linear
           y(static_cast<float*>(p.y)),
           rows(p.rows),
           n(p.w->rows()),
@@ -232,7 +241,8 @@ class CpuBackend final : public Backend {
   }
 
   const ElementType activations_;
-  std::vector<float> x32_, y32_;  // Linear's fp32 copies of 16-bit x and y
+  // Linear's fp32 copies of 16-bit x, y and bias.
+  std::vector<float> x32_, y32_, bias32_;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/half_float.h"
@@ -71,7 +72,8 @@ TEST_P(CpuBackendTest, LinearRowsAreBitwiseTheSameAloneAndInABatch) {
 }
 
 // 16-bit x and y (half activations): x is read exactly, the product runs
-// in fp32 as for fp32 x, and y is that result rounded once to the type.
+// in fp32 as for fp32 x, and y is that result rounded once to the type;
+// likewise with a 16-bit bias.
 TEST_P(CpuBackendTest, SixteenBitLinearRoundsTheFp32ResultOnce) {
   const int64_t rows = 4, n = 40, k = 24;
   auto w = h3::testing::RandomNormal(n * k, 8),
@@ -104,7 +106,53 @@ TEST_P(CpuBackendTest, SixteenBitLinearRoundsTheFp32ResultOnce) {
                               GetParam(), type, ElementType::kF32})
                     .ok());
     EXPECT_EQ(y, y32) << ElementTypeName(type);
+    // A bias of y's type (the model's q|k|v and fc1 biases with half
+    // activations) is widened exactly and added before the one rounding:
+    // round(epilogue(acc + float(bias16))), the fp32 y of the widened bias
+    // rounded.
+    std::vector<uint8_t> bias16(n * size);
+    StoreFloats(bias.data(), n, bias16.data(), type, 0);
+    std::vector<float> widened(n);
+    LoadFloats(bias16.data(), type, 0, n, widened.data());
+    ASSERT_TRUE(backend_
+                    ->Linear({x32.data(), &*matrix, widened.data(), y32.data(),
+                              rows, GetParam()})
+                    .ok());
+    StoreFloats(y32.data(), rows * n, want16.data(), type, 0);
+    ASSERT_TRUE(backend_
+                    ->Linear({x16.data(), &*matrix, bias16.data(), y16.data(),
+                              rows, GetParam(), type, type, type})
+                    .ok());
+    EXPECT_EQ(y16, want16) << ElementTypeName(type) << ", 16-bit bias";
   }
+}
+
+// bias_type: fp32, or y's type when y is 16-bit; anything else is refused
+// with InvalidArgument naming the field, and y is left alone.
+TEST_P(CpuBackendTest, RefusesABiasTypeOtherThanFp32OrY) {
+  const int64_t rows = 2, n = 3, k = 4;
+  auto w = h3::testing::RandomNormal(n * k, 14);
+  auto matrix = backend_->UploadMatrix(w.data(), n, k);
+  ASSERT_TRUE(matrix.ok());
+  std::vector<uint16_t> x(rows * k, 0), bias(n, 0), y(rows * n, 0xffff);
+  constexpr ElementType f16 = ElementType::kF16, bf16 = ElementType::kBF16,
+                        f32 = ElementType::kF32;
+  const struct {
+    ElementType y_type, bias_type;
+  } refused[] = {{f16, bf16}, {bf16, f16}, {f32, f16}, {f16, ElementType::kI8}};
+  for (const auto& c : refused) {
+    std::vector<float> y32(rows * n, 7.0f);
+    void* out = c.y_type == f32 ? static_cast<void*>(y32.data()) : y.data();
+    const absl::Status status =
+        backend_->Linear({x.data(), &*matrix, bias.data(), out, rows,
+                          GetParam(), f16, c.y_type, c.bias_type});
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
+        << ElementTypeName(c.bias_type) << " bias, "
+        << ElementTypeName(c.y_type) << " y";
+    EXPECT_NE(status.message().find("bias_type"), std::string::npos) << status;
+    EXPECT_EQ(y32, std::vector<float>(rows * n, 7.0f));
+  }
+  EXPECT_EQ(y, std::vector<uint16_t>(rows * n, 0xffff));
 }
 
 INSTANTIATE_TEST_SUITE_P(Epilogues, CpuBackendTest,

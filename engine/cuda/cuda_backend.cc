@@ -144,6 +144,9 @@ class CudaBackend final : public Backend {
   }
 
   absl::Status Linear(const LinearParams& p) override {
+    if (const std::string error = p.BiasTypeError(); !error.empty()) {
+      return absl::InvalidArgumentError(error);
+    }
     if (batch_invariant_) return SkinnyLinear(p);
     kernels::LinearCudaParams params;
     params.x = p.x;
@@ -151,6 +154,7 @@ class CudaBackend final : public Backend {
     params.w = p.w->data();
     params.w_type = p.w->type();
     params.bias = p.bias;
+    params.bias_type = p.bias_type;
     params.y = p.y;
     params.y_type = p.y_type;
     params.rows = p.rows;
@@ -158,13 +162,13 @@ class CudaBackend final : public Backend {
     params.k = p.w->cols();
     params.gelu = p.epilogue == Epilogue::kGeluTanh;
     // Scratch of the LinearCuda: fp32 x rounded to 16-bit weights' type, and
-    // the fp32 result of a 16-bit y with a bias or GELU before its rounding.
+    // the fp32 D of the routes that round it into a 16-bit y afterwards.
     const bool round_x = params.w_type != ElementType::kF32 &&
                          params.x_type == ElementType::kF32;
-    const bool round_y = params.y_type != ElementType::kF32 &&
-                         (params.bias != nullptr || params.gelu);
     const int64_t need_k = round_x ? p.rows * params.k : 0;
-    const int64_t need_n = round_y ? p.rows * params.n : 0;
+    int64_t need_n = 0;
+    H3_RETURN_IF_ERROR(
+        LinearError(linears_.back()->ScratchDElements(params, &need_n)));
     if (need_k > linear_k_ || need_n > linear_n_) {
       H3_RETURN_IF_ERROR(GrowLinear(need_k, need_n));
     }
@@ -301,6 +305,7 @@ class CudaBackend final : public Backend {
     params.w = p.w->data();
     params.w_type = p.w->type();
     params.bias = p.bias;
+    params.bias_type = p.bias_type;
     params.y_type = p.y_type;
     params.n = p.w->rows();
     params.k = p.w->cols();

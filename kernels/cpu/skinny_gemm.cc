@@ -37,7 +37,9 @@ void SkinnyGemmEmulation(const SkinnyGemmParams& p) {
         }
       }
       float out = partial[0];
-      if (p.bias != nullptr) out = SkinnyAdd(out, p.bias[j]);
+      if (p.bias != nullptr) {
+        out = SkinnyAdd(out, LoadFloat(p.bias, p.bias_type, j));
+      }
       if (p.gelu) out = SkinnyGeluTanh(out);
       StoreFloat(p.y, p.y_type, r * p.n + j, out);
     }

@@ -202,6 +202,43 @@ TEST_P(SkinnyGemmHalfIoTest, HalfYIsTheRoundedFloatY) {
   }
 }
 
+// A bias of y's 16-bit type is widened exactly and added before the one
+// rounding: bitwise the fp32-bias product on the widened values, rounded.
+TEST_P(SkinnyGemmHalfIoTest, HalfBiasIsWidenedBeforeTheOneRounding) {
+  const ElementType t = GetParam();
+  const SkinnyGemmData d = MakeSkinnyGemmData(t, 6, 19, 777, 8);
+  const std::vector<uint16_t> bias16 = ToHalfBits(d.bias, t);
+  std::vector<float> widened(bias16.size());
+  LoadFloats(bias16.data(), t, 0, d.n, widened.data());
+  for (const bool gelu : {false, true}) {
+    std::vector<float> y32(6 * d.n, NAN);
+    SkinnyGemmEmulation({.x = d.x.data(),
+                         .w = d.w_bits.data(),
+                         .w_type = d.type,
+                         .bias = widened.data(),
+                         .y = y32.data(),
+                         .rows = 6,
+                         .n = d.n,
+                         .k = d.k,
+                         .gelu = gelu});
+    std::vector<uint16_t> y16(y32.size(), 0xffff);
+    const SkinnyGemmParams p{.x = d.x.data(),
+                             .w = d.w_bits.data(),
+                             .w_type = d.type,
+                             .bias = bias16.data(),
+                             .bias_type = t,
+                             .y = y16.data(),
+                             .y_type = t,
+                             .rows = 6,
+                             .n = d.n,
+                             .k = d.k,
+                             .gelu = gelu};
+    ASSERT_STREQ(SkinnyGemmCheck(p), "");
+    SkinnyGemmEmulation(p);
+    EXPECT_EQ(y16, ToHalfBits(y32, t)) << (gelu ? "gelu" : "no epilogue");
+  }
+}
+
 // With 16-bit x and y, a row alone is bitwise the same row in a batch of 64.
 TEST_P(SkinnyGemmHalfIoTest, RowsAreBatchInvariant) {
   const ElementType t = GetParam();
@@ -295,6 +332,18 @@ TEST(SkinnyGemmCheckTest, NamesTheFieldAndTheLimit) {
   EXPECT_STREQ(SkinnyGemmCheck(p), "y_type: fp32, fp16 or bf16 only");
   p.y_type = ElementType::kF16;
   EXPECT_STREQ(SkinnyGemmCheck(p), "");
+  // The bias: fp32, or y's type when that is 16-bit.
+  p.bias_type = ElementType::kF16;
+  EXPECT_STREQ(SkinnyGemmCheck(p), "");
+  const char* bias_rule = "bias_type: fp32, or y_type when y_type is 16-bit";
+  p.bias_type = ElementType::kBF16;
+  EXPECT_STREQ(SkinnyGemmCheck(p), bias_rule);
+  p.bias_type = ElementType::kF16;
+  p.y_type = ElementType::kF32;
+  EXPECT_STREQ(SkinnyGemmCheck(p), bias_rule);
+  p.bias_type = ElementType::kF64;
+  EXPECT_STREQ(SkinnyGemmCheck(p), bias_rule);
+  p.bias_type = ElementType::kF32;
   p.y = nullptr;
   EXPECT_STREQ(SkinnyGemmCheck(p), "x, w and y: must not be null");
 }

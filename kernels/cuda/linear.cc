@@ -7,8 +7,9 @@
 // with D = y (ldd = n). The bias, one value per output feature, is then one
 // per row of D: what CUBLASLT_EPILOGUE_BIAS adds. cuBLASLt takes a bias of
 // D's type only (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: fp32 bias
-// with 16-bit D is an exception only for fp8 and int8 kernels), so a 16-bit
-// y with an epilogue goes through fp32 D in scratch.
+// with 16-bit D is an exception only for fp8 and int8 kernels), so a fused
+// plan's D has the bias's type: y itself when the bias has y's type, fp32
+// scratch when an fp32 bias meets a 16-bit y (linear.h lists the routes).
 #include "kernels/cuda/linear.h"
 
 #include <cublasLt.h>
@@ -105,7 +106,7 @@ struct PlanKey {
   int64_t n;
   int64_t k;
   ElementType type;    // of W and of x as the product reads it
-  ElementType d_type;  // of D: kF32 or type
+  ElementType d_type;  // of D: kF32 or type; of the bias too when fused
   cublasLtEpilogue_t epilogue;
   uint32_t align_w;
   uint32_t align_x;
@@ -135,6 +136,14 @@ struct Plan {
   }
 };
 
+// How Run computes one product (linear.h lists the routes).
+struct Route {
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;  // fused, if any
+  ElementType d_type = ElementType::kF32;                   // of D
+  bool scratch_d = false;  // D is the fp32 scratch, not y
+  Plan* plan = nullptr;
+};
+
 }  // namespace
 
 struct LinearCuda::State {
@@ -152,11 +161,13 @@ struct LinearCuda::State {
     if (handle != nullptr) Lt().cublasLtDestroy(handle);
   }
 
-  std::string BuildPlan(const PlanKey& key, const float* bias, Plan* plan);
-  std::string FindPlan(const PlanKey& key, const float* bias, Plan** out);
+  std::string BuildPlan(const PlanKey& key, const void* bias, Plan* plan);
+  std::string FindPlan(const PlanKey& key, const void* bias, Plan** out);
+  // The route of p, x_in the x the product reads (p.x or the scratch).
+  std::string Choose(const LinearCudaParams& p, const void* x_in, Route* r);
 };
 
-std::string LinearCuda::State::BuildPlan(const PlanKey& key, const float* bias,
+std::string LinearCuda::State::BuildPlan(const PlanKey& key, const void* bias,
                                          Plan* plan) {
   const bool fp32 = key.type == ElementType::kF32;
   const cublasComputeType_t compute = fp32 && options.allow_tf32
@@ -173,7 +184,7 @@ std::string LinearCuda::State::BuildPlan(const PlanKey& key, const float* bias,
              CUBLASLT_MATMUL_DESC_EPILOGUE, &key.epilogue,
              sizeof(key.epilogue));
   if (HasBias(key.epilogue)) {
-    const int32_t bias_type = CUDA_R_32F;  // the type of D
+    const int32_t bias_type = CudaType(key.d_type);  // D's (see the top)
     H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
                CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                sizeof(bias_type));
@@ -212,7 +223,7 @@ std::string LinearCuda::State::BuildPlan(const PlanKey& key, const float* bias,
   return "";
 }
 
-std::string LinearCuda::State::FindPlan(const PlanKey& key, const float* bias,
+std::string LinearCuda::State::FindPlan(const PlanKey& key, const void* bias,
                                         Plan** out) {
   auto it = plans.find(key);
   if (it == plans.end()) {
@@ -222,6 +233,44 @@ std::string LinearCuda::State::FindPlan(const PlanKey& key, const float* bias,
     it = plans.emplace(key, std::move(plan)).first;
   }
   *out = it->second.get();
+  return "";
+}
+
+std::string LinearCuda::State::Choose(const LinearCudaParams& p,
+                                      const void* x_in, Route* r) {
+  auto find = [&] {
+    const void* d = r->scratch_d ? scratch_d.get() : p.y;
+    const bool fused = HasBias(r->epilogue);
+    const PlanKey key{p.rows,
+                      p.n,
+                      p.k,
+                      p.w_type,
+                      r->d_type,
+                      r->epilogue,
+                      AlignmentOf(p.w),
+                      AlignmentOf(x_in),
+                      AlignmentOf(d),
+                      fused ? AlignmentOf(p.bias) : kMaxAlignment};
+    return FindPlan(key, p.bias, &r->plan);
+  };
+  if (options.fused_epilogues && p.bias != nullptr) {
+    // D of the bias's type: y, or fp32 scratch for an fp32 bias and 16-bit y.
+    r->epilogue = p.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    r->d_type = p.bias_type;
+    r->scratch_d = p.bias_type != p.y_type;
+    H3_RETURN_IF_NOT_EMPTY(find());
+    if (r->plan->has_algo) return "";
+  }
+  // The plain product, then our bias (+ GELU) kernel from fp32 D into y.
+  r->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  r->scratch_d = p.y_type != ElementType::kF32 && (p.bias != nullptr || p.gelu);
+  r->d_type = r->scratch_d ? ElementType::kF32 : p.y_type;
+  H3_RETURN_IF_NOT_EMPTY(find());
+  if (!r->plan->has_algo) {
+    return "LinearCuda: cuBLASLt has no algorithm for rows=" +
+           std::to_string(p.rows) + " n=" + std::to_string(p.n) +
+           " k=" + std::to_string(p.k) + " with these types and alignments";
+  }
   return "";
 }
 
@@ -264,8 +313,12 @@ std::string LinearCuda::Create(const Options& options,
   return "";
 }
 
-// "" when x_type and y_type are ones Run takes with p.w_type, else why not.
-static std::string CheckTypes(const LinearCudaParams& p) {
+// "" when p is a product Run takes (its sizes, types, pointers), else why
+// not.
+static std::string CheckParams(const LinearCudaParams& p) {
+  if (p.rows < 0 || p.n < 0 || p.k < 0) {
+    return "LinearCuda: negative size";
+  }
   if (p.w_type != ElementType::kF32 && p.w_type != ElementType::kF16 &&
       p.w_type != ElementType::kBF16) {
     return std::string("LinearCuda: weights of type ") +
@@ -280,15 +333,12 @@ static std::string CheckTypes(const LinearCudaParams& p) {
              "; fp32 or w_type only";
     }
   }
-  return "";
-}
-
-std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
-  State& s = *state_;
-  if (p.rows < 0 || p.n < 0 || p.k < 0) {
-    return "LinearCuda: negative size";
+  if (p.bias_type != ElementType::kF32 && p.bias_type != p.y_type) {
+    return std::string("LinearCuda: bias_type ") +
+           ElementTypeName(p.bias_type) + " with y_type " +
+           ElementTypeName(p.y_type) +
+           "; fp32, or y_type when y_type is 16-bit";
   }
-  H3_RETURN_IF_NOT_EMPTY(CheckTypes(p));
   if (p.rows == 0 || p.n == 0) return "";
   if (p.k == 0) return "LinearCuda: k must be positive";
   if (p.x == nullptr || p.w == nullptr || p.y == nullptr) {
@@ -300,72 +350,58 @@ std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
       y_begin < x_begin + p.rows * p.k * ElementSize(p.x_type)) {
     return "LinearCuda: y overlaps x";
   }
+  return "";
+}
 
-  // For 16-bit weights the product reads x in W's type: rounded into
-  // scratch when it is fp32.
-  const void* x_in = p.x;
-  if (p.w_type != ElementType::kF32 && p.x_type == ElementType::kF32) {
-    if (p.rows * p.k > s.options.max_rows_times_k) {
-      return "LinearCuda: rows * k = " + std::to_string(p.rows * p.k) +
-             " exceeds Options::max_rows_times_k = " +
-             std::to_string(s.options.max_rows_times_k) +
-             " (the scratch 16-bit weights round x into)";
-    }
+// For 16-bit weights the product reads x in W's type: fp32 x is rounded
+// into scratch first.
+static bool RoundsX(const LinearCudaParams& p) {
+  return p.w_type != ElementType::kF32 && p.x_type == ElementType::kF32;
+}
+
+std::string LinearCuda::ScratchDElements(const LinearCudaParams& p,
+                                         int64_t* elements) {
+  *elements = 0;
+  H3_RETURN_IF_NOT_EMPTY(CheckParams(p));
+  if (p.rows == 0 || p.n == 0) return "";
+  Route route;
+  H3_RETURN_IF_NOT_EMPTY(
+      state_->Choose(p, RoundsX(p) ? state_->scratch.get() : p.x, &route));
+  if (route.scratch_d) *elements = p.rows * p.n;
+  return "";
+}
+
+std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
+  State& s = *state_;
+  H3_RETURN_IF_NOT_EMPTY(CheckParams(p));
+  if (p.rows == 0 || p.n == 0) return "";
+  if (RoundsX(p) && p.rows * p.k > s.options.max_rows_times_k) {
+    return "LinearCuda: rows * k = " + std::to_string(p.rows * p.k) +
+           " exceeds Options::max_rows_times_k = " +
+           std::to_string(s.options.max_rows_times_k) +
+           " (the scratch 16-bit weights round x into)";
+  }
+  const void* x_in = RoundsX(p) ? s.scratch.get() : p.x;
+  Route route;
+  H3_RETURN_IF_NOT_EMPTY(s.Choose(p, x_in, &route));
+  if (route.scratch_d && p.rows * p.n > s.options.max_rows_times_n) {
+    return "LinearCuda: rows * n = " + std::to_string(p.rows * p.n) +
+           " exceeds Options::max_rows_times_n = " +
+           std::to_string(s.options.max_rows_times_n) +
+           " (the fp32 scratch D of a 16-bit y with an fp32 bias or an "
+           "unfused epilogue)";
+  }
+  if (RoundsX(p)) {
     H3_RETURN_IF_NOT_EMPTY(
         CudaError(ConvertFromFloat(static_cast<const float*>(p.x), p.rows * p.k,
                                    p.w_type, s.scratch.get(), stream),
                   "ConvertFromFloat"));
-    x_in = s.scratch.get();
   }
-
-  // D: y itself, unless y is 16-bit and there is an epilogue (bias, GELU),
-  // which runs in fp32 into scratch before the one rounding into y.
-  const bool round_d =
-      p.y_type != ElementType::kF32 && (p.bias != nullptr || p.gelu);
-  void* d = p.y;
-  if (round_d) {
-    if (p.rows * p.n > s.options.max_rows_times_n) {
-      return "LinearCuda: rows * n = " + std::to_string(p.rows * p.n) +
-             " exceeds Options::max_rows_times_n = " +
-             std::to_string(s.options.max_rows_times_n) +
-             " (the fp32 scratch a 16-bit y with a bias or GELU is rounded "
-             "from)";
-    }
-    d = s.scratch_d.get();
-  }
-  const ElementType d_type = round_d ? ElementType::kF32 : p.y_type;
-
-  const bool fuse = s.options.fused_epilogues && p.bias != nullptr;
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  if (fuse) {
-    epilogue = p.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  }
-  PlanKey key{p.rows,
-              p.n,
-              p.k,
-              p.w_type,
-              d_type,
-              epilogue,
-              AlignmentOf(p.w),
-              AlignmentOf(x_in),
-              AlignmentOf(d),
-              fuse ? AlignmentOf(p.bias) : kMaxAlignment};
-  Plan* plan = nullptr;
-  H3_RETURN_IF_NOT_EMPTY(s.FindPlan(key, p.bias, &plan));
-  if (!plan->has_algo && epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
-    // No algorithm with this epilogue: the plain product and our kernels.
-    key.epilogue = epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    key.align_bias = kMaxAlignment;
-    H3_RETURN_IF_NOT_EMPTY(s.FindPlan(key, p.bias, &plan));
-  }
-  if (!plan->has_algo) {
-    return "LinearCuda: cuBLASLt has no algorithm for rows=" +
-           std::to_string(p.rows) + " n=" + std::to_string(p.n) +
-           " k=" + std::to_string(p.k) + " with these types and alignments";
-  }
-  if (HasBias(epilogue)) {
+  void* d = route.scratch_d ? s.scratch_d.get() : p.y;
+  Plan* plan = route.plan;
+  if (HasBias(route.epilogue)) {
     // Setting an attribute touches only host memory: safe under capture.
-    const float* bias = p.bias;
+    const void* bias = p.bias;
     H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
                CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
   }
@@ -375,19 +411,23 @@ std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
              x_in, plan->x_layout, &beta, d, plan->y_layout, d, plan->y_layout,
              &plan->algo, s.workspace.get(), kWorkspaceBytes, stream);
 
-  // Here D is fp32 whenever bias or GELU are left to do.
-  float* d32 = static_cast<float*>(d);
-  if (epilogue == CUBLASLT_EPILOGUE_DEFAULT) {
+  // Bias and GELU left to do: D is fp32 (y itself when y is fp32), and one
+  // kernel writes y from it, rounding once.
+  const float* d32 = static_cast<const float*>(d);
+  if (route.epilogue == CUBLASLT_EPILOGUE_DEFAULT) {
     if (p.gelu) {
-      H3_RETURN_IF_NOT_EMPTY(
-          CudaError(BiasGeluCuda({d32, p.bias, d32, p.rows, p.n}, stream),
-                    "BiasGeluCuda"));
-    } else if (p.bias != nullptr) {
-      H3_RETURN_IF_NOT_EMPTY(CudaError(
-          AddBiasCuda(p.bias, p.rows, p.n, d32, stream), "AddBiasCuda"));
+      return CudaError(
+          BiasGeluCuda({d32, p.bias, p.y, p.rows, p.n, p.bias_type, p.y_type},
+                       stream),
+          "BiasGeluCuda");
+    }
+    if (p.bias != nullptr) {
+      return CudaError(AddBiasCuda(d32, p.bias, p.bias_type, p.rows, p.n, p.y,
+                                   p.y_type, stream),
+                       "AddBiasCuda");
     }
   }
-  if (round_d) {
+  if (route.scratch_d) {
     return CudaError(ConvertFromFloat(d32, p.rows * p.n, p.y_type, p.y, stream),
                      "ConvertFromFloat");
   }

@@ -6,15 +6,24 @@
 //
 //   y[rows, n] = epilogue(x[rows, k] W^T + bias),  W [n, k] row-major
 //
-// W is fp32, fp16 or bf16; x and y are fp32 or W's type (x_type, y_type).
-// For 16-bit weights the product reads x in W's type (fp32 x is first
-// rounded into scratch the object owns; 16-bit x is read as it is) and
-// accumulates in fp32. A 16-bit y is the fp32 result of the epilogue (bias
-// and GELU in fp32, fp32 bias) rounded once to nearest even: cuBLASLt writes
-// D in the 16-bit type when there is no epilogue; with one, cuBLASLt's bias
-// would have to be 16-bit too, so the product and its epilogue write fp32 D
-// into scratch and one kernel rounds it into y. fp32 weights use fp32
-// arithmetic throughout (no TF32) unless Options::allow_tf32.
+// W is fp32, fp16 or bf16; x and y are fp32 or W's type (x_type, y_type);
+// the bias is fp32 or, with a 16-bit y, y's type (bias_type). For 16-bit
+// weights the product reads x in W's type (fp32 x is first rounded into
+// scratch the object owns; 16-bit x is read as it is) and accumulates in
+// fp32. A 16-bit y is the fp32 result of the epilogue rounded once to
+// nearest even: y = round(epilogue(acc + float(bias))), a 16-bit bias
+// widened exactly. cuBLASLt takes a bias of D's type only, so the routes are:
+//   - no bias and no GELU: cuBLASLt writes y (D of y_type) itself;
+//   - bias of y's type (fp32 y, or 16-bit y with a 16-bit bias): the fused
+//     BIAS / GELU_BIAS epilogue writes y itself;
+//   - 16-bit y with an fp32 bias: the fused epilogue writes fp32 D into
+//     scratch and one kernel rounds it into y;
+//   - no fused epilogue (Options::fused_epilogues false, GELU without bias,
+//     or no cuBLASLt algorithm with the epilogue for a shape): the product
+//     writes fp32 D (into scratch when y is 16-bit) and one bias (+ GELU)
+//     kernel writes y from it.
+// fp32 weights use fp32 arithmetic throughout (no TF32) unless
+// Options::allow_tf32.
 
 #include <cuda_runtime_api.h>
 
@@ -31,8 +40,10 @@ struct LinearCudaParams {
   ElementType x_type = ElementType::kF32;  // kF32 or w_type
   const void* w = nullptr;                 // [n, k] of w_type
   ElementType w_type = ElementType::kF32;
-  const float* bias = nullptr;  // [n], or null
-  void* y = nullptr;            // [rows, n] of y_type; must not alias x
+  const void* bias = nullptr;  // [n] of bias_type, or null
+  // kF32, or y_type when y_type is 16-bit.
+  ElementType bias_type = ElementType::kF32;
+  void* y = nullptr;  // [rows, n] of y_type; must not alias x
   ElementType y_type = ElementType::kF32;  // kF32 or w_type
   int64_t rows = 0;
   int64_t n = 0;
@@ -51,9 +62,10 @@ class LinearCuda {
     // false: the product alone by cuBLASLt, then bias (+ GELU) by our own
     // kernel (BiasGeluCuda). For comparing, and where an epilogue is missing.
     bool fused_epilogues = true;
-    // The largest rows * n a call may have with a 16-bit y and a bias or
-    // GELU (the fp32 scratch D the epilogue writes). Calls beyond it fail
-    // with a message saying so.
+    // The largest rows * n of a call whose fp32 D goes through scratch (a
+    // 16-bit y with an fp32 bias, or with an epilogue that is not fused:
+    // ScratchDElements says). Calls beyond it fail with a message saying
+    // so.
     int64_t max_rows_times_n = 0;
   };
 
@@ -72,6 +84,13 @@ class LinearCuda {
   // algorithm for a shape (or with no bias), bias and GELU run as a second
   // kernel after the product.
   std::string Run(const LinearCudaParams& params, cudaStream_t stream);
+
+  // How many elements of the fp32 D scratch Run(params) needs: rows * n when
+  // its route (above) goes through scratch, else 0. Chooses (and keeps) the
+  // algorithm Run will use; enqueues nothing. Returns "" or Run's error for
+  // invalid params.
+  std::string ScratchDElements(const LinearCudaParams& params,
+                               int64_t* elements);
 
   LinearCuda(const LinearCuda&) = delete;
   LinearCuda& operator=(const LinearCuda&) = delete;

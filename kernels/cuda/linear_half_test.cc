@@ -81,6 +81,35 @@ TEST_P(LinearHalfGpuTest, HalfYIsTheRoundedFloatY) {
   }
 }
 
+// A bias of y's 16-bit type is widened exactly and added before the one
+// rounding: y16 against the fp32-y product with the same (widened) bias
+// values, rounded. Unfused, both run the same cuBLASLt product into fp32 D
+// and the same bias (+ GELU) kernel, so they agree bitwise; fused, the 16-bit
+// D may take another algorithm: within an ulp and the path's bound.
+TEST_P(LinearHalfGpuTest, HalfBiasIsWidenedBeforeTheOneRounding) {
+  const Case& c = GetParam();
+  if (!c.bias) GTEST_SKIP() << "no bias";
+  Problem p = MakeProblem(c, 41);
+  for (float& b : p.bias) b = Round(c.type, b);
+  const std::vector<float> y32 = RunCase(c, p, OptionsFor(c), 0, c.type);
+  const std::vector<float> y16 =
+      RunCase(c, p, OptionsFor(c), 0, c.type, c.type, c.type);
+  double largest = 0;
+  for (float v : p.want) largest = std::max(largest, double{std::fabs(v)});
+  const int bits = c.type == ElementType::kF16 ? 10 : 7;
+  for (size_t i = 0; i < y32.size(); ++i) {
+    const float rounded = Round(c.type, y32[i]);
+    if (!c.fused) {
+      ASSERT_EQ(y16[i], rounded) << "element " << i << ": fp32 " << y32[i];
+      continue;
+    }
+    const float big = std::max(std::fabs(rounded), std::fabs(y16[i]));
+    const double ulp = big == 0 ? 0 : std::ldexp(1.0, std::ilogb(big) - bits);
+    ASSERT_LE(std::fabs(y16[i] - rounded), ulp + Tolerance(c) * largest)
+        << "element " << i << ": got " << y16[i] << ", fp32 " << y32[i];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearHalfGpuTest,
                          ::testing::ValuesIn(HalfCases()), CaseName);
 
@@ -126,7 +155,84 @@ TEST_F(LinearCudaHalfTest, RefusesActivationTypesOtherThanFp32OrW) {
   params.rows = 6;
   error = linear->Run(params, nullptr);
   EXPECT_NE(error.find("max_rows_times_n"), std::string::npos) << error;
+  // A bias: fp32, or y's type when that is 16-bit.
+  params.rows = 5;
+  params.bias_type = ElementType::kBF16;
+  error = linear->Run(params, nullptr);
+  EXPECT_NE(error.find("bias_type bf16"), std::string::npos) << error;
+  params.bias_type = ElementType::kF16;
+  params.y_type = ElementType::kF32;
+  error = linear->Run(params, nullptr);
+  EXPECT_NE(error.find("bias_type fp16"), std::string::npos) << error;
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// With a bias of y's 16-bit type the fused epilogue writes y itself: no
+// fp32 D scratch (the engine's q|k|v and fc1 with half activations). An
+// fp32 bias, or unfused epilogues, still take rows * n of it.
+TEST_F(LinearCudaHalfTest, SixteenBitBiasNeedsNoScratchD) {
+  for (ElementType type : {ElementType::kF16, ElementType::kBF16}) {
+    for (bool gelu : {false, true}) {
+      const Case c{type, 512, 64, 128, true, gelu, true};
+      Problem p = MakeProblem(c, 43);
+      for (float& b : p.bias) b = Round(type, b);
+      std::unique_ptr<LinearCuda> linear;
+      ASSERT_EQ(LinearCuda::Create({.max_rows_times_n = 0}, &linear), "");
+      DeviceBuffer x, w, bias, y;
+      Upload(Encode(type, p.x), &x);
+      Upload(Encode(type, p.w), &w);
+      Upload(Encode(type, p.bias), &bias);
+      Upload(Encode(type, std::vector<float>(c.rows * c.n, NAN)), &y);
+      LinearCudaParams params{.x = x.get(),
+                              .x_type = type,
+                              .w = w.get(),
+                              .w_type = type,
+                              .bias = bias.get(),
+                              .bias_type = type,
+                              .y = y.get(),
+                              .y_type = type,
+                              .rows = c.rows,
+                              .n = c.n,
+                              .k = c.k,
+                              .gelu = gelu};
+      int64_t elements = -1;
+      ASSERT_EQ(linear->ScratchDElements(params, &elements), "");
+      EXPECT_EQ(elements, 0) << TypeName(type) << (gelu ? " gelu" : "");
+      EXPECT_EQ(linear->Run(params, nullptr), "");
+      std::vector<uint8_t> bytes(c.rows * c.n * ElementSize(type));
+      ASSERT_CUDA_OK(cudaMemcpy(bytes.data(), y.get(), bytes.size(),
+                                cudaMemcpyDeviceToHost));
+      std::vector<float> got(c.rows * c.n);
+      for (size_t i = 0; i < got.size(); ++i) {
+        got[i] = LoadFloat(bytes.data(), type, i);
+      }
+      // Within the 16-bit rounding of y and the path's bound.
+      const double u = type == ElementType::kF16 ? 0x1p-11 : 0x1p-8;
+      EXPECT_LE(NormalisedError(got, p.want), u + Tolerance(c));
+      params.bias_type = ElementType::kF32;  // fp32 D, then rounded
+      ASSERT_EQ(linear->ScratchDElements(params, &elements), "");
+      EXPECT_EQ(elements, c.rows * c.n);
+    }
+  }
+  std::unique_ptr<LinearCuda> unfused;
+  ASSERT_EQ(LinearCuda::Create({.fused_epilogues = false}, &unfused), "");
+  int64_t elements = -1;
+  // ScratchDElements reads none of the tensors: host memory will do.
+  std::vector<uint16_t> host(256);
+  ASSERT_EQ(unfused->ScratchDElements({.x = host.data(),
+                                       .x_type = ElementType::kF16,
+                                       .w = host.data(),
+                                       .w_type = ElementType::kF16,
+                                       .bias = host.data(),
+                                       .bias_type = ElementType::kF16,
+                                       .y = host.data() + 128,
+                                       .y_type = ElementType::kF16,
+                                       .rows = 4,
+                                       .n = 8,
+                                       .k = 8},
+                                      &elements),
+            "");
+  EXPECT_EQ(elements, 32);
 }
 
 }  // namespace

@@ -133,17 +133,19 @@ inline void Upload(const std::vector<T>& host, DeviceBuffer* buffer,
 }
 
 // Runs the case with every pointer offset by `offset_bytes` from cudaMalloc's
-// 256-byte alignment, x given to the product as x_type (p.x rounded to it)
-// and y written as y_type; returns y widened to float.
+// 256-byte alignment, x given to the product as x_type (p.x rounded to it),
+// the bias as bias_type (p.bias rounded to it) and y written as y_type;
+// returns y widened to float.
 inline std::vector<float> RunCase(const Case& c, const Problem& p,
                                   const LinearCuda::Options& options,
                                   size_t offset_bytes = 0,
                                   ElementType x_type = ElementType::kF32,
-                                  ElementType y_type = ElementType::kF32) {
+                                  ElementType y_type = ElementType::kF32,
+                                  ElementType bias_type = ElementType::kF32) {
   DeviceBuffer x, w, bias, y;
   Upload(Encode(x_type, p.x), &x, offset_bytes);
   Upload(Encode(c.type, p.w), &w, offset_bytes);
-  Upload(p.bias, &bias, offset_bytes);
+  Upload(Encode(bias_type, p.bias), &bias, offset_bytes);
   Upload(Encode(y_type, std::vector<float>(c.rows * c.n, NAN)), &y,
          offset_bytes);
   std::unique_ptr<LinearCuda> linear;
@@ -155,9 +157,8 @@ inline std::vector<float> RunCase(const Case& c, const Problem& p,
   params.x_type = x_type;
   params.w = w.as<uint8_t>() + offset_bytes;
   params.w_type = c.type;
-  params.bias =
-      c.bias ? reinterpret_cast<const float*>(bias.as<uint8_t>() + offset_bytes)
-             : nullptr;
+  params.bias = c.bias ? bias.as<uint8_t>() + offset_bytes : nullptr;
+  params.bias_type = bias_type;
   params.y = y.as<uint8_t>() + offset_bytes;
   params.y_type = y_type;
   params.rows = c.rows;

@@ -171,6 +171,17 @@ __device__ void StoreY(const SkinnyGemmParams& p, int64_t at, float v) {
   }
 }
 
+// bias[j] of bias_type, widened exactly.
+__device__ float BiasAt(const SkinnyGemmParams& p, int64_t j) {
+  if (p.bias_type == ElementType::kF16) {
+    return __half2float(static_cast<const __half*>(p.bias)[j]);
+  }
+  if (p.bias_type == ElementType::kBF16) {
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[j]);
+  }
+  return static_cast<const float*>(p.bias)[j];
+}
+
 // Rows [r0, r0 + kRows) against the tile's columns: steps 2-4 of the
 // header's algorithm, lane = slice.
 template <typename T, int kRows>
@@ -215,7 +226,7 @@ __device__ void MultiplyTile(const SkinnyGemmParams& p, const uint4* tile,
       }
       const int64_t j = j0 + c;
       if (lane == 0 && r0 + r < p.rows && j < p.n) {
-        if (p.bias != nullptr) v = SkinnyAdd(v, p.bias[j]);
+        if (p.bias != nullptr) v = SkinnyAdd(v, BiasAt(p, j));
         if (p.gelu) v = SkinnyGeluTanh(v);
         StoreY(p, (r0 + r) * p.n + j, v);
       }

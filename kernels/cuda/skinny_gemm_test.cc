@@ -162,6 +162,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, SkinnyGemmGpuTest, ::testing::ValuesIn(Cases()),
 struct HalfIoCase {
   ElementType w_type, x_type, y_type;
   int64_t rows, n, k, x_offset;
+  ElementType bias_type = ElementType::kF32;  // the bias rounded to it
 };
 
 std::string HalfIoName(const ::testing::TestParamInfo<HalfIoCase>& info) {
@@ -169,7 +170,10 @@ std::string HalfIoName(const ::testing::TestParamInfo<HalfIoCase>& info) {
   return std::string("w_") + ElementTypeName(c.w_type) + "_x_" +
          ElementTypeName(c.x_type) + "_y_" + ElementTypeName(c.y_type) + "_" +
          std::to_string(c.rows) + "x" + std::to_string(c.n) + "x" +
-         std::to_string(c.k) + (c.x_offset != 0 ? "_unaligned" : "");
+         std::to_string(c.k) + (c.x_offset != 0 ? "_unaligned" : "") +
+         (c.bias_type != ElementType::kF32
+              ? std::string("_bias_") + ElementTypeName(c.bias_type)
+              : "");
 }
 
 void PrintTo(const HalfIoCase& c, std::ostream* os) {
@@ -187,11 +191,14 @@ TEST_P(SkinnyGemmHalfIoGpuTest, EqualsEmulationBitwise) {
   for (int64_t i = 0; i < c.rows * c.k; ++i) {
     StoreFloat(x.data() + c.x_offset * xs, c.x_type, i, d.x[i]);
   }
+  std::vector<uint8_t> bias(c.n * ElementSize(c.bias_type));
+  StoreFloats(d.bias.data(), c.n, bias.data(), c.bias_type, 0);
   SkinnyGemmParams p{.x = x.data() + c.x_offset * xs,
                      .x_type = c.x_type,
                      .w = d.w_bits.data(),
                      .w_type = c.w_type,
-                     .bias = d.bias.data(),
+                     .bias = bias.data(),
+                     .bias_type = c.bias_type,
                      .y_type = c.y_type,
                      .rows = c.rows,
                      .n = c.n,
@@ -205,18 +212,17 @@ TEST_P(SkinnyGemmHalfIoGpuTest, EqualsEmulationBitwise) {
   DeviceBuffer dx, dw, db, dy;
   ASSERT_CUDA_OK(dx.Reserve(x.size()));
   ASSERT_CUDA_OK(dw.Reserve(d.w_bits.size()));
-  ASSERT_CUDA_OK(db.Reserve(d.bias.size() * sizeof(float)));
+  ASSERT_CUDA_OK(db.Reserve(bias.size()));
   ASSERT_CUDA_OK(dy.Reserve(want.size()));
   ASSERT_CUDA_OK(
       cudaMemcpy(dx.get(), x.data(), x.size(), cudaMemcpyHostToDevice));
   ASSERT_CUDA_OK(cudaMemcpy(dw.get(), d.w_bits.data(), d.w_bits.size(),
                             cudaMemcpyHostToDevice));
-  ASSERT_CUDA_OK(cudaMemcpy(db.get(), d.bias.data(),
-                            d.bias.size() * sizeof(float),
-                            cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(
+      cudaMemcpy(db.get(), bias.data(), bias.size(), cudaMemcpyHostToDevice));
   p.x = static_cast<uint8_t*>(dx.get()) + c.x_offset * xs;
   p.w = dw.get();
-  p.bias = static_cast<const float*>(db.get());
+  p.bias = db.get();
   p.y = dy.get();
   ASSERT_CUDA_OK(SkinnyGemmCuda(p, nullptr));
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
@@ -243,6 +249,11 @@ std::vector<HalfIoCase> HalfIoCases() {
     cases.push_back({t, t, t, 3, 6, 512, 1});  // unaligned x
     cases.push_back({t, t, f32, 7, 13, 777, 0});
     cases.push_back({t, f32, t, 7, 13, 777, 0});
+    // A bias of y's type (the model's q|k|v and fc1 with half activations).
+    for (int64_t rows : {1, 16, 64})
+      cases.push_back({t, t, t, rows, 37, 1000, 0, t});
+    cases.push_back({t, t, t, 3, 6, 512, 1, t});
+    cases.push_back({t, f32, t, 9, 5, 301, 0, t});
   }
   // Activation types other than W's, and fp32 W.
   cases.push_back({f16, bf16, f16, 5, 11, 1000, 0});
@@ -281,6 +292,10 @@ TEST_F(SkinnyGemmRefusalTest, InvalidValueOutsideTheContract) {
   p.y_type = ElementType::kI8;
   EXPECT_EQ(SkinnyGemmCuda(p, nullptr), cudaErrorInvalidValue);  // y_type
   p.y_type = ElementType::kBF16;
+  p.bias = f + 8192;
+  p.bias_type = ElementType::kF16;  // neither fp32 nor y's type
+  EXPECT_EQ(SkinnyGemmCuda(p, nullptr), cudaErrorInvalidValue);  // bias_type
+  p.bias_type = ElementType::kBF16;
   EXPECT_EQ(SkinnyGemmCuda(p, nullptr), cudaSuccess);
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
 }
