@@ -8,6 +8,16 @@
 #include "kernels/cuda/h3_prefill_fused.h"
 
 namespace h3::kernels {
+namespace {
+
+const void* Advance(const void* base, int64_t bytes) {
+  return static_cast<const char*>(base) + bytes;
+}
+void* Advance(void* base, int64_t bytes) {
+  return static_cast<char*>(base) + bytes;
+}
+
+}  // namespace
 
 const char* H3PrefillPathName(H3PrefillPath path) {
   return path == H3PrefillPath::kFused ? "fused" : "cufft";
@@ -106,6 +116,36 @@ cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,
   }
   if (RunsFused(p.layout)) return fused_->Run(p, stream);
   return cufft_->Run(p, stream);
+}
+
+cudaError_t H3PrefillCuda::RunPacked(const H3PrefillPackedParams& p,
+                                     cudaStream_t stream) {
+  std::string why;
+  if (!CheckPacked(device_weights_.shape, p, &why)) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.segments == 0) return cudaSuccess;
+  const SequenceLayout layout{0, p.time, p.channel};
+  if (RunsFused(layout)) return fused_->RunPacked(p, stream);
+  const int64_t size = ElementSize(p.type);
+  for (int i = 0; i < p.segments; ++i) {
+    const H3PrefillSegment& s = p.seqs[i];
+    H3PrefillCudaParams one;
+    one.batch = 1;
+    one.start = s.start;
+    one.length = s.length;
+    one.type = p.type;
+    one.layout = layout;
+    one.q = Advance(p.q, size * s.offset);
+    one.k = Advance(p.k, size * s.offset);
+    one.v = Advance(p.v, size * s.offset);
+    one.out = Advance(p.out, size * s.offset);
+    one.shift_state = s.shift_state;
+    one.diag_state = s.diag_state;
+    const cudaError_t err = cufft_->Run(one, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace h3::kernels

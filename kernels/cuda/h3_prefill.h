@@ -22,6 +22,7 @@
 
 #include "base/element_type.h"
 #include "kernels/h3.h"
+#include "kernels/h3_prefill_packing.h"
 
 namespace h3::kernels {
 
@@ -109,6 +110,24 @@ class H3PrefillCuda {
   // arguments that break the contract above. Not thread-safe: the object
   // owns scratch memory that one call at a time uses.
   cudaError_t Run(const H3PrefillCudaParams& params, cudaStream_t stream);
+
+  // Enqueues a packed call (kernels/h3_prefill_packing.h): `segments`
+  // sequences' chunks, each with its own start, length, offset and states.
+  // Computes exactly, bit for bit, what `segments` batch-1 Run calls compute
+  // (start, length, layout {0, time, channel}, tensors at the segment's
+  // offset, its states). On the fused path (RunsFused({0, time, channel}))
+  // the segments are grouped by FFT size (flashconv::FftSizeIndex(length),
+  // the size a batch-1 call would use) into launches of at most
+  // kMaxPackedSegments; the segment table travels in the kernel parameters,
+  // so the call allocates no device memory, is asynchronous and can be
+  // captured in a CUDA graph. The cuFFT path is the fallback: one batch-1
+  // Run per segment, in order.
+  // REQUIRES: distinct segments have distinct states and non-overlapping
+  // output elements (not checked). InvalidValue where CheckPacked refuses
+  // (ask it for the reason); segments == 0 is a no-op success. Not
+  // thread-safe (as Run).
+  cudaError_t RunPacked(const H3PrefillPackedParams& params,
+                        cudaStream_t stream);
 
   H3PrefillCuda(const H3PrefillCuda&) = delete;
   H3PrefillCuda& operator=(const H3PrefillCuda&) = delete;

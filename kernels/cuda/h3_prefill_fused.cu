@@ -1,8 +1,12 @@
 // FlashConv: the fused H3 prefill (paper section 4) for head_dim 1.
 //
-// One thread block owns one (sequence, channel) and walks the sequence in
-// chunks of Lc = n / 2 tokens (n the on-chip FFT size, 512 ... 4096), keeping
-// the state on chip between chunks (state passing). Per chunk:
+// One thread block owns one (segment, channel): blockIdx.x picks a segment
+// (a sequence's chunk with its own start, length, place in the tensors and
+// states) from the launch's table, blockIdx.y the channel. A launch holds
+// segments of one FFT size; a batch call (Run) is a table of equal segments.
+// The block walks its segment in chunks of Lc = n / 2 tokens (n the on-chip
+// FFT size, 512 ... 4096), keeping the state on chip between chunks (state
+// passing). Per chunk:
 //
 //  1. kbar = shiftconv(k) + shift_D k: direct, fp32, from k with kHistory
 //     tokens of history; kv = kbar v. The history starts as the shift state's
@@ -51,33 +55,44 @@ struct SizeTables {
   const float* spectrum_scale = nullptr;  // [H]
 };
 
+// The segment of one row of blocks (blockIdx.x): H3PrefillSegment.
+struct BlockSegment {
+  int64_t start;  // the position of the segment's first token
+  int64_t length;
+  int64_t offset;      // elements from the tensors' base to (token 0, ch. 0)
+  float* shift_state;  // [d, N]
+  float* diag_state;   // [d, M] complex
+};
+
+// One launch: segments that share one FFT size, the time stride 1. The
+// segment table travels in the kernel's parameters (__grid_constant__, read
+// in place), so a launch needs no device memory and can be graph-captured.
 struct KernelArgs {
   H3Weights w;
   SizeTables t;
-  int64_t start;  // the position of the call's first token
-  int64_t length;
-  SequenceLayout layout;
+  int64_t channel;  // channel stride of q, k, v, out
   const void* q;
   const void* k;
   const void* v;
   void* out;
-  float* shift_state;
-  float* diag_state;
+  BlockSegment seg[kMaxPackedSegments];  // [gridDim.x]
 };
+// CUDA's classic limit on a kernel's parameters.
+static_assert(sizeof(KernelArgs) <= 4096, "kernel parameters over 4 KB");
 
 // Setup of a block: the channel's taps, the history of inputs before the
 // call, the diagonal state, powers of dA, and the scaled tables P and E.
 // history[kHistory - m] = k at position start - m: from the shift state's
 // ring (position P in slot P mod N) for m <= N, zero before position 0 and
 // beyond the ring (m > N meets only taps j >= N, which are zero).
-__device__ void LoadChannel(const KernelArgs& a, int c, const float* ring,
-                            const float* diag, fc::SmallShared& s,
-                            float* setup) {
+__device__ void LoadChannel(const KernelArgs& a, int64_t start, int c,
+                            const float* ring, const float* diag,
+                            fc::SmallShared& s, float* setup) {
   const int ns = a.w.shape.d_state, modes = a.w.shape.d_state / 2;
   const int tid = threadIdx.x;
   for (int i = tid; i < fc::kHistory; i += fc::kThreads) {
     const int m = fc::kHistory - i;
-    const int64_t position = a.start - m;
+    const int64_t position = start - m;
     s.history[i] = m <= ns && position >= 0 ? ring[position % ns] : 0.0f;
     s.taps[i] = i < ns ? a.w.shift_kernel[c * ns + i] : 0.0f;
   }
@@ -359,7 +374,7 @@ __device__ void InverseLast(const SizeTables& t, const __half* v_re,
 
 template <typename T, int N1, int N2>
 __global__ void __launch_bounds__(fc::kThreads)
-    FusedPrefillKernel(KernelArgs a) {
+    FusedPrefillKernel(const __grid_constant__ KernelArgs a) {
   constexpr int kN = N1 * N2, kChunk = kN / 2;
   constexpr fc::SharedMap map(kN);
   extern __shared__ __align__(128) unsigned char smem[];
@@ -371,26 +386,27 @@ __global__ void __launch_bounds__(fc::kThreads)
   float* scratch = reinterpret_cast<float*>(smem + map.scratch);
   fc::SmallShared& s = *reinterpret_cast<fc::SmallShared*>(smem + map.small);
 
-  const int b = blockIdx.x, c = blockIdx.y, tid = threadIdx.x;
-  const int d = a.w.shape.d_model, ns = a.w.shape.d_state;
-  const int modes = a.w.shape.d_state / 2;
-  const int64_t base = b * a.layout.batch + c * a.layout.channel;
+  const BlockSegment& seg = a.seg[blockIdx.x];
+  const int64_t start = seg.start, length = seg.length;
+  const int c = blockIdx.y, tid = threadIdx.x;
+  const int ns = a.w.shape.d_state, modes = a.w.shape.d_state / 2;
+  const int64_t base = seg.offset + c * a.channel;
   const T* q = static_cast<const T*>(a.q) + base;
   const T* k = static_cast<const T*>(a.k) + base;
   const T* v = static_cast<const T*>(a.v) + base;
   T* out = static_cast<T*>(a.out) + base;
-  float* ring = a.shift_state + (static_cast<int64_t>(b) * d + c) * ns;
-  float* diag = a.diag_state + 2 * (static_cast<int64_t>(b) * d + c) * modes;
+  float* ring = seg.shift_state + static_cast<int64_t>(c) * ns;
+  float* diag = seg.diag_state + 2 * static_cast<int64_t>(c) * modes;
   const float shift_d = a.w.shift_D[c], skip = a.w.D[c];
   const float2* spectrum = a.t.spectrum + static_cast<int64_t>(c) * kN;
 
-  LoadChannel(a, c, ring, diag, s, scratch);
+  LoadChannel(a, start, c, ring, diag, s, scratch);
 
   // The on-chip chunk of tokens offset .. offset + len - 1 (positions
-  // a.start + offset on), its history the inputs just before it.
-  for (int64_t offset = 0; offset < a.length; offset += kChunk) {
-    const int len = static_cast<int>(
-        a.length - offset < kChunk ? a.length - offset : kChunk);
+  // start + offset on), its history the inputs just before it.
+  for (int64_t offset = 0; offset < length; offset += kChunk) {
+    const int len =
+        static_cast<int>(length - offset < kChunk ? length - offset : kChunk);
     // 1. k with its history, kbar, kv.
     float* kf = scratch;  // kf[kHistory + t] = k[offset + t]
     for (int i = tid; i < fc::kHistory; i += fc::kThreads) kf[i] = s.history[i];
@@ -472,8 +488,8 @@ __global__ void __launch_bounds__(fc::kThreads)
   // history, which holds k[L - kHistory .. L - 1] of the call. The other
   // slots keep the inputs still within the last N. Only this block touches
   // its ring, and it read the ring in LoadChannel, before any chunk.
-  const int64_t last = a.start + a.length - 1;  // the last token's position
-  const int written = a.length < ns ? static_cast<int>(a.length) : ns;
+  const int64_t last = start + length - 1;  // the last token's position
+  const int written = length < ns ? static_cast<int>(length) : ns;
   for (int j = tid; j < written; j += fc::kThreads) {
     ring[(last - j) % ns] = s.history[fc::kHistory - 1 - j];
   }
@@ -607,22 +623,54 @@ cudaError_t H3PrefillFused::Create(const H3Weights& w,
 
 cudaError_t H3PrefillFused::Run(const H3PrefillCudaParams& p,
                                 cudaStream_t stream) {
+  // Sequence b is the segment at offset b * layout.batch with state b.
   const H3Shape& shape = impl_->w.shape;
-  if (p.layout.time != 1 || shape.d_model > 65535 || p.start < 0) {
-    return cudaErrorInvalidValue;
+  const int64_t shift_size = int64_t{shape.d_model} * shape.d_state;
+  const int64_t diag_size = 2 * int64_t{shape.kv_channels()} * shape.modes();
+  std::vector<H3PrefillSegment> segments(p.batch);
+  for (int b = 0; b < p.batch; ++b) {
+    segments[b] = {p.start, p.length, b * p.layout.batch,
+                   p.shift_state + b * shift_size,
+                   p.diag_state + b * diag_size};
   }
-  const int index = fc::FftSizeIndex(p.length);
-  KernelArgs args{impl_->w,    impl_->tables[index],
-                  p.start,     p.length,
-                  p.layout,    p.q,
-                  p.k,         p.v,
-                  p.out,       p.shift_state,
-                  p.diag_state};
-  void* params[] = {&args};
-  const dim3 grid(p.batch, shape.d_model);
-  return cudaLaunchKernel(KernelFor(p.type, index), grid, dim3(fc::kThreads),
-                          params, fc::SharedMap(fc::kFftSizes[index].n).total,
-                          stream);
+  H3PrefillPackedParams packed;
+  packed.type = p.type;
+  packed.time = p.layout.time;
+  packed.channel = p.layout.channel;
+  packed.q = p.q;
+  packed.k = p.k;
+  packed.v = p.v;
+  packed.out = p.out;
+  packed.segments = p.batch;
+  packed.seqs = segments.data();
+  return RunPacked(packed, stream);
+}
+
+cudaError_t H3PrefillFused::RunPacked(const H3PrefillPackedParams& p,
+                                      cudaStream_t stream) {
+  const H3Shape& shape = impl_->w.shape;
+  if (p.time != 1 || shape.d_model > 65535) return cudaErrorInvalidValue;
+  const std::vector<PackedLaunch> plan =
+      PlanPackedLaunches(p.seqs, p.segments, kMaxPackedSegments);
+  for (const PackedLaunch& launch : plan) {
+    KernelArgs args{impl_->w,  impl_->tables[launch.size_index],
+                    p.channel, p.q,
+                    p.k,       p.v,
+                    p.out,     {}};
+    const int count = static_cast<int>(launch.segments.size());
+    for (int i = 0; i < count; ++i) {
+      const H3PrefillSegment& s = p.seqs[launch.segments[i]];
+      if (s.start < 0 || s.length < 1) return cudaErrorInvalidValue;
+      args.seg[i] = {s.start, s.length, s.offset, s.shift_state, s.diag_state};
+    }
+    void* params[] = {&args};
+    const dim3 grid(count, shape.d_model);
+    const cudaError_t err = cudaLaunchKernel(
+        KernelFor(p.type, launch.size_index), grid, dim3(fc::kThreads), params,
+        fc::SharedMap(fc::kFftSizes[launch.size_index].n).total, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace h3::kernels
