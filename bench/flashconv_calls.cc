@@ -56,24 +56,15 @@ kernels::H3PrefillPackedParams PackedCall(
   return p;
 }
 
-// The packed call's segments as batch-1 Run calls, in order.
 cudaError_t RunSingles(H3PrefillCuda& op, const Shape& shape, int64_t length,
                        const StateBytes& sb, const CallMemory& m,
                        ElementType type, cudaStream_t stream) {
-  const int64_t size = ElementSize(type);
-  for (const kernels::H3PrefillSegment& s : Segments(shape, length, sb, m)) {
-    H3PrefillCudaParams p;
-    p.batch = 1;
-    p.length = length;
-    p.type = type;
-    p.layout = {0, 1, shape.batch * length};
-    p.q = static_cast<const char*>(m.q) + size * s.offset;
-    p.k = static_cast<const char*>(m.k) + size * s.offset;
-    p.v = static_cast<const char*>(m.v) + size * s.offset;
-    p.out = static_cast<char*>(m.out) + size * s.offset;
-    p.shift_state = s.shift_state;
-    p.diag_state = s.diag_state;
-    const cudaError_t err = op.Run(p, stream);
+  const std::vector<kernels::H3PrefillSegment> segments =
+      Segments(shape, length, sb, m);
+  const kernels::H3PrefillPackedParams packed =
+      PackedCall(shape, length, m, type, segments);
+  for (int i = 0; i < packed.segments; ++i) {
+    const cudaError_t err = op.Run(kernels::SegmentCall(packed, i), stream);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;

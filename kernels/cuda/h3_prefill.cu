@@ -19,6 +19,24 @@ void* Advance(void* base, int64_t bytes) {
 
 }  // namespace
 
+H3PrefillCudaParams SegmentCall(const H3PrefillPackedParams& p, int i) {
+  const H3PrefillSegment& s = p.seqs[i];
+  const int64_t bytes = ElementSize(p.type) * s.offset;
+  H3PrefillCudaParams one;
+  one.batch = 1;
+  one.start = s.start;
+  one.length = s.length;
+  one.type = p.type;
+  one.layout = {0, p.time, p.channel};
+  one.q = Advance(p.q, bytes);
+  one.k = Advance(p.k, bytes);
+  one.v = Advance(p.v, bytes);
+  one.out = Advance(p.out, bytes);
+  one.shift_state = s.shift_state;
+  one.diag_state = s.diag_state;
+  return one;
+}
+
 const char* H3PrefillPathName(H3PrefillPath path) {
   return path == H3PrefillPath::kFused ? "fused" : "cufft";
 }
@@ -127,22 +145,8 @@ cudaError_t H3PrefillCuda::RunPacked(const H3PrefillPackedParams& p,
   if (p.segments == 0) return cudaSuccess;
   const SequenceLayout layout{0, p.time, p.channel};
   if (RunsFused(layout)) return fused_->RunPacked(p, stream);
-  const int64_t size = ElementSize(p.type);
   for (int i = 0; i < p.segments; ++i) {
-    const H3PrefillSegment& s = p.seqs[i];
-    H3PrefillCudaParams one;
-    one.batch = 1;
-    one.start = s.start;
-    one.length = s.length;
-    one.type = p.type;
-    one.layout = layout;
-    one.q = Advance(p.q, size * s.offset);
-    one.k = Advance(p.k, size * s.offset);
-    one.v = Advance(p.v, size * s.offset);
-    one.out = Advance(p.out, size * s.offset);
-    one.shift_state = s.shift_state;
-    one.diag_state = s.diag_state;
-    const cudaError_t err = cufft_->Run(one, stream);
+    const cudaError_t err = cufft_->Run(SegmentCall(p, i), stream);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
