@@ -650,6 +650,11 @@ cudaError_t H3PrefillFused::RunPacked(const H3PrefillPackedParams& p,
                                       cudaStream_t stream) {
   const H3Shape& shape = impl_->w.shape;
   if (p.time != 1 || shape.d_model > 65535) return cudaErrorInvalidValue;
+  for (int i = 0; i < p.segments; ++i) {  // before any launch
+    if (p.seqs[i].start < 0 || p.seqs[i].length < 1) {
+      return cudaErrorInvalidValue;
+    }
+  }
   const std::vector<PackedLaunch> plan =
       PlanPackedLaunches(p.seqs, p.segments, kMaxPackedSegments);
   for (const PackedLaunch& launch : plan) {
@@ -660,7 +665,6 @@ cudaError_t H3PrefillFused::RunPacked(const H3PrefillPackedParams& p,
     const int count = static_cast<int>(launch.segments.size());
     for (int i = 0; i < count; ++i) {
       const H3PrefillSegment& s = p.seqs[launch.segments[i]];
-      if (s.start < 0 || s.length < 1) return cudaErrorInvalidValue;
       args.seg[i] = {s.start, s.length, s.offset, s.shift_state, s.diag_state};
     }
     void* params[] = {&args};

@@ -5,6 +5,7 @@
 // refusals (label gpu: skipped without a device).
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -129,6 +130,16 @@ struct Packed {
   std::vector<H3PrefillSegment> segments;
 };
 
+// Expects every output element written (out starts as NaN), so that two
+// calls that wrote nothing cannot look equal.
+void ExpectAllWritten(const DeviceTensor& out) {
+  std::vector<float> values;
+  ASSERT_EQ(testing::Download(out, &values), cudaSuccess);
+  size_t nan = 0;
+  for (float x : values) nan += std::isnan(x) ? 1 : 0;
+  EXPECT_EQ(nan, 0u) << "of " << values.size() << " output elements";
+}
+
 // Expects two byte images equal; reports the first difference.
 void ExpectSameBytes(const std::vector<char>& got,
                      const std::vector<char>& want) {
@@ -169,6 +180,7 @@ TEST_P(H3PrefillPackedGpuTest, EqualsOneRunPerSegmentBitForBit) {
   ASSERT_CUDA_OK(packed.Bytes(&got));
   ASSERT_CUDA_OK(single.Bytes(&want));
   ExpectSameBytes(got, want);
+  ExpectAllWritten(packed.out);
 }
 
 std::string CaseName(const ::testing::TestParamInfo<PackedCase>& info) {
@@ -228,6 +240,7 @@ TEST_F(H3PrefillPackedLimitsGpuTest, SplitsLargeGroupsAndCapturesInAGraph) {
   ASSERT_CUDA_OK(packed.Bytes(&got));
   ASSERT_CUDA_OK(single.Bytes(&want));
   ExpectSameBytes(got, want);
+  ExpectAllWritten(packed.out);
 }
 
 // Broken calls are InvalidValue and write nothing; an empty call succeeds.
