@@ -45,8 +45,8 @@ struct H3PrefillPackedParams {
 
 // Segments one fused-kernel launch takes: its per-block segment table is
 // passed by value in the kernel's parameters, which stay under 4 KB
-// (static_assert in h3_prefill_fused.cu). 64 = the batch of the benchmarks
-// and of Table 4, so a batch-64 call is one launch.
+// (static_assert in cuda/h3_prefill_fused_kernel.h). 64 = the batch of the
+// benchmarks and of Table 4, so a batch-64 call is one launch.
 constexpr int kMaxPackedSegments = 64;
 
 // Whether `p` is a well-formed packed call for a layer of `shape`; if not,

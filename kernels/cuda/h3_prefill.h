@@ -4,12 +4,13 @@
 // H3 prefill on the GPU: the GPU twin of H3PrefillCpu (kernels/h3.h) for a
 // batch of sequences, with two implementations behind one per-layer object:
 //
-//   fused (FlashConv, h3_prefill_fused.cu): one kernel computes the shift
-//     convolution, kv, the long convolution by a block FFT on tensor cores,
-//     the carried state's contribution, the output gate and both end states,
-//     walking the sequence in on-chip chunks and passing the state between
-//     them. Needs head_dim 1, d_state a multiple of 16 up to 64 (the released
-//     models use 64) and channel-major tensors (time stride 1).
+//   fused (FlashConv, h3_prefill_fused_kernel.cu): one kernel computes
+//     the shift convolution, kv, the long convolution by a block FFT on
+//     tensor cores, the carried state's contribution, the output gate and
+//     both end states, walking the sequence in on-chip chunks and passing
+//     the state between them. Needs head_dim 1, d_state a multiple of 16
+//     up to 64 (the released models use 64) and channel-major tensors
+//     (time stride 1).
 //   cufft (h3_prefill_cufft.cu): the unfused baseline. cuFFT for the
 //     convolution, separate elementwise kernels for the rest. Any shape and
 //     any layout; the fallback where the fused kernel does not apply.

@@ -1,8 +1,9 @@
 #ifndef H3_KERNELS_CUDA_H3_PREFILL_FUSED_H_
 #define H3_KERNELS_CUDA_H3_PREFILL_FUSED_H_
 
-// FlashConv: the fused H3 prefill kernel (see h3_prefill_fused.cu for the
-// algorithm). Internal to H3PrefillCuda, which checks H3FusedSupports first.
+// FlashConv: the fused H3 prefill kernel (see h3_prefill_fused_kernel.cu for
+// the algorithm). Internal to H3PrefillCuda, which checks H3FusedSupports
+// first.
 
 #include <cuda_runtime_api.h>
 
