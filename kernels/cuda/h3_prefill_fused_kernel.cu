@@ -333,8 +333,19 @@ __device__ void InverseLast(const SizeTables& t, const __half* v_re,
   }
 }
 
+// The blocks per SM each size's kernel keeps resident (a register cap for
+// ptxas): the occupancy it had before the segment table, as measured
+// baseline. Then ptxas (sm_90a) gave 48, 64, 99 and 80 registers at n = 512,
+// 1024, 2048, 4096: 5, 4, 2 and 3 blocks of 256 threads in 64 K registers,
+// within what shared memory allows (SharedMap: 7, 6, 5 and 3 on an H100).
+// Without the cap the table's per-block fields took n = 4096 to 128
+// registers, 2 blocks.
+constexpr int MinBlocks(int n) {
+  return n == 512 ? 5 : n == 1024 ? 4 : n == 2048 ? 2 : 3;
+}
+
 template <typename T, int N1, int N2>
-__global__ void __launch_bounds__(fc::kThreads)
+__global__ void __launch_bounds__(fc::kThreads, MinBlocks(N1* N2))
     FusedPrefillKernel(const __grid_constant__ KernelArgs a) {
   constexpr int kN = N1 * N2, kChunk = kN / 2;
   constexpr fc::SharedMap map(kN);
