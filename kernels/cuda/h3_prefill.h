@@ -119,18 +119,20 @@ class H3PrefillCuda {
 
   // Enqueues a packed call (kernels/h3_prefill_packing.h): `segments`
   // sequences' chunks, each with its own start, length, offset and states.
-  // Computes exactly, bit for bit, what the `segments` batch-1 Run calls
-  // SegmentCall(params, i) compute (start, length, layout {0, time,
-  // channel}, tensors at the segment's offset, its states). On the fused path
-  // (RunsFused({0, time, channel})) the segments are grouped by FFT size
-  // (flashconv::FftSizeIndex(length), the size a batch-1 call would use) into
-  // launches of at most kMaxPackedSegments; the segment table travels in the
-  // kernel parameters, so the call allocates no device memory, is asynchronous
-  // and can be captured in a CUDA graph. The cuFFT path is the fallback: one
-  // batch-1 Run per segment, in order. REQUIRES: distinct segments have
-  // distinct states and non-overlapping output elements (not checked).
-  // InvalidValue where CheckPacked refuses (ask it for the reason); segments ==
-  // 0 is a no-op success. Not thread-safe (as Run).
+  // Computes exactly, bit for bit, what the batch-1 Run calls
+  // SegmentCall(params, i), i < segments, compute: outputs and end states.
+  //
+  // Fused path (RunsFused({0, time, channel})): the segments are grouped by
+  // FFT size (flashconv::FftSizeIndex(length), the size a batch-1 call
+  // uses) into launches of at most kMaxPackedSegments; the segment table
+  // travels in the kernel parameters, so the call allocates no device
+  // memory, is asynchronous and can be captured in a CUDA graph.
+  // cuFFT path, the fallback: one batch-1 Run per segment, in order.
+  //
+  // REQUIRES: distinct segments have distinct states and non-overlapping
+  // output elements (not checked). InvalidValue where CheckPacked refuses
+  // (it says why); segments == 0 is a no-op success. Not thread-safe (as
+  // Run).
   cudaError_t RunPacked(const H3PrefillPackedParams& params,
                         cudaStream_t stream);
 
