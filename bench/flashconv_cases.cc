@@ -175,6 +175,15 @@ CaseResult MeasureCase(const Shape& shape, const CaseOptions& o, int64_t length,
     if (!active[i] || paths[i].base.mode != paths[0].base.mode) continue;
     (paths[i].base.path == H3PrefillPath::kFused ? fused : cufft) = i;
   }
+  for (size_t i = 0; i + 1 < paths.size(); ++i) {
+    const PathState &a = paths[i], &b = paths[i + 1];
+    if (active[i] && active[i + 1] && a.base.mode == "packed" &&
+        b.base.mode == "singles" && a.base.path == b.base.path) {
+      r.paths[i].vs_singles =
+          Diff(a.out.get(), b.out.get(),
+               int64_t{shape.batch} * shape.heads * length, type, stream);
+    }
+  }
   if (fused < paths.size() && cufft < paths.size()) {
     const PathState &a = paths[fused], &b = paths[cufft];
     r.out_diff =

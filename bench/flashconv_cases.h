@@ -60,8 +60,11 @@ struct PathResult {
   std::string path_taken;      // what H3PrefillCuda chose for the layer
   std::string reason;          // and why, in its words
   std::string mode = "batch";  // "batch", "packed" or "singles"
-  std::string skipped;         // non-empty: not measured, and why
-  std::vector<double> ms;      // every timed call, in the order run
+  // Mode packed: its guard call's output against the same path's singles
+  // call (the same segments one by one), which it should equal bit for bit.
+  std::optional<MaxDiff> vs_singles;
+  std::string skipped;     // non-empty: not measured, and why
+  std::vector<double> ms;  // every timed call, in the order run
 };
 
 struct CaseResult {

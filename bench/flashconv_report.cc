@@ -228,6 +228,9 @@ Json CaseJson(const CaseResult& r, const PathResult& p, const Bandwidth& bw) {
   if (p.mode == "packed") {
     const double singles = MedianOf(r, p.path, "singles");
     j["speedup_vs_singles"] = singles > 0 ? Json(singles / t.median) : Json();
+    // 0 when the packed call equals the calls one by one, as it should.
+    j["max_abs_diff_vs_singles"] =
+        p.vs_singles ? Json(p.vs_singles->max_abs_diff) : Json();
   }
   if (p.path == H3PrefillPath::kFused) {
     const double cufft = MedianOf(r, H3PrefillPath::kCufft, p.mode);
