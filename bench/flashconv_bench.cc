@@ -9,7 +9,7 @@
 //       [--types fp16,bf16] [--paths fused,cufft] [--d-state 64]
 //       [--warmup 3] [--min-time-ms 200] [--min-reps 5] [--max-reps 10000]
 //       [--memory-fraction 0.6] [--flush-l2 | --no-flush-l2]
-//       [--copy-mib 1024] [--seed 1] [--device 0] [--out FILE]
+//       [--copy-mib 1024] [--seed 1] [--device 0] [--packed] [--out FILE]
 //
 // Method (also in the JSON): per shape (BATCHxHEADS: d_model = H, head_dim 1)
 // one random layer in S4D's ranges and N(0, 1) inputs, channel-major
@@ -22,6 +22,11 @@
 // call by call, all enqueued before one synchronisation. Reported: median,
 // min and p90 ms per call, and the floor (bench/flashconv_floor.h) at the
 // measured copy bandwidth and at the theoretical peak.
+//
+// --packed times each path in two modes instead: the batch as one
+// H3PrefillCuda::RunPacked call of BATCH segments ("packed") and as BATCH
+// batch-1 Run calls ("singles"), both over the packed step's layout
+// [d, B * L] (segment b at row b * L), each call timed as above.
 //
 // Exit status: 0; 1 on a CUDA failure (the call and the error are printed)
 // or an unwritable --out; 2 without a CUDA device.
@@ -61,6 +66,7 @@ struct Flags {
   int64_t copy_mib = 1024;
   uint64_t seed = 1;
   int device = 0;
+  bool packed = false;
   std::string out;
 };
 
@@ -88,7 +94,8 @@ Json OptionsJson(const Flags& f, int64_t l2_flush_bytes) {
           {"l2_flush_bytes", l2_flush_bytes},
           {"copy_mib", f.copy_mib},
           {"seed", f.seed},
-          {"device", f.device}};
+          {"device", f.device},
+          {"packed", f.packed}};
 }
 
 // Drops repeated entries, keeping the first of each.
@@ -142,6 +149,7 @@ int Run(Flags f, const std::string& command) {
   o.max_reps = std::max(f.max_reps, f.min_reps);
   o.memory_fraction = f.memory_fraction;
   o.seed = f.seed;
+  o.packed = f.packed;
   if (f.flush_l2) {
     // Twice the L2 size: a write of that much leaves none of the previous
     // call's lines behind.
@@ -183,11 +191,16 @@ int Run(Flags f, const std::string& command) {
       {"device", device},
       {"options", OptionsJson(f, o.l2_flush_bytes)},
       {"method",
-       "H3PrefillCuda::Run per path, one random layer per shape (S4D ranges), "
-       "N(0,1) inputs, channel-major. Before every call both states are "
+       "H3PrefillCuda::Run per path (mode batch), one random layer per shape "
+       "(S4D ranges), N(0,1) inputs, channel-major. With packed, each path "
+       "runs in mode packed (one RunPacked of `batch` segments of `length` "
+       "tokens over [d, batch * length]) and mode singles (the same segments "
+       "as `batch` batch-1 Run calls), each timed as one call; "
+       "max_abs_diff_vs_singles compares their guard calls' outputs (0 "
+       "expected: bit for bit). Before every call both states are "
        "zeroed by cudaMemsetAsync and, with flush_l2, l2_flush_bytes are "
        "written to evict L2, outside the timed region; CUDA events on "
-       "one stream time the Run call alone. Per case: one guard call per "
+       "one stream time the call alone. Per case: one guard call per "
        "path (diff_vs_cufft = max|fused - cufft| / max|cufft|), warmup "
        "untimed calls, then timed calls (min_time_ms, min_reps, max_reps), "
        "the paths alternating call by call, all enqueued before one "
@@ -263,6 +276,9 @@ int main(int argc, char** argv) {
   app.add_option("--device", f.device)
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag("--packed", f.packed,
+               "time one RunPacked call of the batch against one Run per "
+               "sequence (modes packed and singles) instead of the batch Run");
   app.add_option("--out", f.out, "write the JSON report here");
   CLI11_PARSE(app, argc, argv);
   std::string command = argv[0];

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string_view>
 
+#include "bench/flashconv_calls.h"
 #include "bench/flashconv_floor.h"
 #include "kernels/h3.h"
 #include "tests/support/random_h3_layer.h"
@@ -67,11 +68,6 @@ struct PathState {
   PathResult base;
   std::unique_ptr<H3PrefillCuda> op;
   DeviceMemory out, shift, diag;
-};
-
-struct StateBytes {
-  int64_t shift = 0;  // [B, d, N] fp32
-  int64_t diag = 0;   // [B, H, M] complex fp32 (head_dim 1)
 };
 
 // Whether `err` is an implementation declining (recorded; the case skipped)
@@ -140,20 +136,23 @@ CaseResult MeasureCase(const Shape& shape, const CaseOptions& o, int64_t length,
       H3_BENCH_CUDA_CHECK(
           cudaMemsetAsync(flush.get(), 0, o.l2_flush_bytes, stream));
     }
-    H3PrefillCudaParams p;
-    p.batch = shape.batch;
-    p.start = 0;  // a new sequence's first chunk: the states are zero
-    p.length = length;
-    p.type = type;
-    p.layout = kernels::SequenceLayout::ChannelMajor(shape.heads, length);
-    p.q = qkv[0].get();
-    p.k = qkv[1].get();
-    p.v = qkv[2].get();
-    p.out = ps.out.get();
-    p.shift_state = static_cast<float*>(ps.shift.get());
-    p.diag_state = static_cast<float*>(ps.diag.get());
+    const std::string& mode = ps.base.mode;
+    const CallMemory memory{qkv[0].get(),
+                            qkv[1].get(),
+                            qkv[2].get(),
+                            ps.out.get(),
+                            static_cast<float*>(ps.shift.get()),
+                            static_cast<float*>(ps.diag.get())};
+    std::vector<kernels::H3PrefillSegment> segments;
+    if (mode == "packed") segments = Segments(shape, length, sb, memory);
     if (timer) H3_BENCH_CUDA_CHECK(cudaEventRecord(timer->start, stream));
-    const cudaError_t err = ps.op->Run(p, stream);
+    const cudaError_t err =
+        mode == "batch"
+            ? ps.op->Run(BatchCall(shape, length, memory, type), stream)
+        : mode == "packed"
+            ? ps.op->RunPacked(
+                  PackedCall(shape, length, memory, type, segments), stream)
+            : RunSingles(*ps.op, shape, length, sb, memory, type, stream);
     std::string why;
     if (Declined(err, "H3PrefillCuda::Run", &why)) {
       active[i] = false;
@@ -169,10 +168,21 @@ CaseResult MeasureCase(const Shape& shape, const CaseOptions& o, int64_t length,
     if (active[i]) call(i, nullptr);
   }
   H3_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // The guard compares the first mode's fused and cuFFT calls (the modes of
+  // one path follow each other in the same order on every path).
   size_t fused = paths.size(), cufft = paths.size();
   for (size_t i = 0; i < paths.size(); ++i) {
-    if (!active[i]) continue;
+    if (!active[i] || paths[i].base.mode != paths[0].base.mode) continue;
     (paths[i].base.path == H3PrefillPath::kFused ? fused : cufft) = i;
+  }
+  for (size_t i = 0; i + 1 < paths.size(); ++i) {
+    const PathState &a = paths[i], &b = paths[i + 1];
+    if (active[i] && active[i + 1] && a.base.mode == "packed" &&
+        b.base.mode == "singles" && a.base.path == b.base.path) {
+      r.paths[i].vs_singles =
+          Diff(a.out.get(), b.out.get(),
+               int64_t{shape.batch} * shape.heads * length, type, stream);
+    }
   }
   if (fused < paths.size() && cufft < paths.size()) {
     const PathState &a = paths[fused], &b = paths[cufft];
@@ -222,16 +232,28 @@ CaseResult MeasureCase(const Shape& shape, const CaseOptions& o, int64_t length,
   return r;
 }
 
+// Every (path, mode), the modes of a path together.
+std::vector<std::pair<H3PrefillPath, std::string>> PathModes(
+    const std::vector<H3PrefillPath>& paths,
+    const std::vector<std::string>& modes) {
+  std::vector<std::pair<H3PrefillPath, std::string>> all;
+  for (H3PrefillPath path : paths) {
+    for (const std::string& mode : modes) all.emplace_back(path, mode);
+  }
+  return all;
+}
+
 void PrintProgress(const CaseResult& r) {
   std::fprintf(stderr, "h3_flashconv_bench: %dx%d L=%lld %s:", r.shape.batch,
                r.shape.heads, static_cast<long long>(r.length),
                TypeName(r.type));
   for (const PathResult& p : r.paths) {
-    const char* name = kernels::H3PrefillPathName(p.path);
+    const std::string name = std::string(kernels::H3PrefillPathName(p.path)) +
+                             (p.mode == "batch" ? "" : " " + p.mode);
     if (p.ms.empty()) {
-      std::fprintf(stderr, " %s skipped;", name);
+      std::fprintf(stderr, " %s skipped;", name.c_str());
     } else {
-      std::fprintf(stderr, " %s %.4f ms (median of %zu);", name,
+      std::fprintf(stderr, " %s %.4f ms (median of %zu);", name.c_str(),
                    Summarize(p.ms).median, p.ms.size());
     }
   }
@@ -248,9 +270,13 @@ std::vector<CaseResult> MeasureShape(const Shape& shape, const CaseOptions& o,
   const h3::testing::RandomH3Layer layer(s, static_cast<uint32_t>(o.seed));
   std::vector<PathState> paths;
   int with_op = 0;
-  for (H3PrefillPath path : o.paths) {
+  const std::vector<std::string> modes =
+      o.packed ? std::vector<std::string>{"packed", "singles"}
+               : std::vector<std::string>{"batch"};
+  for (const auto& [path, mode] : PathModes(o.paths, modes)) {
     PathState& ps = paths.emplace_back();
     ps.base.path = path;
+    ps.base.mode = mode;
     H3PrefillCuda::Options options;
     options.prefer = path;
     const cudaError_t err =

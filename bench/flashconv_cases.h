@@ -46,13 +46,23 @@ struct CaseOptions {
   // floor assumes; 0 leaves the cache as the previous call left it.
   int64_t l2_flush_bytes = 0;
   uint64_t seed = 1;
+  // Time each path in two modes instead of one batch call: "packed", the
+  // batch as one H3PrefillCuda::RunPacked call of `batch` segments, and
+  // "singles", the same segments as `batch` batch-1 Run calls. Both read the
+  // packed step's layout [d, batch * L] (segment b at row b * L, channel
+  // stride batch * L), as the engine passes its prefill rows.
+  bool packed = false;
 };
 
 // One path of one case.
 struct PathResult {
   kernels::H3PrefillPath path = kernels::H3PrefillPath::kFused;  // requested
-  std::string path_taken;  // what H3PrefillCuda chose for the layer
-  std::string reason;      // and why, in its words
+  std::string path_taken;      // what H3PrefillCuda chose for the layer
+  std::string reason;          // and why, in its words
+  std::string mode = "batch";  // "batch", "packed" or "singles"
+  // Mode packed: its guard call's output against the same path's singles
+  // call (the same segments one by one), which it should equal bit for bit.
+  std::optional<MaxDiff> vs_singles;
   std::string skipped;     // non-empty: not measured, and why
   std::vector<double> ms;  // every timed call, in the order run
 };
@@ -63,7 +73,8 @@ struct CaseResult {
   int64_t length = 0;
   ElementType type = ElementType::kF16;
   std::vector<PathResult> paths;  // in CaseOptions::paths order
-  // Fused against cuFFT, one call each from zero states, when both ran.
+  // Fused against cuFFT, one call each from zero states, when both ran (in
+  // the first mode).
   std::optional<MaxDiff> out_diff, shift_diff, diag_diff;
 };
 

@@ -56,17 +56,56 @@ PrefillBytes BytesOf(const CaseResult& r) {
       r.shape.batch, r.length, ElementSize(r.type));
 }
 
+// The median of (path, mode) in ms, or 0 where it did not run.
+double MedianOf(const CaseResult& r, H3PrefillPath path,
+                const std::string& mode) {
+  for (const PathResult& p : r.paths) {
+    if (p.path == path && p.mode == mode && !p.ms.empty()) {
+      return Summarize(p.ms).median;
+    }
+  }
+  return 0;
+}
+
 // "   0.1234" or "        -" for a path that did not run.
-std::string Cell(const CaseResult& r, H3PrefillPath path, double* median) {
+std::string Cell(const CaseResult& r, H3PrefillPath path,
+                 const std::string& mode, double* median) {
   char text[32] = "        -";
   *median = 0;
   for (const PathResult& p : r.paths) {
-    if (p.path == path && !p.ms.empty()) {
+    if (p.path == path && p.mode == mode && !p.ms.empty()) {
       *median = Summarize(p.ms).median;
       std::snprintf(text, sizeof text, "%9.4f", *median);
     }
   }
   return text;
+}
+
+// One row of the table: the case's calls in `mode`.
+void PrintRow(const CaseResult& r, const std::string& mode,
+              const Bandwidth& bw) {
+  double fused = 0, cufft = 0;
+  const std::string a = Cell(r, H3PrefillPath::kFused, mode, &fused);
+  const std::string b = Cell(r, H3PrefillPath::kCufft, mode, &cufft);
+  const double floor_ms = BytesOf(r).floor() / bw.measured * 1e3;
+  const std::string shape =
+      std::to_string(r.shape.batch) + "x" + std::to_string(r.shape.heads);
+  char speedup[16] = "      -", of_floor[16] = "      -",
+       diff[16] = "        -";
+  if (fused > 0 && cufft > 0) {
+    std::snprintf(speedup, sizeof speedup, "%7.2f", cufft / fused);
+  }
+  if (fused > 0) {
+    std::snprintf(of_floor, sizeof of_floor, "%6.1f%%", 100 * floor_ms / fused);
+  }
+  if (!r.paths.empty() && mode == r.paths.front().mode && r.out_diff &&
+      r.out_diff->max_abs_ref > 0) {
+    std::snprintf(diff, sizeof diff, "%9.2e",
+                  r.out_diff->max_abs_diff / r.out_diff->max_abs_ref);
+  }
+  std::printf("%-8s %6lld %4s %-7s %s %s %s %9.4f %s %s\n", shape.c_str(),
+              static_cast<long long>(r.length), TypeName(r.type), mode.c_str(),
+              a.c_str(), b.c_str(), speedup, floor_ms, of_floor, diff);
 }
 
 }  // namespace
@@ -161,7 +200,9 @@ Json CaseJson(const CaseResult& r, const PathResult& p, const Bandwidth& bw) {
             {"d_state", r.d_state},
             {"length", r.length},
             {"type", TypeName(r.type)},
-            {"layout", "channel_major"},
+            {"layout", p.mode == "batch" ? "channel_major [B, d, L]"
+                                         : "packed channel_major [d, B * L]"},
+            {"mode", p.mode},
             {"path", kernels::H3PrefillPathName(p.path)},
             {"path_taken", p.path_taken.empty() ? Json() : Json(p.path_taken)},
             {"path_reason", p.reason},
@@ -184,14 +225,16 @@ Json CaseJson(const CaseResult& r, const PathResult& p, const Bandwidth& bw) {
   j["fraction_of_floor"] = {
       {"measured_bandwidth", floor_measured / t.median},
       {"peak_bandwidth", OrNull(floor_peak / t.median, bw.peak > 0)}};
+  if (p.mode == "packed") {
+    const double singles = MedianOf(r, p.path, "singles");
+    j["speedup_vs_singles"] = singles > 0 ? Json(singles / t.median) : Json();
+    // 0 when the packed call equals the calls one by one, as it should.
+    j["max_abs_diff_vs_singles"] =
+        p.vs_singles ? Json(p.vs_singles->max_abs_diff) : Json();
+  }
   if (p.path == H3PrefillPath::kFused) {
-    Json speedup;
-    for (const PathResult& other : r.paths) {
-      if (other.path == H3PrefillPath::kCufft && !other.ms.empty()) {
-        speedup = Summarize(other.ms).median / t.median;
-      }
-    }
-    j["speedup_vs_cufft"] = speedup;
+    const double cufft = MedianOf(r, H3PrefillPath::kCufft, p.mode);
+    j["speedup_vs_cufft"] = cufft > 0 ? Json(cufft / t.median) : Json();
     j["diff_vs_cufft"] = r.out_diff ? Normalised(*r.out_diff) : Json();
     j["state_diff_vs_cufft"] = {
         {"shift", r.shift_diff ? Normalised(*r.shift_diff) : Json()},
@@ -229,31 +272,18 @@ Json ReferenceJson() {
 void PrintTable(const std::vector<CaseResult>& cases, const Bandwidth& bw) {
   std::printf("medians in ms; floor at the measured %.0f GB/s\n",
               bw.measured / 1e9);
-  std::printf("%-8s %6s %4s %9s %9s %7s %9s %7s %9s\n", "shape", "L", "type",
-              "fused", "cufft", "speedup", "floor", "fused/f", "diff");
+  std::printf("%-8s %6s %4s %-7s %9s %9s %7s %9s %7s %9s\n", "shape", "L",
+              "type", "mode", "fused", "cufft", "speedup", "floor", "fused/f",
+              "diff");
   for (const CaseResult& r : cases) {
-    double fused = 0, cufft = 0;
-    const std::string a = Cell(r, H3PrefillPath::kFused, &fused);
-    const std::string b = Cell(r, H3PrefillPath::kCufft, &cufft);
-    const double floor_ms = BytesOf(r).floor() / bw.measured * 1e3;
-    const std::string shape =
-        std::to_string(r.shape.batch) + "x" + std::to_string(r.shape.heads);
-    char speedup[16] = "      -", of_floor[16] = "      -",
-         diff[16] = "        -";
-    if (fused > 0 && cufft > 0) {
-      std::snprintf(speedup, sizeof speedup, "%7.2f", cufft / fused);
+    std::vector<std::string> modes;
+    for (const PathResult& p : r.paths) {
+      if (std::find(modes.begin(), modes.end(), p.mode) == modes.end()) {
+        modes.push_back(p.mode);
+      }
     }
-    if (fused > 0) {
-      std::snprintf(of_floor, sizeof of_floor, "%6.1f%%",
-                    100 * floor_ms / fused);
-    }
-    if (r.out_diff && r.out_diff->max_abs_ref > 0) {
-      std::snprintf(diff, sizeof diff, "%9.2e",
-                    r.out_diff->max_abs_diff / r.out_diff->max_abs_ref);
-    }
-    std::printf("%-8s %6lld %4s %s %s %s %9.4f %s %s\n", shape.c_str(),
-                static_cast<long long>(r.length), TypeName(r.type), a.c_str(),
-                b.c_str(), speedup, floor_ms, of_floor, diff);
+    for (const std::string& mode : modes) PrintRow(r, mode, bw);
   }
 }
+
 }  // namespace h3::bench

@@ -1,11 +1,12 @@
 #ifndef H3_KERNELS_FLASHCONV_H_
 #define H3_KERNELS_FLASHCONV_H_
 
-// The conventions of the fused H3 prefill (kernels/cuda/h3_prefill_fused.cu),
-// shared with its host code and with the CPU emulation that checks the
-// algorithm (kernels/cpu/flashconv_emulation_test.cc): chunk and FFT sizes,
-// the two-level FFT's factors and index order, the DFT tables, the row order
-// of the state matrices.
+// The conventions of the fused H3 prefill
+// (kernels/cuda/h3_prefill_fused_kernel.cu), shared with its host code and with
+// the CPU emulation that checks the algorithm
+// (kernels/cpu/flashconv_emulation_test.cc): chunk and FFT sizes, the two-level
+// FFT's factors and index order, the DFT tables, the row order of the state
+// matrices.
 
 #include <cmath>
 #include <cstdint>

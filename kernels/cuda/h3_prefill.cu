@@ -8,6 +8,34 @@
 #include "kernels/cuda/h3_prefill_fused.h"
 
 namespace h3::kernels {
+namespace {
+
+const void* Advance(const void* base, int64_t bytes) {
+  return static_cast<const char*>(base) + bytes;
+}
+void* Advance(void* base, int64_t bytes) {
+  return static_cast<char*>(base) + bytes;
+}
+
+}  // namespace
+
+H3PrefillCudaParams SegmentCall(const H3PrefillPackedParams& p, int i) {
+  const H3PrefillSegment& s = p.seqs[i];
+  const int64_t bytes = ElementSize(p.type) * s.offset;
+  H3PrefillCudaParams one;
+  one.batch = 1;
+  one.start = s.start;
+  one.length = s.length;
+  one.type = p.type;
+  one.layout = {0, p.time, p.channel};
+  one.q = Advance(p.q, bytes);
+  one.k = Advance(p.k, bytes);
+  one.v = Advance(p.v, bytes);
+  one.out = Advance(p.out, bytes);
+  one.shift_state = s.shift_state;
+  one.diag_state = s.diag_state;
+  return one;
+}
 
 const char* H3PrefillPathName(H3PrefillPath path) {
   return path == H3PrefillPath::kFused ? "fused" : "cufft";
@@ -106,6 +134,22 @@ cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,
   }
   if (RunsFused(p.layout)) return fused_->Run(p, stream);
   return cufft_->Run(p, stream);
+}
+
+cudaError_t H3PrefillCuda::RunPacked(const H3PrefillPackedParams& p,
+                                     cudaStream_t stream) {
+  std::string why;
+  if (!CheckPacked(device_weights_.shape, p, &why)) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.segments == 0) return cudaSuccess;
+  const SequenceLayout layout{0, p.time, p.channel};
+  if (RunsFused(layout)) return fused_->RunPacked(p, stream);
+  for (int i = 0; i < p.segments; ++i) {
+    const cudaError_t err = cufft_->Run(SegmentCall(p, i), stream);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace h3::kernels

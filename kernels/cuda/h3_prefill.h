@@ -4,12 +4,13 @@
 // H3 prefill on the GPU: the GPU twin of H3PrefillCpu (kernels/h3.h) for a
 // batch of sequences, with two implementations behind one per-layer object:
 //
-//   fused (FlashConv, h3_prefill_fused.cu): one kernel computes the shift
-//     convolution, kv, the long convolution by a block FFT on tensor cores,
-//     the carried state's contribution, the output gate and both end states,
-//     walking the sequence in on-chip chunks and passing the state between
-//     them. Needs head_dim 1, d_state a multiple of 16 up to 64 (the released
-//     models use 64) and channel-major tensors (time stride 1).
+//   fused (FlashConv, h3_prefill_fused_kernel.cu): one kernel computes
+//     the shift convolution, kv, the long convolution by a block FFT on
+//     tensor cores, the carried state's contribution, the output gate and
+//     both end states, walking the sequence in on-chip chunks and passing
+//     the state between them. Needs head_dim 1, d_state a multiple of 16
+//     up to 64 (the released models use 64) and channel-major tensors
+//     (time stride 1).
 //   cufft (h3_prefill_cufft.cu): the unfused baseline. cuFFT for the
 //     convolution, separate elementwise kernels for the rest. Any shape and
 //     any layout; the fallback where the fused kernel does not apply.
@@ -22,6 +23,7 @@
 
 #include "base/element_type.h"
 #include "kernels/h3.h"
+#include "kernels/h3_prefill_packing.h"
 
 namespace h3::kernels {
 
@@ -67,6 +69,11 @@ struct H3PrefillCudaParams {
   float* diag_state = nullptr;
 };
 
+// The batch-1 call that segment i of a packed call stands for (see
+// H3PrefillCuda::RunPacked): its start, length and states, layout
+// {0, time, channel}, the tensors advanced by its offset.
+H3PrefillCudaParams SegmentCall(const H3PrefillPackedParams& packed, int i);
+
 enum class H3PrefillPath { kFused, kCufft };
 const char* H3PrefillPathName(H3PrefillPath path);
 
@@ -109,6 +116,25 @@ class H3PrefillCuda {
   // arguments that break the contract above. Not thread-safe: the object
   // owns scratch memory that one call at a time uses.
   cudaError_t Run(const H3PrefillCudaParams& params, cudaStream_t stream);
+
+  // Enqueues a packed call (kernels/h3_prefill_packing.h): `segments`
+  // sequences' chunks, each with its own start, length, offset and states.
+  // Computes exactly, bit for bit, what the batch-1 Run calls
+  // SegmentCall(params, i), i < segments, compute: outputs and end states.
+  //
+  // Fused path (RunsFused({0, time, channel})): the segments are grouped by
+  // FFT size (flashconv::FftSizeIndex(length), the size a batch-1 call
+  // uses) into launches of at most kMaxPackedSegments; the segment table
+  // travels in the kernel parameters, so the call allocates no device
+  // memory, is asynchronous and can be captured in a CUDA graph.
+  // cuFFT path, the fallback: one batch-1 Run per segment, in order.
+  //
+  // REQUIRES: distinct segments have distinct states and non-overlapping
+  // output elements (not checked). InvalidValue where CheckPacked refuses
+  // (it says why); segments == 0 is a no-op success. Not thread-safe (as
+  // Run).
+  cudaError_t RunPacked(const H3PrefillPackedParams& params,
+                        cudaStream_t stream);
 
   H3PrefillCuda(const H3PrefillCuda&) = delete;
   H3PrefillCuda& operator=(const H3PrefillCuda&) = delete;

@@ -1,8 +1,9 @@
 #ifndef H3_KERNELS_CUDA_H3_PREFILL_FUSED_H_
 #define H3_KERNELS_CUDA_H3_PREFILL_FUSED_H_
 
-// FlashConv: the fused H3 prefill kernel (see h3_prefill_fused.cu for the
-// algorithm). Internal to H3PrefillCuda, which checks H3FusedSupports first.
+// FlashConv: the fused H3 prefill kernel (see h3_prefill_fused_kernel.cu for
+// the algorithm). Internal to H3PrefillCuda, which checks H3FusedSupports
+// first.
 
 #include <cuda_runtime_api.h>
 
@@ -10,6 +11,7 @@
 
 #include "kernels/cuda/h3_prefill.h"
 #include "kernels/h3.h"
+#include "kernels/h3_prefill_packing.h"
 
 namespace h3::kernels {
 
@@ -22,8 +24,14 @@ class H3PrefillFused {
                             std::unique_ptr<H3PrefillFused>* out);
   ~H3PrefillFused();
 
-  // REQUIRES: params.layout.time == 1 and H3FusedSupports(shape).
+  // REQUIRES: params.layout.time == 1, H3FusedSupports(shape) and the
+  // checks of H3PrefillCuda::Run. The batch's sequences become segments of
+  // one packed call.
   cudaError_t Run(const H3PrefillCudaParams& params, cudaStream_t stream);
+  // REQUIRES: params.time == 1, H3FusedSupports(shape), CheckPacked(params).
+  // One launch per PlanPackedLaunches entry, all on `stream`.
+  cudaError_t RunPacked(const H3PrefillPackedParams& params,
+                        cudaStream_t stream);
 
  private:
   struct Impl;
