@@ -2,6 +2,7 @@
 // decoding, both over the device copy of the layer's parameters that
 // H3PrefillCuda owns.
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -70,8 +71,10 @@ class CudaH3Layer final : public H3Layer {
  private:
   // The fused kernel reads channel-major q, k, v: all the call's rows are
   // transposed in once ([rows, 3d] -> [3d, rows]: a piece's channel c at
-  // c * rows + its first row), every segment's pieces run from there, and
-  // the outputs are transposed back once.
+  // c * rows + its first row), the pieces run from there, round by round
+  // (the first piece of every segment in one packed call, then the second
+  // piece of those that have one, ...), and the outputs are transposed back
+  // once.
   absl::Status PrefillFused(absl::Span<const H3Segment> segments, int64_t piece,
                             int64_t rows, const void* qkv, void* out) {
     const int64_t d = prefill_->device_weights().shape.d_model;
@@ -83,26 +86,30 @@ class CudaH3Layer final : public H3Layer {
           qkv, rows, 3 * d, 3 * d, type_, scratch_, stream_));
     }
     {
+      // Round r: piece r of every segment still going, in one packed call.
       ProfileRange range(prof, "fused_conv");
-      kernels::H3PrefillCudaParams p;
-      p.batch = 1;
+      kernels::H3PrefillPackedParams p;
       p.type = type_;
-      p.layout = {0, 1, rows};
-      int64_t row = 0;
-      for (const H3Segment& s : segments) {
-        for (int64_t done = 0; done < s.length; done += piece) {
-          const int64_t first = row + done;  // the piece's first row
-          p.start = s.start + done;
-          p.length = std::min(piece, s.length - done);
-          p.q = ElementAt(scratch_, first, type_);
-          p.k = ElementAt(scratch_, d * rows + first, type_);
-          p.v = ElementAt(scratch_, 2 * d * rows + first, type_);
-          p.out = ElementAt(scratch_, 3 * d * rows + first, type_);
-          p.shift_state = s.state.shift;
-          p.diag_state = s.state.diag;
-          H3_CUDA_RETURN_IF_ERROR(prefill_->Run(p, stream_));
+      p.time = 1;
+      p.channel = rows;
+      p.q = scratch_;
+      p.k = ElementAt(scratch_, d * rows, type_);
+      p.v = ElementAt(scratch_, 2 * d * rows, type_);
+      p.out = ElementAt(scratch_, 3 * d * rows, type_);
+      for (int64_t done = 0;; done += piece) {
+        pieces_.clear();
+        int64_t row = 0;  // the segment's first row
+        for (const H3Segment& s : segments) {
+          if (done < s.length) {
+            pieces_.push_back({s.start + done, std::min(piece, s.length - done),
+                               row + done, s.state.shift, s.state.diag});
+          }
+          row += s.length;
         }
-        row += s.length;
+        if (pieces_.empty()) break;
+        p.segments = static_cast<int>(pieces_.size());
+        p.seqs = pieces_.data();
+        H3_CUDA_RETURN_IF_ERROR(prefill_->RunPacked(p, stream_));
       }
     }
     ProfileRange range(prof, "transpose_out");
@@ -177,6 +184,7 @@ class CudaH3Layer final : public H3Layer {
   const ElementType type_;  // of qkv, out and the scratch
   void* scratch_ = nullptr;
   int64_t capacity_ = 0;
+  std::vector<kernels::H3PrefillSegment> pieces_;  // one round's, reused
 };
 
 }  // namespace
