@@ -1,4 +1,4 @@
-// The fused GPU prefill's algorithm (kernels/cuda/h3_prefill_fused.cu),
+// The fused GPU prefill's algorithm (kernels/cuda/h3_prefill_fused_kernel.cu),
 // emulated on the CPU step by step with the kernel's conventions
 // (kernels/flashconv.h) and its fp16 roundings, against the CPU twin
 // H3PrefillCpu. This checks what the GPU tests cannot check without a GPU:

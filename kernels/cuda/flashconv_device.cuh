@@ -1,7 +1,7 @@
 #ifndef H3_KERNELS_CUDA_FLASHCONV_DEVICE_CUH_
 #define H3_KERNELS_CUDA_FLASHCONV_DEVICE_CUH_
 
-// Device helpers of the fused H3 prefill kernel (h3_prefill_fused.cu):
+// Device helpers of the fused H3 prefill kernel (h3_prefill_fused_kernel.cu):
 // element conversion, complex arithmetic, block reductions, tensor-core
 // fragments, and the shared-memory map of one thread block.
 
