@@ -45,6 +45,7 @@ class CudaBackend final : public Backend {
     DropGraphs();
     for (void* p : workspaces_) cudaFree(p);
     linears_.clear();
+    prefill_scratch_.reset();
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -52,6 +53,7 @@ class CudaBackend final : public Backend {
     H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     H3_CUDA_RETURN_IF_ERROR(
         cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    prefill_scratch_ = std::make_unique<PrefillScratch>(stream_);
     return GrowLinear(int64_t{1} << 20, 0);
   }
 
@@ -182,7 +184,7 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) override {
-    return MakeCudaH3Layer(weights, type_, stream_, *this);
+    return MakeCudaH3Layer(weights, type_, stream_, *this, *prefill_scratch_);
   }
 
   absl::Status Attention(const AttentionPrefillParams& p) override {
@@ -374,6 +376,7 @@ class CudaBackend final : public Backend {
   ElementType activation_type_;
   bool flash_attention_;  // prefill attention on tensor cores where possible
   std::vector<kernels::flash::Sequence> flash_seqs_;  // one call's, reused
+  std::unique_ptr<PrefillScratch> prefill_scratch_;   // the H3 layers'
   bool batch_invariant_;
   cudaStream_t stream_ = nullptr;
   std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current

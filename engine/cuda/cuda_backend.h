@@ -24,15 +24,37 @@ namespace h3::engine::cuda {
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
     int device, ElementType type, const BackendOptions& options);
 
+// Device memory the backend's H3 layers share for their prefill (q|k|v
+// transposed and the outputs, or the cuFFT path's strided output): they run
+// one at a time on the backend's stream, so one buffer serves every layer.
+// It grows (after the stream has drained; prefill is never captured in a
+// graph) and never shrinks. cuda_h3_layer.cc.
+class PrefillScratch {
+ public:
+  explicit PrefillScratch(cudaStream_t stream) : stream_(stream) {}
+  ~PrefillScratch();
+  // At least `bytes` of device memory, valid until the next Reserve.
+  absl::StatusOr<void*> Reserve(int64_t bytes);
+
+  PrefillScratch(const PrefillScratch&) = delete;
+  PrefillScratch& operator=(const PrefillScratch&) = delete;
+
+ private:
+  cudaStream_t stream_;
+  void* data_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
 // The backend's H3 layer (cuda_h3_layer.cc). `stream` is the backend's.
 // fp32 weights take the cuFFT prefill (exact fp32 arithmetic); 16-bit ones
 // the fused FlashConv kernel where the layer's shape allows it. Prefill
 // times its parts (transposes, convolution) in nested ranges of
 // owner.profiler() while it is on; `owner` must outlive the layer.
-// qkv and out hold owner.activation_type().
+// qkv and out hold owner.activation_type(). `scratch` (the owner's) must
+// outlive the layer.
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
     const kernels::H3Weights& weights, ElementType type, cudaStream_t stream,
-    const Backend& owner);
+    const Backend& owner, PrefillScratch& scratch);
 
 // CUDA events recorded on `stream` (cuda_profile_clock.cc).
 std::unique_ptr<ProfileClock> MakeCudaProfileClock(cudaStream_t stream);

@@ -18,13 +18,13 @@ namespace {
 class CudaH3Layer final : public H3Layer {
  public:
   CudaH3Layer(std::unique_ptr<kernels::H3PrefillCuda> prefill,
-              cudaStream_t stream, const Backend& owner)
+              cudaStream_t stream, const Backend& owner,
+              PrefillScratch& scratch)
       : prefill_(std::move(prefill)),
         stream_(stream),
         owner_(owner),
-        type_(owner.activation_type()) {}
-
-  ~CudaH3Layer() override { cudaFree(scratch_); }
+        type_(owner.activation_type()),
+        scratch_(scratch) {}
 
   absl::Status Prefill(absl::Span<const H3Segment> segments, int64_t piece,
                        const void* qkv, void* out) override {
@@ -78,12 +78,12 @@ class CudaH3Layer final : public H3Layer {
   absl::Status PrefillFused(absl::Span<const H3Segment> segments, int64_t piece,
                             int64_t rows, const void* qkv, void* out) {
     const int64_t d = prefill_->device_weights().shape.d_model;
-    H3_RETURN_IF_ERROR(Reserve(4 * rows * d));
+    H3_ASSIGN_OR_RETURN(void* const scratch, Reserve(4 * rows * d));
     Profiler* const prof = owner_.profiler();
     {
       ProfileRange range(prof, "transpose_in");
       H3_CUDA_RETURN_IF_ERROR(kernels::TransposeToChannelMajor(
-          qkv, rows, 3 * d, 3 * d, type_, scratch_, stream_));
+          qkv, rows, 3 * d, 3 * d, type_, scratch, stream_));
     }
     {
       // Round r: piece r of every segment still going, in one packed call.
@@ -92,10 +92,10 @@ class CudaH3Layer final : public H3Layer {
       p.type = type_;
       p.time = 1;
       p.channel = rows;
-      p.q = scratch_;
-      p.k = ElementAt(scratch_, d * rows, type_);
-      p.v = ElementAt(scratch_, 2 * d * rows, type_);
-      p.out = ElementAt(scratch_, 3 * d * rows, type_);
+      p.q = scratch;
+      p.k = ElementAt(scratch, d * rows, type_);
+      p.v = ElementAt(scratch, 2 * d * rows, type_);
+      p.out = ElementAt(scratch, 3 * d * rows, type_);
       for (int64_t done = 0;; done += piece) {
         pieces_.clear();
         int64_t row = 0;  // the segment's first row
@@ -114,7 +114,7 @@ class CudaH3Layer final : public H3Layer {
     }
     ProfileRange range(prof, "transpose_out");
     H3_CUDA_RETURN_IF_ERROR(
-        kernels::TransposeToTokenMajor(ElementAt(scratch_, 3 * d * rows, type_),
+        kernels::TransposeToTokenMajor(ElementAt(scratch, 3 * d * rows, type_),
                                        rows, d, type_, out, d, stream_));
     return absl::OkStatus();
   }
@@ -125,11 +125,12 @@ class CudaH3Layer final : public H3Layer {
   absl::Status PrefillCufft(absl::Span<const H3Segment> segments, int64_t piece,
                             const void* qkv, void* out) {
     const int64_t d = prefill_->device_weights().shape.d_model;
-    H3_RETURN_IF_ERROR(Reserve(3 * std::min(piece, MaxLength(segments)) * d));
+    H3_ASSIGN_OR_RETURN(void* const scratch,
+                        Reserve(3 * std::min(piece, MaxLength(segments)) * d));
     kernels::H3PrefillCudaParams p;
     p.batch = 1;
     p.type = type_;
-    p.out = scratch_;
+    p.out = scratch;
     const size_t size = ElementSize(type_);
     int64_t row = 0;
     for (const H3Segment& s : segments) {
@@ -149,7 +150,7 @@ class CudaH3Layer final : public H3Layer {
         }
         ProfileRange range(owner_.profiler(), "compact");
         H3_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
-            ElementAt(out, first * d, type_), d * size, scratch_, 3 * d * size,
+            ElementAt(out, first * d, type_), d * size, scratch, 3 * d * size,
             d * size, p.length, cudaMemcpyDeviceToDevice, stream_));
       }
       row += s.length;
@@ -163,35 +164,37 @@ class CudaH3Layer final : public H3Layer {
     return most;
   }
 
-  // Scratch of at least `elements` of the activation type; prefill is never
-  // captured into a graph, so growing it (after the stream has drained) is
-  // safe.
-  absl::Status Reserve(int64_t elements) {
-    if (elements <= capacity_) return absl::OkStatus();
-    H3_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    cudaFree(scratch_);
-    scratch_ = nullptr;
-    capacity_ = 0;
-    H3_CUDA_RETURN_IF_ERROR(
-        cudaMalloc(&scratch_, elements * ElementSize(type_)));
-    capacity_ = elements;
-    return absl::OkStatus();
+  // The shared scratch, for `elements` of the activation type.
+  absl::StatusOr<void*> Reserve(int64_t elements) {
+    return scratch_.Reserve(elements * ElementSize(type_));
   }
 
   std::unique_ptr<kernels::H3PrefillCuda> prefill_;
   cudaStream_t stream_;
   const Backend& owner_;
-  const ElementType type_;  // of qkv, out and the scratch
-  void* scratch_ = nullptr;
-  int64_t capacity_ = 0;
+  const ElementType type_;   // of qkv, out and the scratch
+  PrefillScratch& scratch_;  // the backend's, shared by its H3 layers
   std::vector<kernels::H3PrefillSegment> pieces_;  // one round's, reused
 };
 
 }  // namespace
 
+PrefillScratch::~PrefillScratch() { cudaFree(data_); }
+
+absl::StatusOr<void*> PrefillScratch::Reserve(int64_t bytes) {
+  if (bytes <= bytes_) return data_;
+  H3_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  cudaFree(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+  H3_CUDA_RETURN_IF_ERROR(cudaMalloc(&data_, bytes));
+  bytes_ = bytes;
+  return data_;
+}
+
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
     const kernels::H3Weights& weights, ElementType type, cudaStream_t stream,
-    const Backend& owner) {
+    const Backend& owner, PrefillScratch& scratch) {
   kernels::H3PrefillCuda::Options options;
   // The fused kernel rounds its operands to fp16 (docs/flashconv.md): exact
   // fp32 serving takes the cuFFT path.
@@ -200,7 +203,8 @@ absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
   std::unique_ptr<kernels::H3PrefillCuda> prefill;
   H3_CUDA_RETURN_IF_ERROR(
       kernels::H3PrefillCuda::Create(weights, options, &prefill));
-  return std::make_unique<CudaH3Layer>(std::move(prefill), stream, owner);
+  return std::make_unique<CudaH3Layer>(std::move(prefill), stream, owner,
+                                       scratch);
 }
 
 }  // namespace h3::engine::cuda
