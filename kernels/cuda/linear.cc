@@ -15,7 +15,7 @@
 #include <cublasLt.h>
 
 #include <cstdint>
-#include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -24,117 +24,24 @@
 #include "kernels/cuda/cublaslt_api.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/linear_plan.h"
 
 namespace h3::kernels {
 namespace {
 
-// cuBLASLt's entry points; LinearCuda::Create has loaded them before any
-// other function here runs.
-const CublasLtApi& Lt() {
-  std::string ignored;
-  return *LoadCublasLt(&ignored);
-}
+using linear_plan::AlignmentOf;
+using linear_plan::CudaError;
+using linear_plan::HasBias;
+using linear_plan::kMaxAlignment;
+using linear_plan::Lt;
+using linear_plan::LtError;
+using linear_plan::Plan;
+using linear_plan::PlanCache;
+using linear_plan::PlanKey;
 
 // cuBLASLt's split-K and stream-K algorithms want scratch; 32 MiB is what
 // the cuBLAS docs recommend for Hopper (and more than Ampere needs).
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-// Plans for at most this many (shape, type, epilogue, alignment) keys. Prefill
-// row counts vary with the prompt, so the map would otherwise grow without
-// bound; when full it is emptied and refilled (a heuristic query costs
-// microseconds of host time, no device memory).
-constexpr size_t kMaxPlans = 256;
-// The largest pointer alignment cuBLASLt asks about (its default minimum).
-constexpr uint32_t kMaxAlignment = 256;
-
-std::string LtError(cublasStatus_t status, const char* call) {
-  if (status == CUBLAS_STATUS_SUCCESS) return "";
-  return std::string(call) + " failed: " + Lt().cublasLtGetStatusName(status) +
-         " (" + Lt().cublasLtGetStatusString(status) + ")";
-}
-
-std::string CudaError(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return "";
-  return std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
-         cudaGetErrorString(err) + ")";
-}
-
-// Calls the cuBLASLt function `fn` and returns its error, named, if any.
-#define H3_LT_CALL(fn, ...)                                     \
-  do {                                                          \
-    std::string lt_error_ = LtError(Lt().fn(__VA_ARGS__), #fn); \
-    if (!lt_error_.empty()) return lt_error_;                   \
-  } while (false)
-
-#define H3_RETURN_IF_NOT_EMPTY(expr)    \
-  do {                                  \
-    std::string error_ = (expr);        \
-    if (!error_.empty()) return error_; \
-  } while (false)
-
-// The largest power of two (up to 256) dividing the address: the alignment
-// the heuristic may assume. A slice of a larger tensor (x + offset) is less
-// aligned than cudaMalloc's 256 bytes, and an algorithm chosen for 256 could
-// fault on it.
-uint32_t AlignmentOf(const void* p) {
-  const auto address = reinterpret_cast<uintptr_t>(p);
-  if (address == 0) return kMaxAlignment;
-  const uintptr_t lowest_bit = address & (~address + 1);
-  return lowest_bit >= kMaxAlignment ? kMaxAlignment
-                                     : static_cast<uint32_t>(lowest_bit);
-}
-
-cudaDataType_t CudaType(ElementType type) {
-  switch (type) {
-    case ElementType::kF16:
-      return CUDA_R_16F;
-    case ElementType::kBF16:
-      return CUDA_R_16BF;
-    default:  // kF32: Run refuses the other types
-      break;
-  }
-  return CUDA_R_32F;
-}
-
-bool HasBias(cublasLtEpilogue_t epilogue) {
-  return epilogue == CUBLASLT_EPILOGUE_BIAS ||
-         epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
-}
-
-// Everything the descriptors and the chosen algorithm depend on.
-struct PlanKey {
-  int64_t rows;
-  int64_t n;
-  int64_t k;
-  ElementType type;    // of W and of x as the product reads it
-  ElementType d_type;  // of D: kF32 or type; of the bias too when fused
-  cublasLtEpilogue_t epilogue;
-  uint32_t align_w;
-  uint32_t align_x;
-  uint32_t align_y;
-  uint32_t align_bias;
-  auto operator<=>(const PlanKey&) const = default;
-};
-
-// The descriptors and algorithm for one key. has_algo is false when the
-// heuristic found none (e.g. an epilogue unsupported for these types).
-struct Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t w_layout = nullptr;
-  cublasLtMatrixLayout_t x_layout = nullptr;
-  cublasLtMatrixLayout_t y_layout = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool has_algo = false;
-
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {
-    if (y_layout != nullptr) Lt().cublasLtMatrixLayoutDestroy(y_layout);
-    if (x_layout != nullptr) Lt().cublasLtMatrixLayoutDestroy(x_layout);
-    if (w_layout != nullptr) Lt().cublasLtMatrixLayoutDestroy(w_layout);
-    if (desc != nullptr) Lt().cublasLtMatmulDescDestroy(desc);
-  }
-};
 
 // How Run computes one product (linear.h lists the routes).
 struct Route {
@@ -153,88 +60,17 @@ struct LinearCuda::State {
   DeviceBuffer workspace;
   DeviceBuffer scratch;    // x rounded to W's type, [max_rows_times_k]
   DeviceBuffer scratch_d;  // fp32 D before rounding, [max_rows_times_n]
-  std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  std::unique_ptr<PlanCache> plans;  // after handle and preference
 
   ~State() {
-    plans.clear();
+    plans.reset();
     if (preference != nullptr) Lt().cublasLtMatmulPreferenceDestroy(preference);
     if (handle != nullptr) Lt().cublasLtDestroy(handle);
   }
 
-  std::string BuildPlan(const PlanKey& key, const void* bias, Plan* plan);
-  std::string FindPlan(const PlanKey& key, const void* bias, Plan** out);
   // The route of p, x_in the x the product reads (p.x or the scratch).
   std::string Choose(const LinearCudaParams& p, const void* x_in, Route* r);
 };
-
-std::string LinearCuda::State::BuildPlan(const PlanKey& key, const void* bias,
-                                         Plan* plan) {
-  const bool fp32 = key.type == ElementType::kF32;
-  const cublasComputeType_t compute = fp32 && options.allow_tf32
-                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                          : CUBLAS_COMPUTE_32F;
-  H3_LT_CALL(cublasLtMatmulDescCreate, &plan->desc, compute, CUDA_R_32F);
-  const cublasOperation_t transpose = CUBLAS_OP_T;
-  const cublasOperation_t no_transpose = CUBLAS_OP_N;
-  H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
-             CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose));
-  H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
-             CUBLASLT_MATMUL_DESC_TRANSB, &no_transpose, sizeof(no_transpose));
-  H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
-             CUBLASLT_MATMUL_DESC_EPILOGUE, &key.epilogue,
-             sizeof(key.epilogue));
-  if (HasBias(key.epilogue)) {
-    const int32_t bias_type = CudaType(key.d_type);  // D's (see the top)
-    H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
-               CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-               sizeof(bias_type));
-    // The heuristic reads the pointer's alignment from here.
-    H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
-               CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
-  }
-  const cudaDataType_t in_type = CudaType(key.type);
-  H3_LT_CALL(cublasLtMatrixLayoutCreate, &plan->w_layout, in_type, key.k, key.n,
-             key.k);
-  H3_LT_CALL(cublasLtMatrixLayoutCreate, &plan->x_layout, in_type, key.k,
-             key.rows, key.k);
-  H3_LT_CALL(cublasLtMatrixLayoutCreate, &plan->y_layout, CudaType(key.d_type),
-             key.n, key.rows, key.n);
-
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
-      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_w},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_x},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_y},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_y}};
-  for (const auto& [attribute, bytes] : alignments) {
-    H3_LT_CALL(cublasLtMatmulPreferenceSetAttribute, preference, attribute,
-               &bytes, sizeof(bytes));
-  }
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t status = Lt().cublasLtMatmulAlgoGetHeuristic(
-      handle, plan->desc, plan->w_layout, plan->x_layout, plan->y_layout,
-      plan->y_layout, preference, 1, &result, &found);
-  // NOT_SUPPORTED: no algorithm for this configuration, which the caller
-  // handles like an empty answer.
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return "";
-  H3_RETURN_IF_NOT_EMPTY(LtError(status, "cublasLtMatmulAlgoGetHeuristic"));
-  plan->has_algo = found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
-  if (plan->has_algo) plan->algo = result.algo;
-  return "";
-}
-
-std::string LinearCuda::State::FindPlan(const PlanKey& key, const void* bias,
-                                        Plan** out) {
-  auto it = plans.find(key);
-  if (it == plans.end()) {
-    if (plans.size() >= kMaxPlans) plans.clear();
-    auto plan = std::make_unique<Plan>();
-    H3_RETURN_IF_NOT_EMPTY(BuildPlan(key, bias, plan.get()));
-    it = plans.emplace(key, std::move(plan)).first;
-  }
-  *out = it->second.get();
-  return "";
-}
 
 std::string LinearCuda::State::Choose(const LinearCudaParams& p,
                                       const void* x_in, Route* r) {
@@ -251,7 +87,7 @@ std::string LinearCuda::State::Choose(const LinearCudaParams& p,
                       AlignmentOf(x_in),
                       AlignmentOf(d),
                       fused ? AlignmentOf(p.bias) : kMaxAlignment};
-    return FindPlan(key, p.bias, &r->plan);
+    return plans->Find(key, p.bias, &r->plan);
   };
   if (options.fused_epilogues && p.bias != nullptr) {
     // D of the bias's type: y, or fp32 scratch for an fp32 bias and 16-bit y.
@@ -294,6 +130,8 @@ std::string LinearCuda::Create(const Options& options,
   H3_LT_CALL(cublasLtMatmulPreferenceSetAttribute, state->preference,
              CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
              sizeof(kWorkspaceBytes));
+  state->plans = std::make_unique<PlanCache>(state->handle, state->preference,
+                                             options.allow_tf32);
   H3_RETURN_IF_NOT_EMPTY(CudaError(state->workspace.Reserve(kWorkspaceBytes),
                                    "cudaMalloc (cuBLASLt workspace)"));
   if (options.max_rows_times_k > 0) {

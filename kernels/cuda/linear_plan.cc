@@ -1,0 +1,116 @@
+// LinearCuda's cuBLASLt plans (linear_plan.h).
+#include "kernels/cuda/linear_plan.h"
+
+#include <utility>
+
+namespace h3::kernels::linear_plan {
+
+const CublasLtApi& Lt() {
+  std::string ignored;
+  return *LoadCublasLt(&ignored);
+}
+
+std::string LtError(cublasStatus_t status, const char* call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return "";
+  return std::string(call) + " failed: " + Lt().cublasLtGetStatusName(status) +
+         " (" + Lt().cublasLtGetStatusString(status) + ")";
+}
+
+std::string CudaError(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return "";
+  return std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
+         cudaGetErrorString(err) + ")";
+}
+
+uint32_t AlignmentOf(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  if (address == 0) return kMaxAlignment;
+  const uintptr_t lowest_bit = address & (~address + 1);
+  return lowest_bit >= kMaxAlignment ? kMaxAlignment
+                                     : static_cast<uint32_t>(lowest_bit);
+}
+
+cudaDataType_t CudaType(ElementType type) {
+  switch (type) {
+    case ElementType::kF16:
+      return CUDA_R_16F;
+    case ElementType::kBF16:
+      return CUDA_R_16BF;
+    default:  // kF32: Run refuses the other types
+      break;
+  }
+  return CUDA_R_32F;
+}
+
+bool HasBias(cublasLtEpilogue_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_BIAS ||
+         epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
+}
+
+std::string PlanCache::Build(const PlanKey& key, const void* bias, Plan* plan) {
+  const bool fp32 = key.type == ElementType::kF32;
+  const cublasComputeType_t compute =
+      fp32 && allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  H3_LT_CALL(cublasLtMatmulDescCreate, &plan->desc, compute, CUDA_R_32F);
+  const cublasOperation_t transpose = CUBLAS_OP_T;
+  const cublasOperation_t no_transpose = CUBLAS_OP_N;
+  H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
+             CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose));
+  H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
+             CUBLASLT_MATMUL_DESC_TRANSB, &no_transpose, sizeof(no_transpose));
+  H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
+             CUBLASLT_MATMUL_DESC_EPILOGUE, &key.epilogue,
+             sizeof(key.epilogue));
+  if (HasBias(key.epilogue)) {
+    const int32_t bias_type = CudaType(key.d_type);  // D's (see the top)
+    H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
+               CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+               sizeof(bias_type));
+    // The heuristic reads the pointer's alignment from here.
+    H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
+               CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+  }
+  const cudaDataType_t in_type = CudaType(key.type);
+  H3_LT_CALL(cublasLtMatrixLayoutCreate, &plan->w_layout, in_type, key.k, key.n,
+             key.k);
+  H3_LT_CALL(cublasLtMatrixLayoutCreate, &plan->x_layout, in_type, key.k,
+             key.rows, key.k);
+  H3_LT_CALL(cublasLtMatrixLayoutCreate, &plan->y_layout, CudaType(key.d_type),
+             key.n, key.rows, key.n);
+
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
+      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_w},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_x},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_y},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_y}};
+  for (const auto& [attribute, bytes] : alignments) {
+    H3_LT_CALL(cublasLtMatmulPreferenceSetAttribute, preference_, attribute,
+               &bytes, sizeof(bytes));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = Lt().cublasLtMatmulAlgoGetHeuristic(
+      handle_, plan->desc, plan->w_layout, plan->x_layout, plan->y_layout,
+      plan->y_layout, preference_, 1, &result, &found);
+  // NOT_SUPPORTED: no algorithm for this configuration, which the caller
+  // handles like an empty answer.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return "";
+  H3_RETURN_IF_NOT_EMPTY(LtError(status, "cublasLtMatmulAlgoGetHeuristic"));
+  plan->has_algo = found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  if (plan->has_algo) plan->algo = result.algo;
+  return "";
+}
+
+std::string PlanCache::Find(const PlanKey& key, const void* bias, Plan** out) {
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    if (plans_.size() >= kMaxPlans) plans_.clear();
+    auto plan = std::make_unique<Plan>();
+    H3_RETURN_IF_NOT_EMPTY(Build(key, bias, plan.get()));
+    it = plans_.emplace(key, std::move(plan)).first;
+  }
+  *out = it->second.get();
+  return "";
+}
+
+}  // namespace h3::kernels::linear_plan

@@ -1,0 +1,121 @@
+#ifndef H3_KERNELS_CUDA_LINEAR_PLAN_H_
+#define H3_KERNELS_CUDA_LINEAR_PLAN_H_
+
+// LinearCuda's cuBLASLt plans (linear.cc): the descriptors and the algorithm
+// the heuristic chose for one (shape, types, epilogue, alignments) key, in a
+// bounded cache, and the small helpers both files use. Internal to
+// LinearCuda.
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "base/element_type.h"
+#include "kernels/cuda/cublaslt_api.h"
+
+namespace h3::kernels::linear_plan {
+
+// cuBLASLt's entry points; LinearCuda::Create has loaded them before any
+// other function here runs.
+const CublasLtApi& Lt();
+
+std::string LtError(cublasStatus_t status, const char* call);
+std::string CudaError(cudaError_t err, const char* what);
+
+// Calls the cuBLASLt function `fn` and returns its error, named, if any.
+#define H3_LT_CALL(fn, ...)                                     \
+  do {                                                          \
+    std::string lt_error_ = LtError(Lt().fn(__VA_ARGS__), #fn); \
+    if (!lt_error_.empty()) return lt_error_;                   \
+  } while (false)
+
+#define H3_RETURN_IF_NOT_EMPTY(expr)    \
+  do {                                  \
+    std::string error_ = (expr);        \
+    if (!error_.empty()) return error_; \
+  } while (false)
+
+// The largest pointer alignment cuBLASLt asks about (its default minimum).
+constexpr uint32_t kMaxAlignment = 256;
+
+// The largest power of two (up to 256) dividing the address: the alignment
+// the heuristic may assume. A slice of a larger tensor (x + offset) is less
+// aligned than cudaMalloc's 256 bytes, and an algorithm chosen for 256 could
+// fault on it.
+uint32_t AlignmentOf(const void* p);
+
+cudaDataType_t CudaType(ElementType type);
+
+bool HasBias(cublasLtEpilogue_t epilogue);
+
+// Everything the descriptors and the chosen algorithm depend on.
+struct PlanKey {
+  int64_t rows;
+  int64_t n;
+  int64_t k;
+  ElementType type;    // of W and of x as the product reads it
+  ElementType d_type;  // of D: kF32 or type; of the bias too when fused
+  cublasLtEpilogue_t epilogue;
+  uint32_t align_w;
+  uint32_t align_x;
+  uint32_t align_y;
+  uint32_t align_bias;
+  auto operator<=>(const PlanKey&) const = default;
+};
+
+// The descriptors and algorithm for one key. has_algo is false when the
+// heuristic found none (e.g. an epilogue unsupported for these types).
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t w_layout = nullptr;
+  cublasLtMatrixLayout_t x_layout = nullptr;
+  cublasLtMatrixLayout_t y_layout = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool has_algo = false;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (y_layout != nullptr) Lt().cublasLtMatrixLayoutDestroy(y_layout);
+    if (x_layout != nullptr) Lt().cublasLtMatrixLayoutDestroy(x_layout);
+    if (w_layout != nullptr) Lt().cublasLtMatrixLayoutDestroy(w_layout);
+    if (desc != nullptr) Lt().cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+// Plans by key, built on first use. Holds at most kMaxPlans: prefill row
+// counts vary with the prompt, so the map would otherwise grow without
+// bound; when full it is emptied and refilled (a heuristic query costs
+// microseconds of host time, no device memory).
+class PlanCache {
+ public:
+  static constexpr size_t kMaxPlans = 256;
+
+  // handle and preference (which holds the workspace limit) are the
+  // caller's and must outlive the cache.
+  PlanCache(cublasLtHandle_t handle, cublasLtMatmulPreference_t preference,
+            bool allow_tf32)
+      : handle_(handle), preference_(preference), allow_tf32_(allow_tf32) {}
+
+  // The plan of `key`; `bias` (its alignment) is read when the key's
+  // epilogue has one. *out stays valid until the next Find.
+  std::string Find(const PlanKey& key, const void* bias, Plan** out);
+  void Clear() { plans_.clear(); }
+
+ private:
+  std::string Build(const PlanKey& key, const void* bias, Plan* plan);
+
+  cublasLtHandle_t handle_;
+  cublasLtMatmulPreference_t preference_;
+  bool allow_tf32_;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace h3::kernels::linear_plan
+
+#endif  // H3_KERNELS_CUDA_LINEAR_PLAN_H_
