@@ -216,12 +216,17 @@ class CudaBackend final : public Backend {
         return absl::OkStatus();
       }
     }
+    // Every segment in one call (two launches per 32 segments).
+    std::vector<kernels::AttentionSegmentCall> segs;
+    segs.reserve(p.segments.size());
     int64_t row = 0;
-    for (size_t i = 0; i < p.segments.size(); ++i) {
-      H3_CUDA_RETURN_IF_ERROR(kernels::AttentionPrefillCuda(
-          AttentionSegmentParams(p, i, row), stream_));
-      row += p.segments[i].length;
+    for (const AttentionSegment& s : p.segments) {
+      segs.push_back({s.start, s.length, row, s.cache});
+      row += s.length;
     }
+    H3_CUDA_RETURN_IF_ERROR(kernels::AttentionPrefillPackedCuda(
+        p.shape, segs.data(), static_cast<int>(segs.size()), p.qkv, p.inv_freq,
+        p.out, p.io_type, stream_));
     return absl::OkStatus();
   }
 

@@ -1,6 +1,9 @@
-// AttentionPrefillCuda: a chunk of new tokens of one sequence. Two kernels on
-// the stream: the chunk's rotated keys and values into the cache, then tiled
-// causal attention over the cache with an online softmax.
+// AttentionPrefillPackedCuda: chunks of new tokens of several sequences (one
+// for AttentionPrefillCuda). Two kernels on the stream per table of up to
+// kPrefillSegmentsPerLaunch segments: every chunk's rotated keys and values
+// into its cache, then tiled causal attention over the caches with an online
+// softmax. The last grid dimension picks the segment; the grid covers the
+// longest segment and the blocks past a shorter one's end exit at once.
 //
 // fp32 FMA on the CUDA cores. A tensor-core version would hold Q fragments in
 // registers and compute S = Q K^T and O += P V with mma.sync (sm_80) or wgmma
@@ -52,29 +55,67 @@ SmemLayout LayoutFor(int head_dim) {
   return l;
 }
 
-// One block per token: its rotated keys and its values at start + token.
+// The segments of one launch, by value in the kernels' parameters;
+// __grid_constant__ lets a block read its entry in place.
+struct SegmentTable {
+  AttentionShape shape;
+  const float* inv_freq = nullptr;
+  const void* qkv = nullptr;
+  void* out = nullptr;
+  int count = 0;
+  AttentionSegmentCall segs[kPrefillSegmentsPerLaunch];
+};
+static_assert(sizeof(SegmentTable) + sizeof(SmemLayout) + sizeof(float) <= 4096,
+              "the attention kernels' parameters must stay under 4 KB");
+
+// Segment z's params: what AttentionPrefillCuda would get for it.
+template <typename T>
+__device__ AttentionParams SegmentParams(const SegmentTable& table, int z) {
+  const AttentionSegmentCall& s = table.segs[z];
+  const int64_t d =
+      static_cast<int64_t>(table.shape.heads) * table.shape.head_dim;
+  AttentionParams p;
+  p.shape = table.shape;
+  p.start = s.start;
+  p.length = s.length;
+  p.qkv = static_cast<const T*>(table.qkv) + s.row * 3 * d;
+  p.inv_freq = table.inv_freq;
+  p.cache = s.cache;
+  p.out = static_cast<T*>(table.out) + s.row * d;
+  return p;
+}
+
+// Grid (tokens of the longest segment, segments): one block per token, its
+// rotated keys and its values at start + token.
 template <typename T>  // qkv's elements
-__global__ void PrefillWriteKvKernel(AttentionParams p) {
+__global__ void PrefillWriteKvKernel(
+    const __grid_constant__ SegmentTable table) {
+  const AttentionParams p = SegmentParams<T>(table, blockIdx.y);
   const int64_t t = blockIdx.x;
+  if (t >= p.length) return;
   const int64_t d = static_cast<int64_t>(p.shape.heads) * p.shape.head_dim;
   WriteTokenKv(static_cast<const T*>(p.qkv) + t * 3 * d, p.shape, p.inv_freq,
                p.start + t, p.cache);
 }
 
-// Grid (query tiles, heads). Reads keys [0, start + last row] from the cache,
-// which PrefillWriteKvKernel filled for the chunk's own positions.
+// Grid (query tiles of the longest segment, heads, segments). Reads keys
+// [0, start + last row] from the cache, which PrefillWriteKvKernel filled for
+// the chunk's own positions.
 // T: the elements of qkv, out and of a cache that is not fp32.
 template <int kDims, typename T>  // DimsPerLane(head_dim)
 __global__ void __launch_bounds__(kThreads)
-    PrefillAttentionKernel(AttentionParams p, SmemLayout layout, float scale) {
-  extern __shared__ float4 smem4[];              // float4: 16-byte aligned
+    PrefillAttentionKernel(const __grid_constant__ SegmentTable table,
+                           SmemLayout layout, float scale) {
+  const AttentionParams p = SegmentParams<T>(table, blockIdx.z);
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kQueryTile;
+  if (q0 >= p.length) return;        // past this segment: the whole block
+  extern __shared__ float4 smem4[];  // float4: 16-byte aligned
   float* q_s = reinterpret_cast<float*>(smem4);  // [kQueryTile][row]
   float* k_s = q_s + kQueryTile * layout.row;    // [kKeyTile][k_row]
   float* v_s = k_s + kKeyTile * layout.k_row;    // [kKeyTile][row]
   const int hd = p.shape.head_dim, row = layout.row, k_row = layout.k_row;
   const int64_t d = static_cast<int64_t>(p.shape.heads) * hd;
   const int h = blockIdx.y;
-  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kQueryTile;
   const int rows = static_cast<int>(MinI64(kQueryTile, p.length - q0));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool f32 = p.cache.type == ElementType::kF32;  // else T
@@ -176,8 +217,9 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int kDims, typename T>
-cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
-  const SmemLayout layout = LayoutFor(p.shape.head_dim);
+cudaError_t LaunchAttention(const SegmentTable& table, int64_t longest,
+                            cudaStream_t stream) {
+  const SmemLayout layout = LayoutFor(table.shape.head_dim);
   const size_t smem = layout.Floats() * sizeof(float);  // 81 KiB at 256
   // Above 48 KiB a kernel must opt in; sm_80 and sm_90 allow 163 and 227 KiB.
   cudaError_t err = cudaFuncSetAttribute(
@@ -185,46 +227,97 @@ cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const dim3 grid(
-      static_cast<unsigned>((p.length + kQueryTile - 1) / kQueryTile),
-      static_cast<unsigned>(p.shape.heads));
+      static_cast<unsigned>((longest + kQueryTile - 1) / kQueryTile),
+      static_cast<unsigned>(table.shape.heads),
+      static_cast<unsigned>(table.count));
   PrefillAttentionKernel<kDims, T><<<grid, kThreads, smem, stream>>>(
-      p, layout, ScoreScale(p.shape.head_dim));
+      table, layout, ScoreScale(table.shape.head_dim));
   return cudaGetLastError();
+}
+
+// Both kernels for one table; `longest`: its longest segment's length.
+template <typename T>
+cudaError_t LaunchTable(const SegmentTable& table, int64_t longest,
+                        cudaStream_t stream) {
+  // 256 threads: a d_model of 2048 is 8 elements per thread.
+  const dim3 grid(static_cast<unsigned>(longest),
+                  static_cast<unsigned>(table.count));
+  PrefillWriteKvKernel<T><<<grid, 256, 0, stream>>>(table);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  switch (DimsPerLane(table.shape.head_dim)) {
+    case 1:
+      return LaunchAttention<1, T>(table, longest, stream);
+    case 2:
+      return LaunchAttention<2, T>(table, longest, stream);
+    case 4:
+      return LaunchAttention<4, T>(table, longest, stream);
+    default:
+      return LaunchAttention<8, T>(table, longest, stream);
+  }
+}
+
+// What AttentionPrefillCuda refuses, for one segment.
+bool SegmentOk(const AttentionShape& shape, const AttentionSegmentCall& s,
+               const void* qkv, const float* inv_freq, const void* out,
+               ElementType io_type) {
+  if (!ValidShape(shape, inv_freq) || s.start < 0 || s.length < 0 ||
+      s.row < 0 || s.start + s.length > s.cache.capacity) {
+    return false;
+  }
+  if (s.length == 0) return true;
+  return qkv != nullptr && s.cache.k != nullptr && s.cache.v != nullptr &&
+         out != nullptr && s.length <= INT32_MAX &&  // one block per token
+         CacheTypeOk(s.cache.type, io_type);
 }
 
 }  // namespace
 
+cudaError_t AttentionPrefillPackedCuda(const AttentionShape& shape,
+                                       const AttentionSegmentCall* segs,
+                                       int count, const void* qkv,
+                                       const float* inv_freq, void* out,
+                                       ElementType io_type,
+                                       cudaStream_t stream) {
+  if (count < 0 || (count > 0 && segs == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  bool work = false;
+  for (int i = 0; i < count; ++i) {
+    if (!SegmentOk(shape, segs[i], qkv, inv_freq, out, io_type)) {
+      return cudaErrorInvalidValue;
+    }
+    work = work || segs[i].length > 0;
+  }
+  if (!work) return cudaSuccess;
+  return io::DispatchIo(io_type, [&](auto tag) {
+    using T = decltype(tag);
+    SegmentTable table;
+    table.shape = shape;
+    table.inv_freq = inv_freq;
+    table.qkv = qkv;
+    table.out = out;
+    for (int i = 0; i < count;) {
+      table.count = 0;
+      int64_t longest = 0;
+      for (; i < count && table.count < kPrefillSegmentsPerLaunch; ++i) {
+        if (segs[i].length == 0) continue;  // nothing to write or compute
+        table.segs[table.count++] = segs[i];
+        longest = std::max(longest, segs[i].length);
+      }
+      if (table.count == 0) break;
+      const cudaError_t err = LaunchTable<T>(table, longest, stream);
+      if (err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
+  });
+}
+
 cudaError_t AttentionPrefillCuda(const AttentionParams& p,
                                  cudaStream_t stream) {
-  if (!ValidShape(p.shape, p.inv_freq) || p.start < 0 || p.length < 0 ||
-      p.start + p.length > p.cache.capacity) {
-    return cudaErrorInvalidValue;
-  }
-  if (p.length == 0) return cudaSuccess;
-  if (p.qkv == nullptr || p.cache.k == nullptr || p.cache.v == nullptr ||
-      p.out == nullptr || p.length > INT32_MAX ||  // one block per token
-      !CacheTypeOk(p.cache.type, p.io_type)) {
-    return cudaErrorInvalidValue;
-  }
-
-  return io::DispatchIo(p.io_type, [&](auto tag) {
-    using T = decltype(tag);
-    // 256 threads: a d_model of 2048 is 8 elements per thread.
-    PrefillWriteKvKernel<T>
-        <<<static_cast<unsigned>(p.length), 256, 0, stream>>>(p);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    switch (DimsPerLane(p.shape.head_dim)) {
-      case 1:
-        return LaunchAttention<1, T>(p, stream);
-      case 2:
-        return LaunchAttention<2, T>(p, stream);
-      case 4:
-        return LaunchAttention<4, T>(p, stream);
-      default:
-        return LaunchAttention<8, T>(p, stream);
-    }
-  });
+  const AttentionSegmentCall seg{p.start, p.length, 0, p.cache};
+  return AttentionPrefillPackedCuda(p.shape, &seg, 1, p.qkv, p.inv_freq, p.out,
+                                    p.io_type, stream);
 }
 
 }  // namespace h3::kernels

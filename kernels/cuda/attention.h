@@ -31,6 +31,30 @@ namespace h3::kernels {
 cudaError_t AttentionPrefillCuda(const AttentionParams& params,
                                  cudaStream_t stream);
 
+// One segment of a packed prefill: `length` new tokens of one sequence at
+// positions [start, start + length), whose qkv and out rows are
+// [row, row + length) of the packed arrays.
+struct AttentionSegmentCall {
+  int64_t start = 0;
+  int64_t length = 0;
+  int64_t row = 0;
+  KvCache cache;
+};
+
+// Bit for bit what `count` AttentionPrefillCuda calls compute, segment i's
+// with qkv and out offset by segs[i].row rows (`segs` in host memory), in two
+// launches per kPrefillSegmentsPerLaunch segments. REQUIRES: the segments'
+// written cache ranges do not overlap. cudaErrorInvalidValue, before any
+// launch, if any segment would be refused by AttentionPrefillCuda or has a
+// negative row, or if count < 0.
+constexpr int kPrefillSegmentsPerLaunch = 32;
+cudaError_t AttentionPrefillPackedCuda(const AttentionShape& shape,
+                                       const AttentionSegmentCall* segs,
+                                       int count, const void* qkv,
+                                       const float* inv_freq, void* out,
+                                       ElementType io_type,
+                                       cudaStream_t stream);
+
 // The workspace AttentionDecodeCuda needs for `batch` sequences whose
 // positions are below `max_positions` (the caches' capacity).
 size_t AttentionDecodeWorkspaceBytes(const AttentionShape& shape, int batch,
