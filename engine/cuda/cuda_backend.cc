@@ -217,16 +217,15 @@ class CudaBackend final : public Backend {
       }
     }
     // Every segment in one call (two launches per 32 segments).
-    std::vector<kernels::AttentionSegmentCall> segs;
-    segs.reserve(p.segments.size());
+    fma_segs_.clear();
     int64_t row = 0;
     for (const AttentionSegment& s : p.segments) {
-      segs.push_back({s.start, s.length, row, s.cache});
+      fma_segs_.push_back({s.start, s.length, row, s.cache});
       row += s.length;
     }
     H3_CUDA_RETURN_IF_ERROR(kernels::AttentionPrefillPackedCuda(
-        p.shape, segs.data(), static_cast<int>(segs.size()), p.qkv, p.inv_freq,
-        p.out, p.io_type, stream_));
+        p.shape, fma_segs_.data(), static_cast<int>(fma_segs_.size()), p.qkv,
+        p.inv_freq, p.out, p.io_type, stream_));
     return absl::OkStatus();
   }
 
@@ -380,8 +379,10 @@ class CudaBackend final : public Backend {
   ElementType type_;
   ElementType activation_type_;
   bool flash_attention_;  // prefill attention on tensor cores where possible
-  std::vector<kernels::flash::Sequence> flash_seqs_;  // one call's, reused
-  std::unique_ptr<PrefillScratch> prefill_scratch_;   // the H3 layers'
+  // One attention prefill call's segments, reused.
+  std::vector<kernels::flash::Sequence> flash_seqs_;
+  std::vector<kernels::AttentionSegmentCall> fma_segs_;
+  std::unique_ptr<PrefillScratch> prefill_scratch_;  // the H3 layers'
   bool batch_invariant_;
   cudaStream_t stream_ = nullptr;
   std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current
