@@ -127,11 +127,6 @@ struct LinearParams {
   }
 };
 
-// One H3 layer's inner operation (kernels/h3.h), prepared once per layer by
-// Backend::MakeH3Layer: it owns the layer's SSM parameters in the backend and
-// whatever its calls reuse (kernel spectra, FFT plans, scratch). Its inputs
-// are the fused projection q|k|v: rows of 3 d values. qkv and out hold the
-// backend's activation_type().
 // Attention prefill of several sequences' chunks in one call: segment i
 // computes what kernels::AttentionParams{shape, start_i, length_i, qkv at
 // row r_i, inv_freq, cache_i, out at row r_i, io_type} computes, where the
@@ -165,6 +160,11 @@ struct H3Segment {
   kernels::H3State state;
 };
 
+// One H3 layer's inner operation (kernels/h3.h), prepared once per layer by
+// Backend::MakeH3Layer: it owns the layer's SSM parameters in the backend and
+// whatever its calls reuse (kernel spectra, FFT plans, scratch). Its inputs
+// are the fused projection q|k|v: rows of 3 d values. qkv and out hold the
+// backend's activation_type().
 class H3Layer {
  public:
   virtual ~H3Layer() = default;
@@ -234,7 +234,7 @@ class Backend {
   virtual absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) = 0;
   // Prefill of several sequences' chunks (packed rows), each what
-  // kernels::AttentionParams computes for it (below).
+  // kernels::AttentionParams computes for it (AttentionPrefillParams).
   virtual absl::Status Attention(const AttentionPrefillParams& params) = 0;
   // One token of each of a batch of sequences; the caches and positions
   // arrays in backend memory; every cache holds `capacity` positions.
