@@ -30,7 +30,6 @@ namespace h3::kernels {
 namespace {
 
 using linear_plan::AlignmentOf;
-using linear_plan::CudaError;
 using linear_plan::HasBias;
 using linear_plan::kMaxAlignment;
 using linear_plan::Lt;
@@ -42,6 +41,12 @@ using linear_plan::PlanKey;
 // cuBLASLt's split-K and stream-K algorithms want scratch; 32 MiB is what
 // the cuBLAS docs recommend for Hopper (and more than Ampere needs).
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+std::string CudaError(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return "";
+  return std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
+         cudaGetErrorString(err) + ")";
+}
 
 // How Run computes one product (linear.h lists the routes).
 struct Route {
@@ -201,7 +206,12 @@ std::string LinearCuda::ScratchDElements(const LinearCudaParams& p,
                                          int64_t* elements) {
   *elements = 0;
   H3_RETURN_IF_NOT_EMPTY(CheckParams(p));
-  if (p.rows == 0 || p.n == 0) return "";
+  // Only a 16-bit y with a bias or GELU can go through fp32 D: the other
+  // products (out, fc2, the LM head) need no route chosen twice per call.
+  if (p.rows == 0 || p.n == 0 || p.y_type == ElementType::kF32 ||
+      (p.bias == nullptr && !p.gelu)) {
+    return "";
+  }
   Route route;
   H3_RETURN_IF_NOT_EMPTY(
       state_->Choose(p, RoundsX(p) ? state_->scratch.get() : p.x, &route));

@@ -16,12 +16,6 @@ std::string LtError(cublasStatus_t status, const char* call) {
          " (" + Lt().cublasLtGetStatusString(status) + ")";
 }
 
-std::string CudaError(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return "";
-  return std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
-         cudaGetErrorString(err) + ")";
-}
-
 uint32_t AlignmentOf(const void* p) {
   const auto address = reinterpret_cast<uintptr_t>(p);
   if (address == 0) return kMaxAlignment;

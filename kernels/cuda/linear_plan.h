@@ -24,7 +24,6 @@ namespace h3::kernels::linear_plan {
 const CublasLtApi& Lt();
 
 std::string LtError(cublasStatus_t status, const char* call);
-std::string CudaError(cudaError_t err, const char* what);
 
 // Calls the cuBLASLt function `fn` and returns its error, named, if any.
 #define H3_LT_CALL(fn, ...)                                     \

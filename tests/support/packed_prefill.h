@@ -52,9 +52,6 @@ inline bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
          std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Element offset of row `row` of a [rows, width] tensor.
-inline int64_t RowOffset(int64_t row, int64_t width) { return row * width; }
-
 // Runs the three sequences through `layer` (of `shape`) with pieces of
 // `piece` tokens; `packed` says how the second chunks go. Returns the
 // second chunks' outputs, then every state, as raw floats.
@@ -94,8 +91,8 @@ inline std::vector<std::vector<float>> RunH3Chunks(
     for (const engine::H3Segment& s : seconds) {
       EXPECT_TRUE(layer
                       .Prefill({s}, piece,
-                               ElementAt(qkv.data(), RowOffset(row, 3 * d), at),
-                               ElementAt(out.data(), RowOffset(row, d), at))
+                               ElementAt(qkv.data(), row * 3 * d, at),
+                               ElementAt(out.data(), row * d, at))
                       .ok());
       row += s.length;
     }
@@ -176,9 +173,8 @@ inline std::vector<std::vector<float>> RunAttentionChunks(
     for (const engine::AttentionSegment& s : seconds) {
       EXPECT_TRUE(
           backend
-              .Attention(params(
-                  {&s, 1}, ElementAt(qkv.data(), RowOffset(row, 3 * d), at),
-                  ElementAt(out.data(), RowOffset(row, d), at)))
+              .Attention(params({&s, 1}, ElementAt(qkv.data(), row * 3 * d, at),
+                                ElementAt(out.data(), row * d, at)))
               .ok());
       row += s.length;
     }
