@@ -26,11 +26,18 @@
 #                     the CUDA libraries the machine must supply
 #   devices    30/5   h3 devices
 #   tests     180/30  every gpu-labelled test program (--gtest_brief=1)
+#   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
+#                     GPT-2 at batch 64, then batch-1 latency
 #   breakdown 240/60  bench/engine_breakdown.py (h3_engine_bench --what
 #                     breakdown): per-op times of a decode step and a
 #                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
 #                     64 (graphs off, forced); then the same with
-#                     --half-activations (breakdown_half.json)
+#                     --half-activations (breakdown_half)
+#   profile    90/30  Nsight Compute (ncu --clock-control none) on the fused
+#                     FlashConv kernel (B64 H768 fp16, L 1024 and 4096) and
+#                     on the kernels of one batch-64 decode step (H3-1.3B
+#                     shape, --half-activations): profile.txt
+#   flashconv 120/30  bench/flashconv_bench.py
 #   linear     90/20  h3_linear_bench: the batch-invariant skinny GEMM against
 #                     cuBLASLt on the H3-1.3B decode products, rows 1, 8, 64,
 #                     with fp32 and with 16-bit (half) activations
@@ -39,27 +46,27 @@
 #                     512, 1536 and 4096 at batch 1 and 64; decode attention
 #                     with fp32, fp16 and bf16 KV caches (contexts 1664 and
 #                     4096, batch 1 and 64) against the copy bandwidth
-#   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
-#                     GPT-2 at batch 64, then batch-1 latency
 #   serve_1    60/30  bench/serve_vs_offline.py --device cuda: h3serve under
 #                     h3 bench against the offline engine, 1 stream, prompts
 #                     of 1536 tokens, 128 generated
 #   serve_64  150/60  the same at 64 streams (128 requests)
-#   flashconv 120/30  bench/flashconv_bench.py
 #   memcheck  600/60  compute-sanitizer memcheck of the engine's GPU tests
 # A phase starts only when its least time is left of the total (less a 5 s
 # reserve) and runs for at most the smaller of its limit and what is left.
-# When h3 devices sees no GPU, the benchmarks and memcheck are skipped.
-# timeout(1) ends it with every process it started (SIGTERM to the process
-# group, SIGKILL 3 s later).
+# When h3 devices sees no GPU, the benchmarks, profile and memcheck are
+# skipped. timeout(1) ends a phase with every process it started (SIGTERM to
+# the process group, SIGKILL 3 s later).
 #
-# OUT_DIR receives at most 12 files, rewritten after every phase: summary.txt
-# (what passed, failed, timed out, was skipped and why), check.json (the
-# same as JSON), tests.log (tests and memcheck), bench.log (everything else),
-# breakdown.json, breakdown_half.json, linear.json, attention.json, table4.json, serve_1.json,
-# serve_64.json, flashconv.json.
+# OUT_DIR receives at most 6 files (the device tool brings back 8), rewritten
+# after every phase: summary.txt (what passed, failed, timed out, was skipped
+# and why), check.json (the same as JSON), tests.log (tests and memcheck),
+# bench.log (everything else), results.json (every benchmark's JSON report,
+# keyed by its name: table4, breakdown, breakdown_half, flashconv, linear,
+# attention, serve_1, serve_64; a report that is not JSON is kept as a
+# string) and profile.txt (ncu's reports).
 # Our programs run with the archive's lib/ on LD_LIBRARY_PATH, through small
-# wrappers; nothing else (Python, PyTorch, nvidia-smi) sees those libraries.
+# wrappers; nothing else (Python, PyTorch, nvidia-smi, ncu) sees those
+# libraries, except the programs ncu starts.
 # Exit status: 0 when every phase that ran passed; 1 otherwise; 2 on bad
 # arguments.
 set -uo pipefail
@@ -69,13 +76,14 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_phases=(facts devices tests breakdown linear attention table4 serve_1 serve_64 flashconv
-            memcheck)
-declare -A limit=([facts]=20 [devices]=30 [tests]=180 [breakdown]=240 [linear]=90
-                  [attention]=120 [table4]=240 [serve_1]=60 [serve_64]=150 [flashconv]=120
-                  [memcheck]=600)
-declare -A least=([facts]=5 [devices]=5 [tests]=30 [breakdown]=60 [linear]=20 [attention]=30
-                  [table4]=90 [serve_1]=30 [serve_64]=60 [flashconv]=30 [memcheck]=60)
+all_phases=(facts devices tests table4 breakdown profile flashconv linear attention serve_1
+            serve_64 memcheck)
+declare -A limit=([facts]=20 [devices]=30 [tests]=180 [table4]=240 [breakdown]=240
+                  [profile]=90 [flashconv]=120 [linear]=90 [attention]=120 [serve_1]=60
+                  [serve_64]=150 [memcheck]=600)
+declare -A least=([facts]=5 [devices]=5 [tests]=30 [table4]=90 [breakdown]=60 [profile]=30
+                  [flashconv]=30 [linear]=20 [attention]=30 [serve_1]=30 [serve_64]=60
+                  [memcheck]=60)
 reserve=5      # seconds kept back to write the summary
 kill_grace=3   # seconds between SIGTERM and SIGKILL
 
@@ -131,9 +139,8 @@ out=$(cd "$out" && pwd)
 summary=$out/summary.txt
 tests_log=$out/tests.log
 bench_log=$out/bench.log
-rm -f "$summary" "$out/check.json" "$tests_log" "$bench_log" "$out/table4.json" \
-      "$out/serve_1.json" "$out/serve_64.json" "$out/flashconv.json" "$out/breakdown.json" \
-      "$out/breakdown_half.json" "$out/linear.json" "$out/attention.json"
+rm -f "$summary" "$out/check.json" "$tests_log" "$bench_log" "$out/results.json" \
+      "$out/profile.txt"
 : >"$tests_log"
 : >"$bench_log"
 
@@ -153,6 +160,8 @@ export H3_GIT_COMMIT=$commit    # for the reports (bench/report.py) without git
 work=$(mktemp -d "${TMPDIR:-/tmp}/h3-gpu-check.XXXXXX") || die "no temporary folder"
 trap 'rm -rf "$work"' EXIT
 shim=$work/build
+res=$work/results   # the benchmarks' JSON reports, bundled into results.json
+mkdir -p "$res"
 ld_path=""
 [ -d "$root/lib" ] && [ -f "$root/MANIFEST.json" ] && ld_path=$root/lib
 ld_path=$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -189,6 +198,7 @@ json_str() {
 # Rewrites summary.txt and check.json from what has run so far.
 write_summary() {
   local i p status label listed
+  bundle_results
   local -A by=()
   {
     echo "h3serve GPU check: $(date '+%Y-%m-%d %H:%M:%S %z'), ${SECONDS} s of --total $total s"
@@ -241,6 +251,38 @@ write_summary() {
   } >"$out/check.json"
 }
 
+# results.json: every report in $res as one JSON object keyed by its name
+# (a report that does not parse is kept as a string). Without a Python, the
+# files side by side.
+bundle_results() {
+  local f sep=""
+  compgen -G "$res/*.json" >/dev/null || return 0
+  if ! "$python" - "$res" "$work/results.json" <<'EOF' 2>/dev/null; then
+import json, os, sys
+res, dest = sys.argv[1], sys.argv[2]
+bundle = {}
+for name in sorted(os.listdir(res)):
+    if name.endswith(".json"):
+        with open(os.path.join(res, name)) as f:
+            text = f.read()
+        try:
+            bundle[name[:-5]] = json.loads(text)
+        except ValueError:
+            bundle[name[:-5]] = text
+with open(dest, "w") as f:
+    json.dump(bundle, f, indent=1)
+EOF
+    {
+      printf '{'
+      for f in "$res"/*.json; do
+        printf '%s\n"%s": ' "$sep" "$(basename "$f" .json)"; cat "$f"; sep=","
+      done
+      printf '}\n'
+    } >"$work/results.json"
+  fi
+  mv "$work/results.json" "$out/results.json"
+}
+
 record() {  # name status seconds limit detail
   names+=("$1"); statuses+=("$2"); seconds_used+=("$3"); limits+=("$4"); details+=("$5")
 }
@@ -260,8 +302,8 @@ bounded() {
 
 # The one-line digest of a benchmark's JSON for the summary.
 digest() {
-  [ -f "$out/$1.json" ] || { echo "no $1.json"; return; }
-  "$python" - "$out/$1.json" "$1" <<'EOF' 2>/dev/null || echo "wrote $1.json"
+  [ -f "$res/$1.json" ] || { echo "no $1.json"; return; }
+  "$python" - "$res/$1.json" "$1" <<'EOF' 2>/dev/null || echo "wrote $1.json"
 import json, sys
 r, kind = json.load(open(sys.argv[1])), sys.argv[2]
 def f(x):
@@ -459,7 +501,7 @@ phase_linear() {
   if [ ! -x "$shim/bench/h3_linear_bench" ]; then
     status=skipped; detail="no h3_linear_bench in this build"; return
   fi
-  bounded "$bench_log" "$shim/bench/h3_linear_bench" --out "$out/linear.json"
+  bounded "$bench_log" "$shim/bench/h3_linear_bench" --out "$res/linear.json"
   bench_result $? linear
 }
 
@@ -469,7 +511,7 @@ phase_table4() {
   rc=$?
   if [ $rc -eq 0 ]; then
     bounded "$bench_log" "$python" "$root/bench/table4_bench.py" --no-build --build "$shim" \
-      --model "$model" --prompt-lens "$prompt_lens" --out "$out/table4.json"
+      --model "$model" --prompt-lens "$prompt_lens" --out "$res/table4.json"
     rc=$?
   fi
   bench_result $rc table4
@@ -495,7 +537,7 @@ breakdown_run() {  # NAME [FLAG]
   bounded "$bench_log" "$python" "$root/bench/engine_breakdown.py" --build "$shim" \
     --model "$model" --device cuda --dtype fp16 --batches "$breakdown_batches" \
     --prompt-len 512 --decode-context 512 --decode-steps 32 --reps 5 \
-    --out "$out/$1.json" "${@:2}"
+    --out "$res/$1.json" "${@:2}"
 }
 
 serve() {  # NAME CONCURRENCY NUM_PROMPTS BUDGETS
@@ -507,7 +549,7 @@ serve() {  # NAME CONCURRENCY NUM_PROMPTS BUDGETS
     bounded "$bench_log" "$python" "$root/bench/serve_vs_offline.py" --build "$shim" \
       --device cuda --model "$model" --concurrency "$2" --num-prompts "$3" \
       --input-len 1536 --output-len 128 --reps 2 --budgets "$4" \
-      --start-timeout $(( left / 2 )) --client-timeout "$left" --out "$out/$1.json"
+      --start-timeout $(( left / 2 )) --client-timeout "$left" --out "$res/$1.json"
     rc=$?
   fi
   bench_result $rc "$1"
@@ -517,21 +559,72 @@ phase_serve_64() { serve serve_64 64 128 "$serve_budgets"; }
 
 phase_flashconv() {
   bounded "$bench_log" "$python" "$root/bench/flashconv_bench.py" --no-build --build "$shim" \
-    --out "$out/flashconv.json"
+    --out "$res/flashconv.json"
   bench_result $? flashconv
 }
 
+# find_cuda_tool NAME: its path (PATH, then CUDA_HOME, CUDA_PATH,
+# /usr/local/cuda), or nothing.
+find_cuda_tool() {
+  local d
+  command -v "$1" && return
+  for d in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
+    [ -n "$d" ] && [ -x "$d/bin/$1" ] && { echo "$d/bin/$1"; return; }
+  done
+}
+
+# Nsight Compute's reports, with the clocks left alone (the device's
+# METHOD.md): the fused FlashConv kernel at two lengths, then 28 launches of
+# the H3-step and attention-decode kernels at batch 64 after skipping the
+# first 28 (a step of H3-1.3B, 22 H3 and 2 attention layers, is 26 to 28 of
+# them, depending on whether attention decode combines split pieces).
+phase_profile() {
+  local ncu rc report=$out/profile.txt parts=()
+  local sections=(--section SpeedOfLight --section LaunchStats --section Occupancy
+                  --section WarpStateStats --section ComputeWorkloadAnalysis
+                  --section MemoryWorkloadAnalysis --section InstructionStats)
+  ncu=$(find_cuda_tool ncu)
+  [ -n "$ncu" ] || { status=skipped; detail="ncu not found"; return; }
+  status=passed
+  echo "=== ncu: FusedPrefillKernel, B64 H768 fp16, L 1024 and 4096" >>"$report"
+  bounded "$report" "$ncu" --clock-control none -k regex:FusedPrefill --launch-count 2 \
+    "${sections[@]}" "$shim/bench/h3_flashconv_bench" --shapes 64x768 --lengths 1024,4096 \
+    --types fp16 --paths fused --warmup 0 --min-time-ms 0 --min-reps 1 --max-reps 1 \
+    --out "$work/profile_flashconv.json"
+  rc=$?
+  parts+=("flashconv $(profile_result $rc)")
+  (( rc == 0 )) || status=failed
+  if ! ensure_model; then
+    status=failed; detail="${parts[*]}; no model for the decode profile"; return
+  fi
+  echo "=== ncu: one batch-64 decode step's H3-step and attention kernels" >>"$report"
+  bounded "$report" "$ncu" --clock-control none \
+    -k 'regex:H3Step|DecodePiece|DecodeCombine|DecodeWriteKv' --launch-skip 28 \
+    --launch-count 28 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    "$shim/bench/h3_engine_bench" --what decode --model "$model" --device cuda \
+    --dtype fp16 --half-activations --graphs off --batch 64 --decode-context 512 \
+    --decode-steps 3 --reps 1
+  rc=$?
+  parts+=("decode $(profile_result $rc)")
+  (( rc == 0 )) || status=failed
+  # ncu's report header of a kernel ends with its grid and block: (x, y, z)x(x, y, z).
+  parts+=("$(grep -cE '\([0-9]+, [0-9]+, [0-9]+\)x\([0-9]+, [0-9]+, [0-9]+\)' "$report") kernel reports in profile.txt")
+  detail=$(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')
+}
+profile_result() {  # RC: what one ncu run gave
+  case $1 in
+    0) echo "ran" ;; 124) echo "timed out" ;; *) echo "status $1" ;;
+  esac
+}
+
 phase_attention() {
-  bounded "$bench_log" "$shim/bench/h3_attention_bench" --out "$out/attention.json"
+  bounded "$bench_log" "$shim/bench/h3_attention_bench" --out "$res/attention.json"
   bench_result $? attention
 }
 
 phase_memcheck() {
-  local sanitizer="" d t rc targets=() parts=()
-  sanitizer=$(command -v compute-sanitizer) ||
-    for d in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
-      [ -n "$d" ] && [ -x "$d/bin/compute-sanitizer" ] && sanitizer=$d/bin/compute-sanitizer && break
-    done
+  local sanitizer t rc targets=() parts=()
+  sanitizer=$(find_cuda_tool compute-sanitizer)
   [ -n "$sanitizer" ] || { status=skipped; detail="compute-sanitizer not found"; return; }
   for t in "${tests[@]}"; do [[ $(basename "$t") == engine* ]] && targets+=("$t"); done
   [ ${#targets[@]} -gt 0 ] || { status=skipped; detail="no engine GPU test program"; return; }
@@ -556,7 +649,7 @@ exit_status=0
 no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
 for phase in "${selected[@]}"; do
   left=$(( total - SECONDS - reserve ))
-  if [ -n "$no_gpu" ] && [[ " breakdown linear attention table4 serve_1 serve_64 flashconv memcheck " == *" $phase "* ]]; then
+  if [ -n "$no_gpu" ] && [[ " table4 breakdown profile flashconv linear attention serve_1 serve_64 memcheck " == *" $phase "* ]]; then
     record "$phase" skipped - - "h3 devices sees no GPU"
     continue
   fi

@@ -4,7 +4,9 @@ programs are small shell scripts (gtest-like output, sleeps, children that
 must be killed), fake bench scripts that write their JSON, and nvidia-smi
 and compute-sanitizer stand-ins on PATH. Checks the phase order, the
 per-phase and total time limits, that a timed-out phase's processes are
-gone, the summary's lists, and that at most 12 files are written.
+gone, the summary's lists, the reports bundled into results.json, the ncu
+profile, and that at most 6 files are written (the device tool brings back
+8).
 
 Environment: H3_SOURCE_DIR (the source tree)."""
 import json
@@ -20,11 +22,12 @@ import unittest
 SOURCE = os.environ.get("H3_SOURCE_DIR") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CHECK = os.path.join(SOURCE, "scripts", "gpu-check.sh")
-PHASES = ["facts", "devices", "tests", "breakdown", "linear", "attention", "table4",
-          "serve_1", "serve_64", "flashconv", "memcheck"]
-ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "table4.json",
-                 "serve_1.json", "serve_64.json", "flashconv.json", "breakdown.json",
-                 "breakdown_half.json", "linear.json", "attention.json"}
+PHASES = ["facts", "devices", "tests", "table4", "breakdown", "profile", "flashconv", "linear",
+          "attention", "serve_1", "serve_64", "memcheck"]
+ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "results.json",
+                 "profile.txt"}
+REPORTS = {"table4", "breakdown", "breakdown_half", "flashconv", "linear", "attention",
+           "serve_1", "serve_64"}
 
 # h3_engine_bench: writes the model (write-random), or prints a breakdown
 # report (one line of JSON) for the batch it is given.
@@ -134,6 +137,7 @@ class FakeMachine:
             bench bench/h3_engine_bench
             bench bench/h3_attention_bench
             bench bench/h3_linear_bench
+            bench bench/h3_flashconv_bench
             test kernels/kernels_cuda_test
             test engine/engine_cuda_test
             """))
@@ -155,6 +159,8 @@ class FakeMachine:
               sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && echo \'{"step_ms": '
                    '{"fp16_rows1_skinny": 0.9, "fp16_rows1_cublaslt": 1.2}}\' > "$2"; shift; done\n',
               True)
+        write(os.path.join(self.root, "build", "bench", "h3_flashconv_bench"),
+              sh + 'echo "flashconv bench $*"\n', True)
         write(os.path.join(self.root, "build", "kernels", "kernels_cuda_test"),
               sh + kernels_test, True)
         write(os.path.join(self.root, "build", "engine", "engine_cuda_test"),
@@ -180,6 +186,17 @@ class FakeMachine:
             done
             "$@"
             echo "========= ERROR SUMMARY: 0 errors"
+            """), True)
+
+    def add_ncu(self):
+        """An ncu stand-in: prints its options and a kernel report header,
+        then runs the program (the first absolute path) with its arguments."""
+        write(os.path.join(self.bin, "ncu"), "#!/bin/sh\n" + textwrap.dedent("""\
+            echo "ncu options:"
+            while [ $# -gt 0 ] && [ "${1#/}" = "$1" ]; do printf ' %s' "$1"; shift; done
+            echo
+            echo "  FakeKernel (768, 64, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"
+            "$@"
             """), True)
 
     def run(self, *args):
@@ -219,7 +236,8 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(m.returncode, 1, m.stderr)
         self.assertEqual([p["name"] for p in m.check["phases"]], PHASES)
         statuses = {name: p["status"] for name, p in m.phases.items()}
-        self.assertEqual(statuses, dict.fromkeys(PHASES, "passed") | {"tests": "failed"})
+        self.assertEqual(statuses, dict.fromkeys(PHASES, "passed") |
+                         {"tests": "failed", "profile": "skipped"})
         self.assertIn("kernels_cuda_test: 3 passed, 0 skipped", m.phases["tests"]["detail"])
         self.assertIn("engine_cuda_test: 1 of 4 failed (CudaEngineTest.Broken)",
                       m.phases["tests"]["detail"])
@@ -229,14 +247,16 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("batch 1: decode step 2.50 ms (2.75 profiled; h3 h3_step 40%)",
                       m.phases["breakdown"]["detail"])
         self.assertIn("batch 64: decode step", m.phases["breakdown"]["detail"])
-        with open(os.path.join(m.out, "breakdown.json")) as f:
-            breakdown = json.load(f)
+        with open(os.path.join(m.out, "results.json")) as f:
+            results = json.load(f)
+        self.assertEqual(set(results), REPORTS)
+        self.assertEqual(results["table4"]["latency"]["h3serve"]["median_step_ms"], 0.9)
+        breakdown = results["breakdown"]
         self.assertEqual([r["batch"] for r in breakdown["runs"]], [1, 64])
         self.assertIn("--what breakdown --model " + m.model + " --device cuda --dtype fp16",
                       breakdown["commands"][0])
         self.assertNotIn("--half-activations", breakdown["commands"][0])
-        with open(os.path.join(m.out, "breakdown_half.json")) as f:
-            half = json.load(f)
+        half = results["breakdown_half"]
         self.assertTrue(half["commands"][0].endswith("--half-activations"), half["commands"])
         self.assertIn("| --half-activations passed: batch 1: decode step",
                       m.phases["breakdown"]["detail"])
@@ -248,11 +268,12 @@ class GpuCheckTest(unittest.TestCase):
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
 
         files = set(os.listdir(m.out))
-        self.assertLessEqual(len(files), 12)
-        self.assertEqual(files, ALLOWED_FILES)
+        self.assertEqual(files, ALLOWED_FILES - {"profile.txt"})
         self.assertIn("failed: tests", m.summary)
-        self.assertIn("passed: facts devices breakdown linear attention table4 serve_1 serve_64 "
-                      "flashconv memcheck", m.summary)
+        self.assertIn("passed: facts devices table4 breakdown flashconv linear attention "
+                      "serve_1 serve_64 memcheck", m.summary)
+        self.assertIn("skipped: profile", m.summary)
+        self.assertEqual(m.phases["profile"]["detail"], "ncu not found")
         self.assertIn("gpu: 0, NVIDIA Fake H100", m.summary)
 
         # The programs see the archive's data and libraries, the machine's after.
@@ -266,7 +287,7 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("--concurrency 64 --num-prompts 128 --input-len 1536 --output-len 128",
                       bench)
         self.assertIn("batch 64 decode: step 2.500 ms median (2.750 profiled)", bench)
-        self.assertNotIn("not a report", m.read("breakdown.json"))
+        self.assertNotIn("not a report", json.dumps(breakdown))
 
     def test_a_phase_past_its_limit_is_stopped_with_its_children(self):
         m = FakeMachine(self.tmp, kernels_test=HANGING_TEST)
@@ -282,8 +303,8 @@ class GpuCheckTest(unittest.TestCase):
                 pid = int(f.read())
             self.assertFalse(alive(pid), f"the test's {who} {pid} still runs")
         self.assertIn("timed out: tests", m.summary)
-        self.assertIn("not selected: facts devices breakdown linear attention table4 serve_1 "
-                      "serve_64 memcheck",
+        self.assertIn("not selected: facts devices table4 breakdown profile linear attention "
+                      "serve_1 serve_64 memcheck",
                       m.summary)
 
     def test_the_total_limit_cuts_a_phase_and_skips_the_rest(self):
@@ -298,7 +319,7 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("needs 60", m.phases["memcheck"]["detail"])
         self.assertIn("skipped for time: table4 memcheck", m.summary)
         self.assertLess(m.seconds, 12 + 5)
-        self.assertFalse(os.path.exists(os.path.join(m.out, "table4.json")))
+        self.assertFalse(os.path.exists(os.path.join(m.out, "results.json")))
 
     def test_a_slow_benchmark_leaves_no_json_and_the_next_phase_runs(self):
         m = FakeMachine(self.tmp, bench_sleep=30)
@@ -306,20 +327,48 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(m.phases["table4"]["status"], "timeout")
         self.assertIn("no table4.json", m.phases["table4"]["detail"])
         self.assertEqual(m.phases["memcheck"]["status"], "passed")
-        self.assertFalse(os.path.exists(os.path.join(m.out, "table4.json")))
+        self.assertFalse(os.path.exists(os.path.join(m.out, "results.json")))
+
+    def test_a_report_that_is_not_json_is_kept_as_a_string(self):
+        m = FakeMachine(self.tmp)
+        write(os.path.join(m.root, "build", "bench", "h3_linear_bench"),
+              '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --out ] && echo "{half" > "$2"; '
+              'shift; done\n', True)
+        m.run("--phases", "linear,attention")
+        with open(os.path.join(m.out, "results.json")) as f:
+            results = json.load(f)
+        self.assertEqual(results["linear"], "{half\n")
+        self.assertEqual(results["attention"]["decode"][0]["gb_per_s"], 2500.0)
+
+    def test_the_profile_runs_ncu_on_flashconv_and_a_decode_step(self):
+        m = FakeMachine(self.tmp)
+        m.add_ncu()
+        m.run("--phases", "profile")
+        self.assertEqual(m.returncode, 0, m.stderr)
+        self.assertEqual(m.phases["profile"]["status"], "passed")
+        self.assertEqual(m.phases["profile"]["detail"],
+                         "flashconv ran; decode ran; 2 kernel reports in profile.txt")
+        report = m.read("profile.txt")
+        self.assertIn("--clock-control none -k regex:FusedPrefill --launch-count 2", report)
+        self.assertIn("flashconv bench --shapes 64x768 --lengths 1024,4096 --types fp16 "
+                      "--paths fused", report)
+        self.assertIn("--launch-skip 28 --launch-count 28", report)
+        self.assertTrue(os.path.exists(m.model), "the decode profile writes the model")
+        self.assertEqual(set(os.listdir(m.out)),
+                         {"summary.txt", "check.json", "tests.log", "bench.log", "profile.txt"})
 
     def test_no_gpu_fails_facts_devices_and_tests_and_skips_the_benchmarks(self):
         m = FakeMachine(self.tmp, kernels_test=PASSING_TEST + 'echo "no CUDA device: none"\n')
         os.remove(os.path.join(m.bin, "nvidia-smi"))
         write(os.path.join(m.root, "build", "clients", "h3"),
               '#!/bin/sh\necho "No GPUs: no NVIDIA driver is installed"\n', True)
-        m.run("--phases", "facts,devices,tests,linear,table4,memcheck")
+        m.run("--phases", "facts,devices,tests,linear,table4,profile,memcheck")
         self.assertEqual(m.phases["facts"]["status"], "failed")
         self.assertIn("nvidia-smi not found", m.phases["facts"]["detail"])
         self.assertEqual(m.phases["devices"]["status"], "failed")
         self.assertEqual(m.phases["tests"]["status"], "failed")
         self.assertIn("want of a CUDA device", m.phases["tests"]["detail"])
-        for phase in ("linear", "table4", "memcheck"):
+        for phase in ("linear", "table4", "profile", "memcheck"):
             self.assertEqual(m.phases[phase]["status"], "skipped")
             self.assertEqual(m.phases[phase]["detail"], "h3 devices sees no GPU")
         self.assertFalse(os.path.exists(m.model), "no model written without a GPU")
