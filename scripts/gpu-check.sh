@@ -579,21 +579,23 @@ find_cuda_tool() {
 # first 28 (a step of H3-1.3B, 22 H3 and 2 attention layers, is 26 to 28 of
 # them, depending on whether attention decode combines split pieces).
 phase_profile() {
-  local ncu rc report=$out/profile.txt parts=()
+  local ncu rc length report=$out/profile.txt parts=()
   local sections=(--section SpeedOfLight --section LaunchStats --section Occupancy
                   --section WarpStateStats --section ComputeWorkloadAnalysis
                   --section MemoryWorkloadAnalysis --section InstructionStats)
   ncu=$(find_cuda_tool ncu)
   [ -n "$ncu" ] || { status=skipped; detail="ncu not found"; return; }
   status=passed
-  echo "=== ncu: FusedPrefillKernel, B64 H768 fp16, L 1024 and 4096" >>"$report"
-  bounded "$report" "$ncu" --clock-control none -k regex:FusedPrefill --launch-count 2 \
-    "${sections[@]}" "$shim/bench/h3_flashconv_bench" --shapes 64x768 --lengths 1024,4096 \
-    --types fp16 --paths fused --warmup 0 --min-time-ms 0 --min-reps 1 --max-reps 1 \
-    --out "$work/profile_flashconv.json"
-  rc=$?
-  parts+=("flashconv $(profile_result $rc)")
-  (( rc == 0 )) || status=failed
+  for length in 1024 4096; do
+    echo "=== ncu: FusedPrefillKernel, B64 H768 fp16, L $length" >>"$report"
+    bounded "$report" "$ncu" --clock-control none -k regex:FusedPrefill --launch-count 1 \
+      "${sections[@]}" "$shim/bench/h3_flashconv_bench" --shapes 64x768 --lengths "$length" \
+      --types fp16 --paths fused --warmup 1 --min-time-ms 0 --min-reps 1 --max-reps 1 \
+      --out "$work/profile_flashconv.json"
+    rc=$?
+    parts+=("flashconv L$length $(profile_result $rc)")
+    (( rc == 0 )) || status=failed
+  done
   if ! ensure_model; then
     status=failed; detail="${parts[*]}; no model for the decode profile"; return
   fi

@@ -347,11 +347,13 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(m.returncode, 0, m.stderr)
         self.assertEqual(m.phases["profile"]["status"], "passed")
         self.assertEqual(m.phases["profile"]["detail"],
-                         "flashconv ran; decode ran; 2 kernel reports in profile.txt")
+                         "flashconv L1024 ran; flashconv L4096 ran; decode ran; "
+                         "3 kernel reports in profile.txt")
         report = m.read("profile.txt")
-        self.assertIn("--clock-control none -k regex:FusedPrefill --launch-count 2", report)
-        self.assertIn("flashconv bench --shapes 64x768 --lengths 1024,4096 --types fp16 "
-                      "--paths fused", report)
+        self.assertIn("--clock-control none -k regex:FusedPrefill --launch-count 1", report)
+        for length in (1024, 4096):
+            self.assertIn(f"flashconv bench --shapes 64x768 --lengths {length} --types fp16 "
+                          "--paths fused --warmup 1", report)
         self.assertIn("--launch-skip 28 --launch-count 28", report)
         self.assertTrue(os.path.exists(m.model), "the decode profile writes the model")
         self.assertEqual(set(os.listdir(m.out)),
