@@ -20,12 +20,14 @@
 #   --prompt-lens L    Table 4's prompt lengths (default 512)
 #   --breakdown-batches L  the breakdown's batch sizes (default 1,64)
 #   --serve-budgets L  serve_64's --prefill-tokens values (default: default)
+#   --test-shards N    gtest shards run at once per test program (default 4)
 #
 # Phases, most valuable first (limit / least time worth starting, seconds):
 #   facts      20/5   nvidia-smi, the build (commit, architectures), glibc,
 #                     the CUDA libraries the machine must supply
 #   devices    30/5   h3 devices
-#   tests     180/30  every gpu-labelled test program (--gtest_brief=1)
+#   tests     180/30  every gpu-labelled test program (--gtest_brief=1), in
+#                     --test-shards gtest shards at once
 #   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
 #                     GPT-2 at batch 64, then batch-1 latency
 #   breakdown 240/60  bench/engine_breakdown.py (h3_engine_bench --what
@@ -95,11 +97,12 @@ model=/tmp/h3-table4/h3-1.3b.h3
 prompt_lens=512
 breakdown_batches=1,64
 serve_budgets=default
+test_shards=4
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --total|--phases|--limit|--build|--python|--model|--prompt-lens|--serve-budgets|\
-    --breakdown-batches)
+    --breakdown-batches|--test-shards)
       [ $# -ge 2 ] || die "$1 needs a value" ;;&
     --total) total=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
@@ -116,6 +119,7 @@ while [ $# -gt 0 ]; do
     --prompt-lens) prompt_lens=$2; shift 2 ;;
     --serve-budgets) serve_budgets=$2; shift 2 ;;
     --breakdown-batches) breakdown_batches=$2; shift 2 ;;
+    --test-shards) test_shards=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (try --help)" ;;
     *) [ -z "$out" ] || die "one OUT_DIR only"; out=$1; shift ;;
@@ -123,6 +127,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$out" ] || die "give OUT_DIR (try --help)"
 [[ $total =~ ^[0-9]+$ ]] || die "--total wants seconds, not '$total'"
+[[ $test_shards =~ ^[1-9][0-9]*$ ]] || die "--test-shards wants a count >= 1, not '$test_shards'"
 selected=()
 for p in "${all_phases[@]}"; do
   if [ -z "$phases" ] || [[ ",$phases," == *",$p,"* ]]; then selected+=("$p"); fi
@@ -441,8 +446,13 @@ gtest_counts() {
     END { printf "%s %d %d %d\n", (ran == "" ? "-" : ran), passed, skipped, failed }' "$1"
 }
 
+# Each test program runs as test_shards gtest shards at once (the GPU has
+# room for several small test processes, and a 15-minute device session has
+# none to spare); their outputs go to tests.log one after the other, and
+# their counts add up.
 phase_tests() {
-  local t name rc ran passed skipped failed names_failed no_device="" parts=()
+  local t name rc shard_rc ran passed skipped failed names_failed no_device="" parts=()
+  local i r p s f pids=()
   status=passed
   [ ${#tests[@]} -gt 0 ] || { status=failed; detail="no gpu-labelled test programs"; return; }
   for t in "${tests[@]}"; do
@@ -450,27 +460,46 @@ phase_tests() {
     if (( deadline - SECONDS <= 0 )); then
       parts+=("$name: not run (time)"); status=timeout; continue
     fi
-    echo "=== $name" >>"$tests_log"
-    : >"$work/test.out"
-    bounded "$work/test.out" "$t" --gtest_brief=1
-    rc=$?
-    cat "$work/test.out" >>"$tests_log"
-    read -r ran passed skipped failed < <(gtest_counts "$work/test.out")
-    # GpuTest's skip reason (tests/support/gpu_test.h).
-    grep -q '^no CUDA device: ' "$work/test.out" && no_device=1
+    pids=()
+    for (( i = 0; i < test_shards; i++ )); do
+      : >"$work/test.$i.out"
+      GTEST_TOTAL_SHARDS=$test_shards GTEST_SHARD_INDEX=$i \
+        bounded "$work/test.$i.out" "$t" --gtest_brief=1 &
+      pids+=($!)
+    done
+    rc=0 ran=0 passed=0 skipped=0 failed=0
+    for (( i = 0; i < test_shards; i++ )); do
+      wait "${pids[$i]}"
+      shard_rc=$?
+      echo "=== $name (shard $i of $test_shards)" >>"$tests_log"
+      cat "$work/test.$i.out" >>"$tests_log"
+      # GpuTest's skip reason (tests/support/gpu_test.h).
+      grep -q '^no CUDA device: ' "$work/test.$i.out" && no_device=1
+      read -r r p s f < <(gtest_counts "$work/test.$i.out")
+      if [ "$r" = - ]; then
+        ran=-
+      elif [ "$ran" != - ]; then
+        ran=$(( ran + r )); passed=$(( passed + p )); skipped=$(( skipped + s ))
+        failed=$(( failed + f ))
+      fi
+      # The worst status: a timeout first, then a signal or failure.
+      if [ $shard_rc -eq 124 ] || [ $rc -eq 124 ]; then rc=124
+      elif [ $shard_rc -ne 0 ]; then rc=$shard_rc; fi
+    done
     if [ $rc -eq 124 ]; then
       parts+=("$name: timed out"); status=timeout
     elif [ "$ran" = - ]; then
       parts+=("$name: status $rc, no gtest summary$( ((rc > 128)) && echo " (signal $((rc - 128)))")")
       status=failed
     elif [ $rc -ne 0 ] || (( failed > 0 )); then
-      names_failed=$(grep -E '^\[  FAILED  \] [A-Za-z_]' "$work/test.out" | grep -v 'listed below' |
-                     awk '{ print $4 }' | sort -u | head -5 | tr '\n' ' ')
+      names_failed=$(cat "$work"/test.*.out | grep -E '^\[  FAILED  \] [A-Za-z_]' |
+                     grep -v 'listed below' | awk '{ print $4 }' | sort -u | head -5 | tr '\n' ' ')
       parts+=("$name: $failed of $ran failed (${names_failed% })")
       [ "$status" = timeout ] || status=failed
     else
       parts+=("$name: $passed passed, $skipped skipped")
     fi
+    rm -f "$work"/test.*.out
   done
   if [ -n "$no_device" ]; then
     status=failed; parts+=("tests skipped for want of a CUDA device")

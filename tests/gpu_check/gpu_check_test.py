@@ -49,12 +49,20 @@ if [ "$what" = breakdown ]; then
 fi
 """
 
+# Test programs run as gtest shards (GTEST_SHARD_INDEX of GTEST_TOTAL_SHARDS).
 PASSING_TEST = """\
 echo "env H3_SOURCE_DIR=$H3_SOURCE_DIR LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+echo "shard $GTEST_SHARD_INDEX of $GTEST_TOTAL_SHARDS"
 echo "[==========] 3 tests from 1 test suite ran. (5 ms total)"
 echo "[  PASSED  ] 3 tests."
 """
+# Shard 1 fails one test; the others pass theirs.
 FAILING_TEST = """\
+if [ "$GTEST_SHARD_INDEX" != 1 ]; then
+  echo "[==========] 1 test from 1 test suite ran. (5 ms total)"
+  echo "[  PASSED  ] 1 test."
+  exit 0
+fi
 echo "engine/cuda/cuda_engine_test.cc:99: Failure"
 echo "[  FAILED  ] CudaEngineTest.Broken (3 ms)"
 echo "[==========] 4 tests from 2 test suites ran. (9 ms total)"
@@ -238,8 +246,9 @@ class GpuCheckTest(unittest.TestCase):
         statuses = {name: p["status"] for name, p in m.phases.items()}
         self.assertEqual(statuses, dict.fromkeys(PHASES, "passed") |
                          {"tests": "failed", "profile": "skipped"})
-        self.assertIn("kernels_cuda_test: 3 passed, 0 skipped", m.phases["tests"]["detail"])
-        self.assertIn("engine_cuda_test: 1 of 4 failed (CudaEngineTest.Broken)",
+        # Four shards each: kernels 4 x 3 tests; engine 3 x 1 and 4, one failed.
+        self.assertIn("kernels_cuda_test: 12 passed, 0 skipped", m.phases["tests"]["detail"])
+        self.assertIn("engine_cuda_test: 1 of 7 failed (CudaEngineTest.Broken)",
                       m.phases["tests"]["detail"])
         self.assertIn("engine 20,000 tok/s", m.phases["table4"]["detail"])
         self.assertIn("0.90 of offline", m.phases["serve_64"]["detail"])
@@ -281,6 +290,10 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn(f"env H3_SOURCE_DIR={m.root} LD_LIBRARY_PATH={m.root}/lib:/machine/lib",
                       log)
         self.assertIn("=== memcheck engine_cuda_test", log)
+        for shard in range(4):
+            self.assertIn(f"=== kernels_cuda_test (shard {shard} of 4)\n"
+                          f"--- ", log)
+            self.assertIn(f"shard {shard} of 4", log)
         # The bench scripts get the wrappers' tree and the serving shape.
         bench = m.read("bench.log")
         self.assertIn("--device cuda", bench)
@@ -382,6 +395,9 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("no phase 'bogus'", m.stderr)
         self.assertIsNone(m.run("--limit", "tests=soon"))
         self.assertEqual(m.returncode, 2)
+        self.assertIsNone(m.run("--test-shards", "0"))
+        self.assertEqual(m.returncode, 2)
+        self.assertIn("--test-shards wants a count >= 1", m.stderr)
         self.assertFalse(os.path.exists(m.out))
 
 
