@@ -18,11 +18,12 @@
 // before each call, and then (--flush-l2, the default) writes twice the L2
 // size to evict it, both outside the timed region, which is CUDA events
 // around Run alone. Per case: one call per path for the correctness guard
-// (each other path against cuFFT), --warmup untimed calls, then timed calls for at least
-// --min-time-ms and --min-reps (at most --max-reps), the paths alternating
-// call by call, all enqueued before one synchronisation. Reported: median,
-// min and p90 ms per call, and the floor (bench/flashconv_floor.h) at the
-// measured copy bandwidth and at the theoretical peak.
+// (each other path against cuFFT), --warmup untimed calls, then timed calls
+// for at least --min-time-ms and --min-reps (at most --max-reps), the paths
+// alternating call by call, all enqueued before one synchronisation.
+// Reported: median, min and p90 ms per call, and the floor
+// (bench/flashconv_floor.h) at the measured copy bandwidth and at the
+// theoretical peak.
 //
 // --packed times each path in two modes instead: the batch as one
 // H3PrefillCuda::RunPacked call of BATCH segments ("packed") and as BATCH

@@ -109,15 +109,14 @@ void PrintRow(const CaseResult& r, const PathResult& p, const Bandwidth& bw) {
   const PathResult* guard = GuardOf(r, p.path);
   if (p.mode == r.paths.front().mode && guard != nullptr &&
       guard->out_vs_cufft && guard->out_vs_cufft->max_abs_ref > 0) {
-    std::snprintf(diff, sizeof diff, "%9.2e",
-                  guard->out_vs_cufft->max_abs_diff /
-                      guard->out_vs_cufft->max_abs_ref);
+    std::snprintf(
+        diff, sizeof diff, "%9.2e",
+        guard->out_vs_cufft->max_abs_diff / guard->out_vs_cufft->max_abs_ref);
   }
-  std::printf("%-8s %6lld %4s %-7s %-7s %s %s %s %9.4f %s %s\n",
-              shape.c_str(), static_cast<long long>(r.length),
-              TypeName(r.type), p.mode.c_str(),
-              kernels::H3PrefillPathName(p.path), a.c_str(), b.c_str(),
-              speedup, floor_ms, of_floor, diff);
+  std::printf("%-8s %6lld %4s %-7s %-7s %s %s %s %9.4f %s %s\n", shape.c_str(),
+              static_cast<long long>(r.length), TypeName(r.type),
+              p.mode.c_str(), kernels::H3PrefillPathName(p.path), a.c_str(),
+              b.c_str(), speedup, floor_ms, of_floor, diff);
 }
 
 }  // namespace
@@ -287,8 +286,8 @@ Json ReferenceJson() {
 void PrintTable(const std::vector<CaseResult>& cases, const Bandwidth& bw) {
   std::printf("medians in ms; floor at the measured %.0f GB/s\n",
               bw.measured / 1e9);
-  std::printf("%-8s %6s %4s %-7s %-7s %9s %9s %7s %9s %7s %9s\n", "shape",
-              "L", "type", "mode", "path", "ms", "cufft", "speedup", "floor",
+  std::printf("%-8s %6s %4s %-7s %-7s %9s %9s %7s %9s %7s %9s\n", "shape", "L",
+              "type", "mode", "path", "ms", "cufft", "speedup", "floor",
               "floor/ms", "diff");
   for (const CaseResult& r : cases) {
     // A row per path and mode beside cuFFT; cuFFT's own rows only when it

@@ -1,9 +1,10 @@
 #ifndef H3_KERNELS_H3_CHUNKED_H_
 #define H3_KERNELS_H3_CHUNKED_H_
 
-// The conventions of the chunked H3 prefill (kernels/cuda/h3_prefill_chunked*.cu),
-// shared with its host code and with the CPU emulation that checks the
-// algorithm (kernels/cpu/h3_chunked_emulation_test.cc).
+// The conventions of the chunked H3 prefill
+// (kernels/cuda/h3_prefill_chunked*.cu), shared with its host code and with the
+// CPU emulation that checks the algorithm
+// (kernels/cpu/h3_chunked_emulation_test.cc).
 //
 // The chunked prefill computes what the FlashConv kernel computes (head_dim 1,
 // d_state a multiple of 16 up to 64) without an FFT. The diagonal SSM of H3
@@ -32,8 +33,8 @@
 
 namespace h3::kernels::chunked {
 
-constexpr int kColumn = 16;               // tokens per column (MMA size)
-constexpr int kColumns = 16;              // columns per tile
+constexpr int kColumn = 16;                // tokens per column (MMA size)
+constexpr int kColumns = 16;               // columns per tile
 constexpr int kTile = kColumn * kColumns;  // tokens per tile
 
 // One channel's T = Toeplitz(K[0 .. 15]) / scale_t in fp16 bits, row j,

@@ -54,9 +54,8 @@ class PrefillScratch {
 // qkv and out hold owner.activation_type(). `scratch` (the owner's) must
 // outlive the layer.
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
-    const kernels::H3Weights& weights, ElementType type,
-    H3PrefillKernel kernel, cudaStream_t stream, const Backend& owner,
-    PrefillScratch& scratch);
+    const kernels::H3Weights& weights, ElementType type, H3PrefillKernel kernel,
+    cudaStream_t stream, const Backend& owner, PrefillScratch& scratch);
 
 // CUDA events recorded on `stream` (cuda_profile_clock.cc).
 std::unique_ptr<ProfileClock> MakeCudaProfileClock(cudaStream_t stream);

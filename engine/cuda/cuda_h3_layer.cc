@@ -193,9 +193,8 @@ absl::StatusOr<void*> PrefillScratch::Reserve(int64_t bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
-    const kernels::H3Weights& weights, ElementType type,
-    H3PrefillKernel kernel, cudaStream_t stream, const Backend& owner,
-    PrefillScratch& scratch) {
+    const kernels::H3Weights& weights, ElementType type, H3PrefillKernel kernel,
+    cudaStream_t stream, const Backend& owner, PrefillScratch& scratch) {
   kernels::H3PrefillCuda::Options options;
   // The fused and chunked kernels round their operands to fp16
   // (docs/flashconv.md): exact fp32 serving takes the cuFFT path.

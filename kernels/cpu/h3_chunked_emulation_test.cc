@@ -139,8 +139,7 @@ class Emulator {
 
   // The state after `len` tokens of a partial tile: the last whole
   // column's state, then the rest of the tokens one by one in fp32.
-  cfloat PartialEnd(int m, int len,
-                    const std::vector<std::vector<cfloat>>& xs,
+  cfloat PartialEnd(int m, int len, const std::vector<std::vector<cfloat>>& xs,
                     const std::vector<float>& u) const {
     const int g = len / ch::kColumn, rest = len % ch::kColumn;
     if (rest == 0) return xs[g][m];

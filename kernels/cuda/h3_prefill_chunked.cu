@@ -24,8 +24,7 @@ cudaError_t H3PrefillChunked::Create(const H3Weights& host_weights,
                                      std::unique_ptr<H3PrefillChunked>* out) {
   std::unique_ptr<H3PrefillChunked> op(new H3PrefillChunked());
   op->w_ = device_weights;
-  cudaError_t err =
-      Upload(flashconv::ChannelSetups(host_weights), &op->setup_);
+  cudaError_t err = Upload(flashconv::ChannelSetups(host_weights), &op->setup_);
   if (err == cudaSuccess) {
     err = Upload(chunked::ChunkedChannels(host_weights), &op->toeplitz_);
   }

@@ -36,7 +36,7 @@ class H3PrefillChunked {
 
  private:
   H3PrefillChunked() = default;
-  H3Weights w_;          // device
+  H3Weights w_;            // device
   DeviceBuffer setup_;     // [H] flashconv::ChannelSetup
   DeviceBuffer toeplitz_;  // [H] chunked::ChunkedChannel
 };

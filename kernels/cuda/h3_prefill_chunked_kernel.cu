@@ -121,8 +121,8 @@ __device__ void Scan(const ChunkedArgs& a, int c, int len, float u_max,
     xg[g] = state;
     most = fmaxf(most, fmaxf(fabsf(state.x), fabsf(state.y)));
     if (live) {
-      const float2 r = make_float2(s.r[fc::ModeRow(m, 0)][g],
-                                   s.r[fc::ModeRow(m, 1)][g]);
+      const float2 r =
+          make_float2(s.r[fc::ModeRow(m, 0)][g], s.r[fc::ModeRow(m, 1)][g]);
       state = fc::CAdd(fc::CMul(s.dA16[m], state), fc::CScale(r, r_scale));
     }
   }

@@ -22,10 +22,10 @@ constexpr int kThreads = 128;  // 4 warps a block
 // call, every channel (blockIdx.y); the segment table travels in the
 // kernel's parameters (__grid_constant__), as the fused kernel's does.
 struct ChunkedArgs {
-  H3Weights w;                                // device
-  const flashconv::ChannelSetup* setup;       // [H]: P, E, dA^16, scales
-  const ChunkedChannel* toeplitz;             // [H]: T
-  int64_t channel;                            // channel stride; time 1
+  H3Weights w;                           // device
+  const flashconv::ChannelSetup* setup;  // [H]: P, E, dA^16, scales
+  const ChunkedChannel* toeplitz;        // [H]: T
+  int64_t channel;                       // channel stride; time 1
   const void* q;
   const void* k;
   const void* v;
