@@ -70,6 +70,8 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
                       engine::ParseWeightType(flags.dtype));
   H3_ASSIGN_OR_RETURN(options.attention,
                       engine::ParseAttentionKernel(flags.attention));
+  H3_ASSIGN_OR_RETURN(options.h3_prefill,
+                      engine::ParseH3PrefillKernel(flags.h3_prefill));
   options.batch_invariant = flags.batch_invariant;
   options.half_activations = flags.half_activations;
   return engine::MakeBackend(options);

@@ -1,12 +1,13 @@
 // h3_flashconv_bench: one H3 layer's GPU prefill (H3PrefillCuda::Run) on the
-// fused FlashConv kernel and on the cuFFT path, side by side in one process,
-// next to the HBM floor. Prints a table on stdout and writes JSON (--out).
+// fused FlashConv kernel, the chunked kernel (--paths chunked) and the cuFFT
+// path, side by side in one process, next to the HBM floor. Prints a table
+// on stdout and writes JSON (--out).
 // Driven by bench/flashconv_bench.py, which writes
 // bench/results/flashconv_<device>.json.
 //
 //   h3_flashconv_bench [--shapes 64x768,8x1024]
 //       [--lengths 256,512,1024,2048,4096,8192,16384,32768]
-//       [--types fp16,bf16] [--paths fused,cufft] [--d-state 64]
+//       [--types fp16,bf16] [--paths fused,cufft] (or chunked) [--d-state 64]
 //       [--warmup 3] [--min-time-ms 200] [--min-reps 5] [--max-reps 10000]
 //       [--memory-fraction 0.6] [--flush-l2 | --no-flush-l2]
 //       [--copy-mib 1024] [--seed 1] [--device 0] [--packed] [--out FILE]
@@ -17,11 +18,12 @@
 // before each call, and then (--flush-l2, the default) writes twice the L2
 // size to evict it, both outside the timed region, which is CUDA events
 // around Run alone. Per case: one call per path for the correctness guard
-// (fused against cuFFT), --warmup untimed calls, then timed calls for at least
-// --min-time-ms and --min-reps (at most --max-reps), the paths alternating
-// call by call, all enqueued before one synchronisation. Reported: median,
-// min and p90 ms per call, and the floor (bench/flashconv_floor.h) at the
-// measured copy bandwidth and at the theoretical peak.
+// (each other path against cuFFT), --warmup untimed calls, then timed calls
+// for at least --min-time-ms and --min-reps (at most --max-reps), the paths
+// alternating call by call, all enqueued before one synchronisation.
+// Reported: median, min and p90 ms per call, and the floor
+// (bench/flashconv_floor.h) at the measured copy bandwidth and at the
+// theoretical peak.
 //
 // --packed times each path in two modes instead: the batch as one
 // H3PrefillCuda::RunPacked call of BATCH segments ("packed") and as BATCH
@@ -139,8 +141,9 @@ int Run(Flags f, const std::string& command) {
   DropRepeats(f.paths);
   for (const std::string& t : f.types) o.types.push_back(*ParseType(t));
   for (const std::string& p : f.paths) {
-    o.paths.push_back(p == "fused" ? H3PrefillPath::kFused
-                                   : H3PrefillPath::kCufft);
+    o.paths.push_back(p == "fused"     ? H3PrefillPath::kFused
+                      : p == "chunked" ? H3PrefillPath::kChunked
+                                       : H3PrefillPath::kCufft);
   }
   o.d_state = f.d_state;
   o.warmup = f.warmup;
@@ -201,7 +204,8 @@ int Run(Flags f, const std::string& command) {
        "zeroed by cudaMemsetAsync and, with flush_l2, l2_flush_bytes are "
        "written to evict L2, outside the timed region; CUDA events on "
        "one stream time the call alone. Per case: one guard call per "
-       "path (diff_vs_cufft = max|fused - cufft| / max|cufft|), warmup "
+       "path (diff_vs_cufft = max|path - cufft| / max|cufft| for every "
+       "other path), warmup "
        "untimed calls, then timed calls (min_time_ms, min_reps, max_reps), "
        "the paths alternating call by call, all enqueued before one "
        "synchronisation; ms = median, min, p90 per call. floor_ms = "
@@ -243,7 +247,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--paths", f.paths)
       ->delimiter(',')
-      ->check(CLI::IsMember({"fused", "cufft"}))
+      ->check(CLI::IsMember({"fused", "chunked", "cufft"}))
       ->capture_default_str();
   app.add_option("--d-state", f.d_state)
       ->check(CLI::PositiveNumber)

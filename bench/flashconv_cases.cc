@@ -168,12 +168,15 @@ CaseResult MeasureCase(const Shape& shape, const CaseOptions& o, int64_t length,
     if (active[i]) call(i, nullptr);
   }
   H3_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
-  // The guard compares the first mode's fused and cuFFT calls (the modes of
-  // one path follow each other in the same order on every path).
-  size_t fused = paths.size(), cufft = paths.size();
+  // The guard compares every other path's first-mode call with cuFFT's
+  // (the modes of one path follow each other in the same order on every
+  // path).
+  size_t cufft = paths.size();
   for (size_t i = 0; i < paths.size(); ++i) {
-    if (!active[i] || paths[i].base.mode != paths[0].base.mode) continue;
-    (paths[i].base.path == H3PrefillPath::kFused ? fused : cufft) = i;
+    if (active[i] && paths[i].base.mode == paths[0].base.mode &&
+        paths[i].base.path == H3PrefillPath::kCufft) {
+      cufft = i;
+    }
   }
   for (size_t i = 0; i + 1 < paths.size(); ++i) {
     const PathState &a = paths[i], &b = paths[i + 1];
@@ -184,15 +187,17 @@ CaseResult MeasureCase(const Shape& shape, const CaseOptions& o, int64_t length,
                int64_t{shape.batch} * shape.heads * length, type, stream);
     }
   }
-  if (fused < paths.size() && cufft < paths.size()) {
-    const PathState &a = paths[fused], &b = paths[cufft];
-    r.out_diff =
+  for (size_t i = 0; cufft < paths.size() && i < paths.size(); ++i) {
+    const PathState &a = paths[i], &b = paths[cufft];
+    if (i == cufft || !active[i] || a.base.mode != b.base.mode) continue;
+    PathResult& result = r.paths[i];
+    result.out_vs_cufft =
         Diff(a.out.get(), b.out.get(),
              int64_t{shape.batch} * shape.heads * length, type, stream);
-    r.shift_diff = Diff(a.shift.get(), b.shift.get(), sb.shift / 4,
-                        ElementType::kF32, stream);
-    r.diag_diff = Diff(a.diag.get(), b.diag.get(), sb.diag / 4,
-                       ElementType::kF32, stream);
+    result.shift_vs_cufft = Diff(a.shift.get(), b.shift.get(), sb.shift / 4,
+                                 ElementType::kF32, stream);
+    result.diag_vs_cufft = Diff(a.diag.get(), b.diag.get(), sb.diag / 4,
+                                ElementType::kF32, stream);
   }
 
   // Warm-up, whose fastest call sets the number of repetitions.

@@ -63,6 +63,9 @@ struct PathResult {
   // Mode packed: its guard call's output against the same path's singles
   // call (the same segments one by one), which it should equal bit for bit.
   std::optional<MaxDiff> vs_singles;
+  // A path other than cuFFT, in the first mode: its guard call against
+  // cuFFT's (outputs, shift and diagonal end states), when both ran.
+  std::optional<MaxDiff> out_vs_cufft, shift_vs_cufft, diag_vs_cufft;
   std::string skipped;     // non-empty: not measured, and why
   std::vector<double> ms;  // every timed call, in the order run
 };
@@ -73,9 +76,6 @@ struct CaseResult {
   int64_t length = 0;
   ElementType type = ElementType::kF16;
   std::vector<PathResult> paths;  // in CaseOptions::paths order
-  // Fused against cuFFT, one call each from zero states, when both ran (in
-  // the first mode).
-  std::optional<MaxDiff> out_diff, shift_diff, diag_diff;
 };
 
 // Measures every (type, length) case of `shape`, types outermost, and frees

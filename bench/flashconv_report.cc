@@ -81,31 +81,42 @@ std::string Cell(const CaseResult& r, H3PrefillPath path,
   return text;
 }
 
-// One row of the table: the case's calls in `mode`.
-void PrintRow(const CaseResult& r, const std::string& mode,
-              const Bandwidth& bw) {
-  double fused = 0, cufft = 0;
-  const std::string a = Cell(r, H3PrefillPath::kFused, mode, &fused);
-  const std::string b = Cell(r, H3PrefillPath::kCufft, mode, &cufft);
+// The same path's first-mode result: where the guard's diffs against cuFFT
+// are kept.
+const PathResult* GuardOf(const CaseResult& r, H3PrefillPath path) {
+  for (const PathResult& p : r.paths) {
+    if (p.path == path && p.mode == r.paths.front().mode) return &p;
+  }
+  return nullptr;
+}
+
+// One row of the table: a path's calls in its mode beside cuFFT's.
+void PrintRow(const CaseResult& r, const PathResult& p, const Bandwidth& bw) {
+  double ours = 0, cufft = 0;
+  const std::string a = Cell(r, p.path, p.mode, &ours);
+  const std::string b = Cell(r, H3PrefillPath::kCufft, p.mode, &cufft);
   const double floor_ms = BytesOf(r).floor() / bw.measured * 1e3;
   const std::string shape =
       std::to_string(r.shape.batch) + "x" + std::to_string(r.shape.heads);
   char speedup[16] = "      -", of_floor[16] = "      -",
        diff[16] = "        -";
-  if (fused > 0 && cufft > 0) {
-    std::snprintf(speedup, sizeof speedup, "%7.2f", cufft / fused);
+  if (ours > 0 && cufft > 0 && p.path != H3PrefillPath::kCufft) {
+    std::snprintf(speedup, sizeof speedup, "%7.2f", cufft / ours);
   }
-  if (fused > 0) {
-    std::snprintf(of_floor, sizeof of_floor, "%6.1f%%", 100 * floor_ms / fused);
+  if (ours > 0) {
+    std::snprintf(of_floor, sizeof of_floor, "%6.1f%%", 100 * floor_ms / ours);
   }
-  if (!r.paths.empty() && mode == r.paths.front().mode && r.out_diff &&
-      r.out_diff->max_abs_ref > 0) {
-    std::snprintf(diff, sizeof diff, "%9.2e",
-                  r.out_diff->max_abs_diff / r.out_diff->max_abs_ref);
+  const PathResult* guard = GuardOf(r, p.path);
+  if (p.mode == r.paths.front().mode && guard != nullptr &&
+      guard->out_vs_cufft && guard->out_vs_cufft->max_abs_ref > 0) {
+    std::snprintf(
+        diff, sizeof diff, "%9.2e",
+        guard->out_vs_cufft->max_abs_diff / guard->out_vs_cufft->max_abs_ref);
   }
-  std::printf("%-8s %6lld %4s %-7s %s %s %s %9.4f %s %s\n", shape.c_str(),
-              static_cast<long long>(r.length), TypeName(r.type), mode.c_str(),
-              a.c_str(), b.c_str(), speedup, floor_ms, of_floor, diff);
+  std::printf("%-8s %6lld %4s %-7s %-7s %s %s %s %9.4f %s %s\n", shape.c_str(),
+              static_cast<long long>(r.length), TypeName(r.type),
+              p.mode.c_str(), kernels::H3PrefillPathName(p.path), a.c_str(),
+              b.c_str(), speedup, floor_ms, of_floor, diff);
 }
 
 }  // namespace
@@ -232,13 +243,16 @@ Json CaseJson(const CaseResult& r, const PathResult& p, const Bandwidth& bw) {
     j["max_abs_diff_vs_singles"] =
         p.vs_singles ? Json(p.vs_singles->max_abs_diff) : Json();
   }
-  if (p.path == H3PrefillPath::kFused) {
+  if (p.path != H3PrefillPath::kCufft) {
     const double cufft = MedianOf(r, H3PrefillPath::kCufft, p.mode);
     j["speedup_vs_cufft"] = cufft > 0 ? Json(cufft / t.median) : Json();
-    j["diff_vs_cufft"] = r.out_diff ? Normalised(*r.out_diff) : Json();
-    j["state_diff_vs_cufft"] = {
-        {"shift", r.shift_diff ? Normalised(*r.shift_diff) : Json()},
-        {"diag", r.diag_diff ? Normalised(*r.diag_diff) : Json()}};
+    const PathResult* g = GuardOf(r, p.path);
+    auto diff = [&](const std::optional<MaxDiff> PathResult::*field) {
+      return g != nullptr && g->*field ? Normalised(*(g->*field)) : Json();
+    };
+    j["diff_vs_cufft"] = diff(&PathResult::out_vs_cufft);
+    j["state_diff_vs_cufft"] = {{"shift", diff(&PathResult::shift_vs_cufft)},
+                                {"diag", diff(&PathResult::diag_vs_cufft)}};
   }
   if (const double* published = PublishedMs(r)) {
     j["flashfftconv_published_ms"] = *published;
@@ -272,17 +286,19 @@ Json ReferenceJson() {
 void PrintTable(const std::vector<CaseResult>& cases, const Bandwidth& bw) {
   std::printf("medians in ms; floor at the measured %.0f GB/s\n",
               bw.measured / 1e9);
-  std::printf("%-8s %6s %4s %-7s %9s %9s %7s %9s %7s %9s\n", "shape", "L",
-              "type", "mode", "fused", "cufft", "speedup", "floor", "fused/f",
-              "diff");
+  std::printf("%-8s %6s %4s %-7s %-7s %9s %9s %7s %9s %7s %9s\n", "shape", "L",
+              "type", "mode", "path", "ms", "cufft", "speedup", "floor",
+              "floor/ms", "diff");
   for (const CaseResult& r : cases) {
-    std::vector<std::string> modes;
+    // A row per path and mode beside cuFFT; cuFFT's own rows only when it
+    // ran alone.
+    bool others = false;
     for (const PathResult& p : r.paths) {
-      if (std::find(modes.begin(), modes.end(), p.mode) == modes.end()) {
-        modes.push_back(p.mode);
-      }
+      others = others || p.path != H3PrefillPath::kCufft;
     }
-    for (const std::string& mode : modes) PrintRow(r, mode, bw);
+    for (const PathResult& p : r.paths) {
+      if (!others || p.path != H3PrefillPath::kCufft) PrintRow(r, p, bw);
+    }
   }
 }
 

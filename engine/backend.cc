@@ -25,6 +25,13 @@ absl::StatusOr<AttentionKernel> ParseAttentionKernel(const std::string& name) {
                                     "\"; use fma or flash");
 }
 
+absl::StatusOr<H3PrefillKernel> ParseH3PrefillKernel(const std::string& name) {
+  if (name == "fft") return H3PrefillKernel::kFft;
+  if (name == "chunked") return H3PrefillKernel::kChunked;
+  return absl::InvalidArgumentError("unknown H3 prefill kernel \"" + name +
+                                    "\"; use fft or chunked");
+}
+
 absl::StatusOr<int64_t> HostAvailableBytes() {
   std::ifstream meminfo("/proc/meminfo");
   std::string key, unit;

@@ -302,6 +302,16 @@ enum class AttentionKernel { kFma, kFlash };
 // "fma" or "flash"; InvalidArgument for anything else.
 absl::StatusOr<AttentionKernel> ParseAttentionKernel(const std::string& name);
 
+// Which kernel a CUDA backend with 16-bit weights prefills H3 layers on
+// (fp32 weights take the cuFFT path either way). kFft: the fused FlashConv
+// kernel (block FFT on tensor cores), the default, checked on an H100.
+// kChunked: the chunked-scan kernel (kernels/h3_chunked.h), the same
+// domain without an FFT. Off by default until a GPU run has measured it.
+enum class H3PrefillKernel { kFft, kChunked };
+
+// "fft" or "chunked"; InvalidArgument for anything else.
+absl::StatusOr<H3PrefillKernel> ParseH3PrefillKernel(const std::string& name);
+
 struct BackendOptions {
   // "cpu", "cuda" (the first GPU), "cuda:N", or "auto": the first GPU when
   // one is present and usable, else the CPU.
@@ -309,6 +319,7 @@ struct BackendOptions {
   // Unset: fp16 on a GPU, fp32 on the CPU.
   std::optional<ElementType> weight_type;
   AttentionKernel attention = AttentionKernel::kFma;
+  H3PrefillKernel h3_prefill = H3PrefillKernel::kFft;
   // CUDA: every matrix product by the batch-invariant kernel
   // (kernels/skinny_gemm.h), so that a row's results never depend on the
   // other rows of its step (docs/cuda-engine.md, "Batch invariance"). Off:
@@ -327,9 +338,9 @@ struct BackendOptions {
 
 // The backend `options` name. InvalidArgument for an unknown device name,
 // FailedPrecondition for "cuda" without a usable GPU (the reason in words),
-// InvalidArgument for 16-bit weights on the CPU, and for kFlash attention
-// or half activations on the CPU or with fp32 weights (they compute in the
-// 16-bit type).
+// InvalidArgument for 16-bit weights on the CPU, and for kFlash attention,
+// the kChunked H3 prefill or half activations on the CPU or with fp32
+// weights (they compute in the 16-bit type).
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
     const BackendOptions& options);
 

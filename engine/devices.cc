@@ -100,6 +100,11 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
           "--half-activations keeps activations in the weights' 16-bit type; "
           "the CPU backend keeps its weights in fp32");
     }
+    if (options.h3_prefill == H3PrefillKernel::kChunked) {
+      return absl::InvalidArgumentError(
+          "--h3-prefill chunked runs on a GPU; the CPU backend prefills H3 "
+          "layers by the recurrence (--h3-prefill fft)");
+    }
     return MakeCpuBackend();
   }
   const ElementType type = options.weight_type.value_or(ElementType::kF16);
@@ -108,6 +113,12 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
     return absl::InvalidArgumentError(
         "--attention flash computes in the weights' 16-bit type: use --dtype "
         "fp16 or bf16, or --attention fma with fp32");
+  }
+  if (options.h3_prefill == H3PrefillKernel::kChunked &&
+      type == ElementType::kF32) {
+    return absl::InvalidArgumentError(
+        "--h3-prefill chunked computes with fp16 operands: use --dtype fp16 "
+        "or bf16 (fp32 weights take the exact cuFFT prefill)");
   }
   if (options.half_activations && type == ElementType::kF32) {
     return absl::InvalidArgumentError(

@@ -89,9 +89,33 @@ TEST(MakeBackendTest, ParsesWeightTypes) {
 TEST(MakeBackendTest, ParsesAttentionKernels) {
   EXPECT_EQ(*ParseAttentionKernel("fma"), AttentionKernel::kFma);
   EXPECT_EQ(*ParseAttentionKernel("flash"), AttentionKernel::kFlash);
+  EXPECT_EQ(*ParseH3PrefillKernel("fft"), H3PrefillKernel::kFft);
+  EXPECT_EQ(*ParseH3PrefillKernel("chunked"), H3PrefillKernel::kChunked);
+  EXPECT_EQ(ParseH3PrefillKernel("scan").status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseAttentionKernel("wgmma").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BackendOptions{}.attention, AttentionKernel::kFma);
+  EXPECT_EQ(BackendOptions{}.h3_prefill, H3PrefillKernel::kFft);
+}
+
+// The chunked H3 prefill is a GPU kernel with fp16 operands: the CPU and
+// fp32 weights refuse it, naming the flag.
+TEST(MakeBackendTest, RefusesTheChunkedPrefillWithoutItsPrerequisites) {
+  BackendOptions options;
+  options.device = "cpu";
+  options.h3_prefill = H3PrefillKernel::kChunked;
+  const absl::Status cpu = MakeBackend(options).status();
+  EXPECT_EQ(cpu.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cpu.message().find("--h3-prefill chunked"), absl::string_view::npos)
+      << cpu;
+  const CudaInventory inventory = ListCudaDevices();
+  if (inventory.devices.empty()) return;  // "cuda" fails before the dtype
+  options.device = "cuda";
+  options.weight_type = ElementType::kF32;
+  const absl::Status fp32 = MakeBackend(options).status();
+  EXPECT_EQ(fp32.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fp32.message().find("--dtype"), absl::string_view::npos) << fp32;
 }
 
 // The tensor-core attention needs a GPU and 16-bit weights; asking for it

@@ -22,6 +22,9 @@ constexpr int kMaxModes = 32;  // diagonal-SSM modes M (d_state <= 64)
 constexpr int kHistory = 64;
 static_assert(2 * kMaxModes <= kHistory, "the history must hold the ring");
 constexpr int kStateTile = 256;  // tokens per column tile of the state sums
+// The carried state's output builds its state matrix Z in this many runs of
+// columns, each from a precomputed power of dA (flashconv_setup.h).
+constexpr int kCarrySegments = 8;
 
 // An FFT size n = n1 * n2 of the two-level (Monarch) decomposition; a chunk
 // holds n / 2 tokens. n1 >= 32 so that the zero-padded half of the input,

@@ -210,6 +210,13 @@ int main(int argc, char** argv) {
                  "docs/cuda-engine.md)")
       ->check(CLI::IsMember({"fma", "flash"}))
       ->capture_default_str();
+  std::string h3_prefill = "fft";
+  app.add_option("--h3-prefill", h3_prefill,
+                 "H3 prefill on a GPU with 16-bit --dtype: fft (the fused "
+                 "FlashConv kernel) or chunked (the chunked-scan kernel; "
+                 "unmeasured, docs/flashconv.md)")
+      ->check(CLI::IsMember({"fft", "chunked"}))
+      ->capture_default_str();
   app.add_flag("--batch-invariant", options.backend.batch_invariant,
                "GPU: every matrix product by a kernel whose per-row result "
                "does not depend on the other rows of the step, so a "
@@ -239,6 +246,7 @@ int main(int argc, char** argv) {
   options.http.max_queued_connections = options.http.threads;
   options.backend.weight_type = *h3::engine::ParseWeightType(dtype);
   options.backend.attention = *h3::engine::ParseAttentionKernel(attention);
+  options.backend.h3_prefill = *h3::engine::ParseH3PrefillKernel(h3_prefill);
   auto cache =
       h3::server::ParseMemoryAmount(cache_memory, "--prefix-cache-memory");
   if (!cache.ok()) {

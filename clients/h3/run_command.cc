@@ -40,6 +40,7 @@ struct RunFlags {
   std::string device = "auto";
   std::string dtype = "auto";
   std::string attention = "fma";
+  std::string h3_prefill = "fft";
   bool batch_invariant = false;
   bool half_activations = false;
   bool json = false;
@@ -120,6 +121,8 @@ absl::Status Run(const RunFlags& flags) {
                       engine::ParseWeightType(flags.dtype));
   H3_ASSIGN_OR_RETURN(backend_options.attention,
                       engine::ParseAttentionKernel(flags.attention));
+  H3_ASSIGN_OR_RETURN(backend_options.h3_prefill,
+                      engine::ParseH3PrefillKernel(flags.h3_prefill));
   backend_options.batch_invariant = flags.batch_invariant;
   backend_options.half_activations = flags.half_activations;
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
@@ -256,6 +259,11 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "Prefill attention on a GPU: fma (fp32) or flash (tensor "
                   "cores, 16-bit --dtype)")
       ->check(CLI::IsMember({"fma", "flash"}))
+      ->capture_default_str();
+  cmd->add_option("--h3-prefill", flags->h3_prefill,
+                  "H3 prefill on a GPU with 16-bit --dtype: fft (FlashConv) "
+                  "or chunked (chunked scan; unmeasured)")
+      ->check(CLI::IsMember({"fft", "chunked"}))
       ->capture_default_str();
   cmd->add_flag("--batch-invariant", flags->batch_invariant,
                 "GPU: matrix products whose per-row results do not depend "

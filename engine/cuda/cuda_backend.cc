@@ -37,6 +37,7 @@ class CudaBackend final : public Backend {
         type_(type),
         activation_type_(options.half_activations ? type : ElementType::kF32),
         flash_attention_(options.attention == AttentionKernel::kFlash),
+        h3_prefill_(options.h3_prefill),
         batch_invariant_(options.batch_invariant) {}
 
   ~CudaBackend() override {
@@ -184,7 +185,8 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) override {
-    return MakeCudaH3Layer(weights, type_, stream_, *this, *prefill_scratch_);
+    return MakeCudaH3Layer(weights, type_, h3_prefill_, stream_, *this,
+                           *prefill_scratch_);
   }
 
   absl::Status Attention(const AttentionPrefillParams& p) override {
@@ -379,6 +381,7 @@ class CudaBackend final : public Backend {
   ElementType type_;
   ElementType activation_type_;
   bool flash_attention_;  // prefill attention on tensor cores where possible
+  H3PrefillKernel h3_prefill_;
   // One attention prefill call's segments, reused.
   std::vector<kernels::flash::Sequence> flash_seqs_;
   std::vector<kernels::AttentionSegmentCall> fma_segs_;

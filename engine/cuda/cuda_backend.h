@@ -47,14 +47,15 @@ class PrefillScratch {
 
 // The backend's H3 layer (cuda_h3_layer.cc). `stream` is the backend's.
 // fp32 weights take the cuFFT prefill (exact fp32 arithmetic); 16-bit ones
-// the fused FlashConv kernel where the layer's shape allows it. Prefill
+// the fused FlashConv kernel, or the chunked one (`kernel`), where the
+// layer's shape allows it. Prefill
 // times its parts (transposes, convolution) in nested ranges of
 // owner.profiler() while it is on; `owner` must outlive the layer.
 // qkv and out hold owner.activation_type(). `scratch` (the owner's) must
 // outlive the layer.
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
-    const kernels::H3Weights& weights, ElementType type, cudaStream_t stream,
-    const Backend& owner, PrefillScratch& scratch);
+    const kernels::H3Weights& weights, ElementType type, H3PrefillKernel kernel,
+    cudaStream_t stream, const Backend& owner, PrefillScratch& scratch);
 
 // CUDA events recorded on `stream` (cuda_profile_clock.cc).
 std::unique_ptr<ProfileClock> MakeCudaProfileClock(cudaStream_t stream);

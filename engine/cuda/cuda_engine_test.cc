@@ -93,6 +93,32 @@ TEST_F(CudaEngineTest, FlashAttentionStaysCloseToTheCpu) {
   }
 }
 
+// The same with the chunked H3 prefill (--h3-prefill chunked): fp16 tensor
+// operands like the fused kernel's (kernels/h3_chunked.h), so the same
+// bounds; its logits differ from the fused kernel's, which shows it ran.
+// Prompt chunks of 48 tokens (the fixture's) leave partial columns and
+// state passing between calls.
+TEST_F(CudaEngineTest, ChunkedH3PrefillStaysCloseToTheCpu) {
+  Open(1);
+  const std::vector<int32_t> prompt = Tokens(150, 4, config_.vocab_size);
+  const std::vector<float> want = CpuGreedy(prompt, 8);
+  ASSERT_FALSE(want.empty());
+  for (auto [type, bound] : {std::pair{ElementType::kF16, 1e-2},
+                             std::pair{ElementType::kBF16, 5e-2}}) {
+    BackendOptions options{"cuda", type};
+    options.h3_prefill = H3PrefillKernel::kChunked;
+    auto chunked = Load(options);
+    auto fused = Load("cuda", type);
+    ASSERT_NE(chunked, nullptr);
+    ASSERT_NE(fused, nullptr);
+    std::vector<int32_t> tokens;
+    const std::vector<float> got = Greedy(*chunked, prompt, 8, &tokens);
+    const std::vector<float> fft = Greedy(*fused, prompt, 8, &tokens);
+    EXPECT_LT(NormalisedError(got, want), bound) << ElementTypeName(type);
+    EXPECT_NE(got, fft) << ElementTypeName(type);
+  }
+}
+
 // Five sequences at different positions fed a token each in one step,
 // against each alone: rows never mix, though a different batch may choose a
 // different matrix product algorithm (summation order), hence a bound

@@ -193,13 +193,15 @@ absl::StatusOr<void*> PrefillScratch::Reserve(int64_t bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
-    const kernels::H3Weights& weights, ElementType type, cudaStream_t stream,
-    const Backend& owner, PrefillScratch& scratch) {
+    const kernels::H3Weights& weights, ElementType type, H3PrefillKernel kernel,
+    cudaStream_t stream, const Backend& owner, PrefillScratch& scratch) {
   kernels::H3PrefillCuda::Options options;
-  // The fused kernel rounds its operands to fp16 (docs/flashconv.md): exact
-  // fp32 serving takes the cuFFT path.
+  // The fused and chunked kernels round their operands to fp16
+  // (docs/flashconv.md): exact fp32 serving takes the cuFFT path.
   options.prefer = type == ElementType::kF32 ? kernels::H3PrefillPath::kCufft
-                                             : kernels::H3PrefillPath::kFused;
+                   : kernel == H3PrefillKernel::kChunked
+                       ? kernels::H3PrefillPath::kChunked
+                       : kernels::H3PrefillPath::kFused;
   std::unique_ptr<kernels::H3PrefillCuda> prefill;
   H3_CUDA_RETURN_IF_ERROR(
       kernels::H3PrefillCuda::Create(weights, options, &prefill));

@@ -20,14 +20,20 @@ struct Case {
   ElementType weights;
   bool half_activations;
   AttentionKernel attention;
+  H3PrefillKernel h3_prefill = H3PrefillKernel::kFft;
 };
 
-// fp32 weights take the cuFFT prefill; 16-bit ones the fused kernel.
+// fp32 weights take the cuFFT prefill; 16-bit ones the fused kernel, or
+// the chunked one on request.
 const Case kCases[] = {
     {"fp32_cufft_fma", ElementType::kF32, false, AttentionKernel::kFma},
     {"fp16_fused_fma", ElementType::kF16, false, AttentionKernel::kFma},
     {"fp16_half_flash", ElementType::kF16, true, AttentionKernel::kFlash},
     {"bf16_half_flash", ElementType::kBF16, true, AttentionKernel::kFlash},
+    {"fp16_chunked_fma", ElementType::kF16, false, AttentionKernel::kFma,
+     H3PrefillKernel::kChunked},
+    {"bf16_half_chunked", ElementType::kBF16, true, AttentionKernel::kFlash,
+     H3PrefillKernel::kChunked},
 };
 
 class CudaPackedPrefillTest : public h3::testing::GpuTestWithParam<Case> {
@@ -37,6 +43,7 @@ class CudaPackedPrefillTest : public h3::testing::GpuTestWithParam<Case> {
     auto backend = MakeBackend({.device = "cuda",
                                 .weight_type = c.weights,
                                 .attention = c.attention,
+                                .h3_prefill = c.h3_prefill,
                                 .half_activations = c.half_activations});
     EXPECT_TRUE(backend.ok()) << backend.status();
     return backend.ok() ? *std::move(backend) : nullptr;

@@ -3,19 +3,22 @@
 // (kernels/flashconv.h) and its fp16 roundings, against the CPU twin
 // H3PrefillCpu. This checks what the GPU tests cannot check without a GPU:
 // the two-level FFT's index order, twiddles and scales, the permuted
-// spectrum, the state matrices E, P, Z and their row order, chunking with
-// state passing, the shift state's ring read into the history and written
-// back at the call's positions, and the error that fp16 tensor-core
-// operands cost. It does not check the CUDA mechanics (fragments,
-// synchronisation); the gpu-labelled kernels_cuda_test does.
+// spectrum, the state matrices E, P, Z and their row order, the tables
+// precomputed at load (kernels/flashconv_setup.h: P, E, their scales, powers
+// of dA, twiddles), chunking with state passing, the shift state's ring read
+// into the history and written back at the call's positions, and the error that
+// fp16 tensor-core operands cost. It does not check the CUDA mechanics
+// (fragments, synchronisation); the gpu-labelled kernels_cuda_test does.
 #include <algorithm>
 #include <cmath>
 #include <complex>
 #include <tuple>
 #include <vector>
 
+#include "base/half_float.h"
 #include "gtest/gtest.h"
 #include "kernels/flashconv.h"
+#include "kernels/flashconv_setup.h"
 #include "kernels/h3.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/random.h"
@@ -31,25 +34,34 @@ using cfloat = std::complex<float>;
 // Rounds to fp16 and back, as the kernel's operands are stored.
 float Half(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
 
-cfloat PowPolar(double log_r, double theta, double n) {
-  const double r = std::exp(n * log_r);
-  return cfloat(static_cast<float>(r * std::cos(n * theta)),
-                static_cast<float>(r * std::sin(n * theta)));
-}
+cfloat Pair(const float* z) { return cfloat(z[0], z[1]); }
 
-cfloat Twiddle(int r, int n) {
-  const double angle = -2.0 * 3.14159265358979323846 * r / n;
-  return cfloat(static_cast<float>(std::cos(angle)),
-                static_cast<float>(std::sin(angle)));
-}
+// The layer's tables of one FFT size, as H3PrefillFused::Create uploads them.
+struct LoadTables {
+  LoadTables(const H3Weights& w, const fc::FftSize& size)
+      : channels(fc::ChannelSetups(w)),
+        chunk_powers(fc::ChunkPowers(w, size)),
+        twiddles(fc::TwiddleTable(size)) {}
+  std::vector<fc::ChannelSetup> channels;  // [H]
+  std::vector<float> chunk_powers;         // [H][kCarrySegments][M] complex
+  std::vector<float> twiddles;             // [n1][n2] complex
+};
 
 // One channel's prefill of `length` tokens at positions [start, start +
 // length) (p = 1), as the kernel computes it. q, k, v: the channel's inputs;
 // ring [N] (the shift state) and diag [M] complex in place.
 class Emulator {
  public:
-  Emulator(const H3Weights& w, int c, const fc::FftSize& size)
-      : w_(w), c_(c), size_(size), modes_(w.shape.modes()) {
+  Emulator(const H3Weights& w, int c, const fc::FftSize& size,
+           const LoadTables& tables)
+      : w_(w),
+        c_(c),
+        size_(size),
+        modes_(w.shape.modes()),
+        setup_(tables.channels[c]),
+        powers_(tables.chunk_powers.data() +
+                2 * c * fc::kCarrySegments * modes_),
+        twiddles_(tables.twiddles.data()) {
     std::vector<float> rfft(2 * w.shape.heads() * (size.n / 2 + 1));
     H3KernelSpectrum(w, size.n, rfft.data());
     const float* bins = rfft.data() + 2 * c * (size.n / 2 + 1);
@@ -71,41 +83,6 @@ class Emulator {
     fc::DftTables(
         size, [&](int i, double x) { f1_[i] = Half(static_cast<float>(x)); },
         [&](int i, double x) { f2_[i] = Half(static_cast<float>(x)); });
-    for (int m = 0; m < modes_; ++m) {
-      const int i = c * modes_ + m;
-      const double re = w.dA[2 * i], im = w.dA[2 * i + 1];
-      log_r_.push_back(0.5 * std::log(re * re + im * im));
-      theta_.push_back(std::atan2(im, re));
-    }
-    // P[j][m] = C dA^(j+1) and E[m][i] = dA^(15-i) dB, scaled to [-1, 1].
-    pcat_.assign(16 * 2 * modes_, 0.0f);
-    ecat_.assign(2 * modes_ * 16, 0.0f);
-    std::vector<cfloat> p(16 * modes_), e(16 * modes_);
-    float p_max = 0, e_max = 0;
-    for (int j = 0; j < 16; ++j) {
-      for (int m = 0; m < modes_; ++m) {
-        const int i = c * modes_ + m;
-        p[j * modes_ + m] = cfloat(w.C[2 * i], w.C[2 * i + 1]) *
-                            PowPolar(log_r_[m], theta_[m], j + 1);
-        e[m * 16 + j] = cfloat(w.dB[2 * i], w.dB[2 * i + 1]) *
-                        PowPolar(log_r_[m], theta_[m], 15 - j);
-        p_max = std::max({p_max, std::abs(p[j * modes_ + m].real()),
-                          std::abs(p[j * modes_ + m].imag())});
-        e_max = std::max({e_max, std::abs(e[m * 16 + j].real()),
-                          std::abs(e[m * 16 + j].imag())});
-      }
-    }
-    for (int j = 0; j < 16; ++j) {
-      for (int m = 0; m < modes_; ++m) {
-        const cfloat pv = p[j * modes_ + m] / p_max, ev = e[m * 16 + j] / e_max;
-        pcat_[j * 2 * modes_ + fc::ModeRow(m, 0)] = Half(pv.real());
-        pcat_[j * 2 * modes_ + fc::ModeRow(m, 1)] = Half(-pv.imag());
-        ecat_[fc::ModeRow(m, 0) * 16 + j] = Half(ev.real());
-        ecat_[fc::ModeRow(m, 1) * 16 + j] = Half(ev.imag());
-      }
-    }
-    scale_p_ = p_max;
-    scale_e_ = e_max;
   }
 
   void Run(int64_t start, int64_t length, const float* q, const float* k,
@@ -170,10 +147,10 @@ class Emulator {
     const int pad = l256 - len;
     std::vector<float> right(l256, 0.0f);
     for (int t = pad; t < l256; ++t) right[t] = Half(kv[t - pad] * kv_inv);
+    const int chunk = size_.n / 2;
     std::vector<cfloat> next(modes_);
     for (int m = 0; m < modes_; ++m) {
-      const cfloat a16 = PowPolar(log_r_[m], theta_[m], 16);
-      const cfloat a256 = PowPolar(log_r_[m], theta_[m], 256);
+      const cfloat a16 = Pair(setup_.dA16[m]), a256 = Pair(setup_.dA256[m]);
       cfloat acc = 0;
       if (kv_max > 0) {
         for (int gt = 0; gt < l256 / fc::kStateTile; ++gt) {
@@ -182,16 +159,22 @@ class Emulator {
             float re = 0, im = 0;
             for (int i = 0; i < 16; ++i) {
               const float kvi = right[fc::kStateTile * gt + 16 * g + i];
-              re += ecat_[fc::ModeRow(m, 0) * 16 + i] * kvi;
-              im += ecat_[fc::ModeRow(m, 1) * 16 + i] * kvi;
+              re += HalfToFloat(setup_.ecat[fc::ModeRow(m, 0)][i]) * kvi;
+              im += HalfToFloat(setup_.ecat[fc::ModeRow(m, 1)][i]) * kvi;
             }
             part = part * a16 + cfloat(re, im);
           }
           acc = acc * a256 + part;
         }
       }
-      next[m] = PowPolar(log_r_[m], theta_[m], len) * x[m] +
-                acc * (kv_max * scale_e_);
+      // dA^len: from the table for a whole chunk, else in double.
+      float decay[2];
+      if (len == chunk) {
+        std::copy_n(ChunkPower(fc::kCarrySegments, m), 2, decay);
+      } else {
+        fc::PowPolar(setup_.log_r[m], setup_.theta[m], len, decay);
+      }
+      next[m] = Pair(decay) * x[m] + acc * (kv_max * setup_.scale_e);
     }
     return next;
   }
@@ -202,14 +185,15 @@ class Emulator {
     for (const cfloat& z : x)
       x_max = std::max({x_max, std::abs(z.real()), std::abs(z.imag())});
     if (x_max == 0) return;
-    const int groups = chunk / 16;
+    const int groups = chunk / 16, per_segment = groups / fc::kCarrySegments;
     std::vector<float> z(2 * modes_ * groups);
     for (int m = 0; m < modes_; ++m) {
-      for (int segment = 0; segment < 8; ++segment) {
-        const int g0 = segment * groups / 8;
-        cfloat zv = PowPolar(log_r_[m], theta_[m], 16.0 * g0) * x[m] / x_max;
-        const cfloat a16 = PowPolar(log_r_[m], theta_[m], 16);
-        for (int g = g0; g < g0 + groups / 8; ++g) {
+      const cfloat a16 = Pair(setup_.dA16[m]);
+      for (int segment = 0; segment < fc::kCarrySegments; ++segment) {
+        const int g0 = segment * per_segment;  // dA^(16 g0) x / x_max
+        cfloat zv = x[m] / x_max;
+        if (segment > 0) zv = Pair(ChunkPower(segment, m)) * x[m] / x_max;
+        for (int g = g0; g < g0 + per_segment; ++g) {
           z[fc::ModeRow(m, 0) * groups + g] = Half(zv.real());
           z[fc::ModeRow(m, 1) * groups + g] = Half(zv.imag());
           zv *= a16;
@@ -220,8 +204,8 @@ class Emulator {
       for (int j = 0; j < 16; ++j) {
         float sum = 0;
         for (int kk = 0; kk < 2 * modes_; ++kk)
-          sum += pcat_[j * 2 * modes_ + kk] * z[kk * groups + g];
-        extra[16 * g + j] += 2.0f * scale_p_ * x_max * sum;
+          sum += HalfToFloat(setup_.pcat[j][kk]) * z[kk * groups + g];
+        extra[16 * g + j] += 2.0f * setup_.scale_p * x_max * sum;
       }
     }
   }
@@ -241,7 +225,7 @@ class Emulator {
           re += f1r[k1 * (n1 / 2) + j] * u[j * n2 + c2];
           im += f1i[k1 * (n1 / 2) + j] * u[j * n2 + c2];
         }
-        const cfloat z = cfloat(re, im) * Twiddle(k1 * c2, n);
+        const cfloat z = cfloat(re, im) * Pair(&twiddles_[2 * (k1 * n2 + c2)]);
         a[k1 * n2 + c2] = cfloat(Half(z.real()), Half(z.imag()));
       }
     }
@@ -253,8 +237,9 @@ class Emulator {
             const cfloat f(f2r[j * n2 + c2], f2i[j * n2 + c2]);
             sum += a[r * n2 + j] * (pass == 0 ? f : std::conj(f));
           }
-          const cfloat z = pass == 0 ? sum * spectrum_[r * n2 + c2]
-                                     : sum * std::conj(Twiddle(r * c2, n));
+          const cfloat t = Pair(&twiddles_[2 * (r * n2 + c2)]);
+          const cfloat z =
+              pass == 0 ? sum * spectrum_[r * n2 + c2] : sum * std::conj(t);
           b[r * n2 + c2] = cfloat(Half(z.real()), Half(z.imag()));
         }
       }
@@ -272,15 +257,21 @@ class Emulator {
     }
   }
 
+  // dA^(g chunk / kCarrySegments) of mode m, g = 1 .. kCarrySegments.
+  const float* ChunkPower(int g, int m) const {
+    return powers_ + 2 * ((g - 1) * modes_ + m);
+  }
+
   const H3Weights& w_;
   int c_;
   fc::FftSize size_;
   int modes_;
+  const fc::ChannelSetup& setup_;
+  const float* powers_;    // the channel's [kCarrySegments][M] complex
+  const float* twiddles_;  // [n1][n2] complex
   std::vector<cfloat> spectrum_;
   float spectrum_scale_ = 0;
-  std::vector<float> f1_, f2_, pcat_, ecat_;
-  std::vector<double> log_r_, theta_;
-  float scale_p_ = 0, scale_e_ = 0;
+  std::vector<float> f1_, f2_;
 };
 
 // The bounds the GPU test holds the fused kernel to (h3_prefill_test.cc):
@@ -322,6 +313,7 @@ void PrefillEmulated(const H3Weights& w, int64_t start, int64_t first,
                      std::vector<float>* diag) {
   const int d = w.shape.d_model, ns = w.shape.d_state;
   const fc::FftSize size = fc::kFftSizes[fc::FftSizeIndex(length)];
+  const LoadTables tables(w, size);
   std::vector<float> qc(length), kc(length), vc(length), oc(length);
   for (int c = 0; c < d; ++c) {
     for (int64_t t = 0; t < length; ++t) {
@@ -329,7 +321,7 @@ void PrefillEmulated(const H3Weights& w, int64_t start, int64_t first,
       kc[t] = k[(first + t) * d + c];
       vc[t] = v[(first + t) * d + c];
     }
-    Emulator(w, c, size)
+    Emulator(w, c, size, tables)
         .Run(start, length, qc.data(), kc.data(), vc.data(), oc.data(),
              ring->data() + c * ns, diag->data() + c * ns);
     for (int64_t t = 0; t < length; ++t) (*out)[(first + t) * d + c] = oc[t];

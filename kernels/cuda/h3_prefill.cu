@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cuda/h3_prefill.h"
+#include "kernels/cuda/h3_prefill_chunked.h"
 #include "kernels/cuda/h3_prefill_cufft.h"
 #include "kernels/cuda/h3_prefill_fused.h"
 
@@ -38,7 +39,14 @@ H3PrefillCudaParams SegmentCall(const H3PrefillPackedParams& p, int i) {
 }
 
 const char* H3PrefillPathName(H3PrefillPath path) {
-  return path == H3PrefillPath::kFused ? "fused" : "cufft";
+  switch (path) {
+    case H3PrefillPath::kFused:
+      return "fused";
+    case H3PrefillPath::kChunked:
+      return "chunked";
+    default:
+      return "cufft";
+  }
 }
 
 bool H3FusedSupports(const H3Shape& s, std::string* why) {
@@ -56,6 +64,7 @@ bool H3FusedSupports(const H3Shape& s, std::string* why) {
 }
 
 H3PrefillCuda::~H3PrefillCuda() {
+  chunked_.reset();
   fused_.reset();
   cufft_.reset();
   cudaFree(weight_memory_);
@@ -112,7 +121,15 @@ cudaError_t H3PrefillCuda::Create(const H3Weights& w, const Options& options,
   if (options.prefer == H3PrefillPath::kCufft) {
     op->reason_ = "cuFFT path requested";
   } else if (!H3FusedSupports(s, &why)) {
-    op->reason_ = "cuFFT path: the fused kernel does not support " + why;
+    op->reason_ = std::string("cuFFT path: the ") +
+                  H3PrefillPathName(options.prefer) +
+                  " kernel does not support " + why;
+  } else if (options.prefer == H3PrefillPath::kChunked) {
+    err = H3PrefillChunked::Create(w, dw, &op->chunked_);
+    if (err != cudaSuccess) return err;
+    op->path_ = H3PrefillPath::kChunked;
+    op->reason_ =
+        "chunked-scan kernel (channel-major calls; others take cuFFT)";
   } else {
     err = H3PrefillFused::Create(dw, &op->fused_);
     if (err != cudaSuccess) return err;
@@ -132,8 +149,30 @@ cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,
       p.shift_state == nullptr || p.diag_state == nullptr) {
     return cudaErrorInvalidValue;
   }
-  if (RunsFused(p.layout)) return fused_->Run(p, stream);
-  return cufft_->Run(p, stream);
+  if (!RunsFused(p.layout)) return cufft_->Run(p, stream);
+  if (fused_ != nullptr) return fused_->Run(p, stream);
+  // Sequence b is the segment at offset b * layout.batch with state b.
+  const int64_t shift_size =
+      int64_t{device_weights_.shape.d_model} * device_weights_.shape.d_state;
+  const int64_t diag_size = 2 * int64_t{device_weights_.shape.kv_channels()} *
+                            device_weights_.shape.modes();
+  std::vector<H3PrefillSegment> segments(p.batch);
+  for (int b = 0; b < p.batch; ++b) {
+    segments[b] = {p.start, p.length, b * p.layout.batch,
+                   p.shift_state + b * shift_size,
+                   p.diag_state + b * diag_size};
+  }
+  H3PrefillPackedParams packed;
+  packed.type = p.type;
+  packed.time = p.layout.time;
+  packed.channel = p.layout.channel;
+  packed.q = p.q;
+  packed.k = p.k;
+  packed.v = p.v;
+  packed.out = p.out;
+  packed.segments = p.batch;
+  packed.seqs = segments.data();
+  return chunked_->RunPacked(packed, stream);
 }
 
 cudaError_t H3PrefillCuda::RunPacked(const H3PrefillPackedParams& p,
@@ -144,7 +183,10 @@ cudaError_t H3PrefillCuda::RunPacked(const H3PrefillPackedParams& p,
   }
   if (p.segments == 0) return cudaSuccess;
   const SequenceLayout layout{0, p.time, p.channel};
-  if (RunsFused(layout)) return fused_->RunPacked(p, stream);
+  if (RunsFused(layout)) {
+    return fused_ != nullptr ? fused_->RunPacked(p, stream)
+                             : chunked_->RunPacked(p, stream);
+  }
   for (int i = 0; i < p.segments; ++i) {
     const cudaError_t err = cufft_->Run(SegmentCall(p, i), stream);
     if (err != cudaSuccess) return err;

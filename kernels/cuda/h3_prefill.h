@@ -11,6 +11,11 @@
 //     the state between them. Needs head_dim 1, d_state a multiple of 16
 //     up to 64 (the released models use 64) and channel-major tensors
 //     (time stride 1).
+//   chunked (h3_prefill_chunked_kernel.cu, kernels/h3_chunked.h): the same
+//     domain and result as fused without an FFT: the diagonal SSM as a
+//     chunked scan over 16-token columns (its state has at most 32 modes),
+//     three small MMAs per 16 tokens. Chosen only on request (Options),
+//     until a GPU has measured it.
 //   cufft (h3_prefill_cufft.cu): the unfused baseline. cuFFT for the
 //     convolution, separate elementwise kernels for the rest. Any shape and
 //     any layout; the fallback where the fused kernel does not apply.
@@ -74,9 +79,10 @@ struct H3PrefillCudaParams {
 // {0, time, channel}, the tensors advanced by its offset.
 H3PrefillCudaParams SegmentCall(const H3PrefillPackedParams& packed, int i);
 
-enum class H3PrefillPath { kFused, kCufft };
+enum class H3PrefillPath { kFused, kCufft, kChunked };
 const char* H3PrefillPathName(H3PrefillPath path);
 
+class H3PrefillChunked;
 class H3PrefillCufft;
 class H3PrefillFused;
 
@@ -87,7 +93,9 @@ class H3PrefillCuda {
  public:
   struct Options {
     // kFused uses the fused kernel where the layer's shape allows it and the
-    // cuFFT path otherwise; kCufft always uses the cuFFT path.
+    // cuFFT path otherwise; kChunked the chunked kernel where the shape
+    // allows it (H3FusedSupports, the same domain) and the cuFFT path
+    // otherwise; kCufft always uses the cuFFT path.
     H3PrefillPath prefer = H3PrefillPath::kFused;
   };
 
@@ -107,8 +115,9 @@ class H3PrefillCuda {
   // chosen and the layout's time stride is 1. Channel-major layouts have it;
   // so does a token-major one when d_model is 1 (the two layouts are then
   // the same memory).
+  // The chunked path counts as fused here: same domain, same layouts.
   bool RunsFused(const SequenceLayout& layout) const {
-    return fused_ != nullptr && layout.time == 1;
+    return (fused_ != nullptr || chunked_ != nullptr) && layout.time == 1;
   }
 
   // Enqueues one call on `stream`: on the fused kernel where RunsFused,
@@ -148,6 +157,7 @@ class H3PrefillCuda {
   H3Weights device_weights_;
   std::unique_ptr<H3PrefillCufft> cufft_;
   std::unique_ptr<H3PrefillFused> fused_;
+  std::unique_ptr<H3PrefillChunked> chunked_;
 };
 
 // Whether the fused kernel handles this layer shape; if not, *why says what

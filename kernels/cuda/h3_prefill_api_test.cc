@@ -51,6 +51,17 @@ TEST_F(H3PrefillCudaTest, ChoosesTheFusedKernelWhereItApplies) {
       H3PrefillCuda::Create(pure.weights(), {H3PrefillPath::kFused}, &op));
   EXPECT_EQ(op->path(), H3PrefillPath::kCufft);
   EXPECT_NE(op->reason().find("head_dim 8"), std::string::npos) << op->reason();
+  // The chunked kernel on request, in the fused kernel's domain only.
+  ASSERT_CUDA_OK(
+      H3PrefillCuda::Create(hybrid.weights(), {H3PrefillPath::kChunked}, &op));
+  EXPECT_EQ(op->path(), H3PrefillPath::kChunked) << op->reason();
+  EXPECT_TRUE(op->RunsFused(SequenceLayout::ChannelMajor(96, 100)));
+  ASSERT_CUDA_OK(
+      H3PrefillCuda::Create(pure.weights(), {H3PrefillPath::kChunked}, &op));
+  EXPECT_EQ(op->path(), H3PrefillPath::kCufft);
+  EXPECT_NE(op->reason().find("chunked kernel does not support head_dim 8"),
+            std::string::npos)
+      << op->reason();
 }
 
 TEST_F(H3PrefillCudaTest, RunsFusedWhereTheTimeStrideIsOne) {
@@ -248,6 +259,8 @@ INSTANTIATE_TEST_SUITE_P(
     Paths, H3PrefillRingGpuTest,
     ::testing::Values(RingCase{H3PrefillPath::kFused, true},
                       RingCase{H3PrefillPath::kFused, false},
+                      RingCase{H3PrefillPath::kChunked, true},
+                      RingCase{H3PrefillPath::kChunked, false},
                       RingCase{H3PrefillPath::kCufft, true},
                       RingCase{H3PrefillPath::kCufft, false}),
     [](const ::testing::TestParamInfo<RingCase>& info) {

@@ -170,7 +170,7 @@ TEST_P(H3PrefillPackedGpuTest, EqualsOneRunPerSegmentBitForBit) {
   Packed single(lengths, starts, type, channel_major);
   ASSERT_TRUE(packed.ok && single.ok);
   EXPECT_EQ(op->RunsFused(packed.layout),
-            prefer == H3PrefillPath::kFused && channel_major);
+            prefer != H3PrefillPath::kCufft && channel_major);
   Stream stream;
   ASSERT_CUDA_OK(stream.created);
   ASSERT_CUDA_OK(op->RunPacked(packed.Params(type), stream.stream));
@@ -199,18 +199,24 @@ INSTANTIATE_TEST_SUITE_P(
         PackedCase{ElementType::kF32, H3PrefillPath::kFused, false},
         PackedCase{ElementType::kF16, H3PrefillPath::kFused, false},
         PackedCase{ElementType::kBF16, H3PrefillPath::kFused, false},
-        PackedCase{ElementType::kF16, H3PrefillPath::kCufft, true}),
+        PackedCase{ElementType::kF16, H3PrefillPath::kCufft, true},
+        PackedCase{ElementType::kF32, H3PrefillPath::kChunked, true},
+        PackedCase{ElementType::kF16, H3PrefillPath::kChunked, true},
+        PackedCase{ElementType::kBF16, H3PrefillPath::kChunked, true},
+        PackedCase{ElementType::kF16, H3PrefillPath::kChunked, false}),
     CaseName);
 
 class H3PrefillPackedLimitsGpuTest : public h3::testing::GpuTest {};
+class H3PrefillPackedGraphGpuTest
+    : public h3::testing::GpuTestWithParam<H3PrefillPath> {};
 
 // More segments of one FFT size than one launch takes (two launches), the
 // call captured in a CUDA graph (no allocation, no synchronisation inside).
-TEST_F(H3PrefillPackedLimitsGpuTest, SplitsLargeGroupsAndCapturesInAGraph) {
+TEST_P(H3PrefillPackedGraphGpuTest, SplitsLargeGroupsAndCapturesInAGraph) {
   const RandomH3Layer layer(kShape, 12);
   std::unique_ptr<H3PrefillCuda> op;
-  ASSERT_CUDA_OK(
-      H3PrefillCuda::Create(layer.weights(), {H3PrefillPath::kFused}, &op));
+  ASSERT_CUDA_OK(H3PrefillCuda::Create(layer.weights(), {GetParam()}, &op));
+  ASSERT_EQ(op->path(), GetParam()) << op->reason();
   const int count = kMaxPackedSegments + 6;
   std::vector<int64_t> lengths(count, 8), starts(count);
   for (int i = 0; i < count; ++i) starts[i] = 37 * i;
@@ -228,7 +234,7 @@ TEST_F(H3PrefillPackedLimitsGpuTest, SplitsLargeGroupsAndCapturesInAGraph) {
   ASSERT_CUDA_OK(run);
   size_t nodes = 0;
   ASSERT_CUDA_OK(cudaGraphGetNodes(graph, nullptr, &nodes));
-  EXPECT_EQ(nodes, 2u);  // two kernel launches
+  EXPECT_EQ(nodes, 2u);  // two kernel launches (each at most 64 segments)
   cudaGraphExec_t exec = nullptr;
   ASSERT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   ASSERT_CUDA_OK(cudaGraphLaunch(exec, stream.stream));
@@ -242,6 +248,13 @@ TEST_F(H3PrefillPackedLimitsGpuTest, SplitsLargeGroupsAndCapturesInAGraph) {
   ExpectSameBytes(got, want);
   ExpectAllWritten(packed.out);
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, H3PrefillPackedGraphGpuTest,
+                         ::testing::Values(H3PrefillPath::kFused,
+                                           H3PrefillPath::kChunked),
+                         [](const ::testing::TestParamInfo<H3PrefillPath>& i) {
+                           return std::string(H3PrefillPathName(i.param));
+                         });
 
 // Broken calls are InvalidValue and write nothing; an empty call succeeds.
 TEST_F(H3PrefillPackedLimitsGpuTest, RefusesBrokenCalls) {

@@ -194,7 +194,8 @@ std::vector<Case> Cases() {
   // second for the largest case on two cores.
   const int dims[] = {96, 16, 1};
   std::vector<Case> cases;
-  for (H3PrefillPath prefer : {H3PrefillPath::kCufft, H3PrefillPath::kFused}) {
+  for (H3PrefillPath prefer : {H3PrefillPath::kCufft, H3PrefillPath::kFused,
+                               H3PrefillPath::kChunked}) {
     for (int li = 0; li < 10; ++li) {
       for (bool channel_major : {true, false}) {
         for (int ti = 0; ti < 3; ++ti) {
@@ -257,10 +258,10 @@ TEST_P(H3PrefillGpuTest, MatchesCpuTwin) {
   std::unique_ptr<H3PrefillCuda> op;
   ASSERT_CUDA_OK(H3PrefillCuda::Create(layer.weights(), {c.prefer}, &op));
   std::string why;
+  // The chunked path takes the fused path's shapes.
   const bool fused_layer =
-      c.prefer == H3PrefillPath::kFused && H3FusedSupports(c.shape, &why);
-  EXPECT_EQ(op->path(),
-            fused_layer ? H3PrefillPath::kFused : H3PrefillPath::kCufft)
+      c.prefer != H3PrefillPath::kCufft && H3FusedSupports(c.shape, &why);
+  EXPECT_EQ(op->path(), fused_layer ? c.prefer : H3PrefillPath::kCufft)
       << op->reason();
 
   const Inputs in(c.shape, c.batch, c.length, c.type, 2);
@@ -325,7 +326,9 @@ INSTANTIATE_TEST_SUITE_P(
                       ChunkCase{H3PrefillPath::kCufft, true, 8},
                       ChunkCase{H3PrefillPath::kCufft, false, 8},
                       ChunkCase{H3PrefillPath::kFused, true, 1},
-                      ChunkCase{H3PrefillPath::kFused, false, 1}),
+                      ChunkCase{H3PrefillPath::kFused, false, 1},
+                      ChunkCase{H3PrefillPath::kChunked, true, 1},
+                      ChunkCase{H3PrefillPath::kChunked, false, 1}),
     [](const ::testing::TestParamInfo<ChunkCase>& info) {
       return std::string(H3PrefillPathName(std::get<0>(info.param))) +
              (std::get<1>(info.param) ? "_channel" : "_token") + "_p" +

@@ -1,0 +1,292 @@
+// The chunked GPU prefill's algorithm (kernels/h3_chunked.h,
+// kernels/cuda/h3_prefill_chunked_kernel.cu), emulated on the CPU step by
+// step with the kernel's tables (kernels/flashconv_setup.h: P, E, dA^16;
+// kernels/h3_chunked.h: T) and fp16 roundings, against the CPU twin
+// H3PrefillCpu. It checks the algebra (the column states, P X, T U, the
+// partial last column, the ring and the history across tiles) and the error
+// that fp16 tensor-core operands cost; the gpu-labelled kernels_cuda_test
+// checks the CUDA mechanics against the same twin.
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <tuple>
+#include <vector>
+
+#include "base/half_float.h"
+#include "gtest/gtest.h"
+#include "kernels/flashconv.h"
+#include "kernels/flashconv_setup.h"
+#include "kernels/h3.h"
+#include "kernels/h3_chunked.h"
+#include "tests/support/h3_cpu_prefill.h"
+#include "tests/support/normalised_error.h"
+#include "tests/support/random.h"
+#include "tests/support/random_h3_layer.h"
+
+namespace h3::kernels {
+namespace {
+
+namespace fc = flashconv;
+namespace ch = chunked;
+using h3::testing::NormalisedError;
+using cfloat = std::complex<float>;
+
+float Half(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+float FromBits(uint16_t bits) { return HalfToFloat(bits); }
+
+// One channel's prefill of `length` tokens at positions [start, start +
+// length), as the kernel computes it. q, k, v, out: the channel's values;
+// ring [N] and diag [M] complex in place.
+class Emulator {
+ public:
+  Emulator(const H3Weights& w, int c, const fc::ChannelSetup& setup,
+           const ch::ChunkedChannel& toeplitz)
+      : w_(w), c_(c), modes_(w.shape.modes()), s_(setup), t_(toeplitz) {}
+
+  void Run(int64_t start, int64_t length, const float* q, const float* k,
+           const float* v, float* out, float* ring, float* diag) {
+    const int ns = w_.shape.d_state;
+    std::vector<float> history(fc::kHistory, 0.0f);
+    for (int m = 1; m <= ns; ++m) {
+      if (start - m >= 0) history[fc::kHistory - m] = ring[(start - m) % ns];
+    }
+    std::vector<cfloat> x(modes_);
+    for (int m = 0; m < modes_; ++m) x[m] = {diag[2 * m], diag[2 * m + 1]};
+    for (int64_t offset = 0; offset < length; offset += ch::kTile) {
+      const int len =
+          static_cast<int>(std::min<int64_t>(ch::kTile, length - offset));
+      // The shift convolution and u = kbar v, fp32, taps in order.
+      std::vector<float> kf(fc::kHistory + ch::kTile, 0.0f), u(ch::kTile, 0);
+      std::copy(history.begin(), history.end(), kf.begin());
+      for (int t = 0; t < len; ++t) kf[fc::kHistory + t] = k[offset + t];
+      float u_max = 0;
+      for (int t = 0; t < len; ++t) {
+        const float* kt = kf.data() + fc::kHistory + t;
+        float sum = w_.shift_D[c_] * kt[0];
+        for (int j = 0; j < ns; ++j)
+          sum += w_.shift_kernel[c_ * ns + j] * kt[-j];
+        u[t] = sum * v[offset + t];
+        u_max = std::max(u_max, std::abs(u[t]));
+      }
+      std::copy(kf.begin() + len, kf.begin() + len + fc::kHistory,
+                history.begin());
+      const float u_inv = u_max > 0 ? 1.0f / u_max : 0.0f;
+      std::vector<float> uh(ch::kTile);  // U: column g holds 16 g .. 16 g + 15
+      for (int t = 0; t < ch::kTile; ++t) uh[t] = Half(u[t] * u_inv);
+      // The column states X_g (before column g), then the end state.
+      std::vector<std::vector<cfloat>> xs(ch::kColumns,
+                                          std::vector<cfloat>(modes_));
+      const float r_scale = u_max * s_.scale_e;
+      std::vector<cfloat> next(modes_);
+      for (int m = 0; m < modes_; ++m) {
+        const cfloat a16(s_.dA16[m][0], s_.dA16[m][1]);
+        cfloat state = x[m];
+        for (int g = 0; g < ch::kColumns; ++g) {
+          xs[g][m] = state;
+          state = a16 * state + cfloat(Row(fc::ModeRow(m, 0), g, uh),
+                                       Row(fc::ModeRow(m, 1), g, uh)) *
+                                    r_scale;
+        }
+        next[m] = len == ch::kTile ? state : PartialEnd(m, len, xs, u);
+      }
+      float x_max = 0;
+      for (const auto& column : xs) {
+        for (const cfloat& z : column) {
+          x_max = std::max({x_max, std::abs(z.real()), std::abs(z.imag())});
+        }
+      }
+      const float x_inv = x_max > 0 ? 1.0f / x_max : 0.0f;
+      // Y = 2 Re(P X) + T U + D u, and the gate.
+      const float p_scale = 2.0f * s_.scale_p * x_max;
+      const float t_scale = t_.scale_t * u_max;
+      for (int t = 0; t < len; ++t) {
+        const int g = t / ch::kColumn, j = t % ch::kColumn;
+        float carried = 0, conv = 0;
+        for (int m = 0; m < modes_; ++m) {
+          carried += FromBits(s_.pcat[j][fc::ModeRow(m, 0)]) *
+                         Half(xs[g][m].real() * x_inv) +
+                     FromBits(s_.pcat[j][fc::ModeRow(m, 1)]) *
+                         Half(xs[g][m].imag() * x_inv);
+        }
+        for (int i = 0; i <= j; ++i) {
+          conv += FromBits(t_.t16[j][i]) * uh[ch::kColumn * g + i];
+        }
+        const float y = p_scale * carried + t_scale * conv + w_.D[c_] * u[t];
+        out[offset + t] = q[offset + t] * y;
+      }
+      x = next;
+    }
+    for (int m = 0; m < modes_; ++m) {
+      diag[2 * m] = x[m].real();
+      diag[2 * m + 1] = x[m].imag();
+    }
+    const int64_t last = start + length - 1;
+    const int written = static_cast<int>(std::min<int64_t>(length, ns));
+    for (int j = 0; j < written; ++j) {
+      ring[(last - j) % ns] = history[fc::kHistory - 1 - j];
+    }
+  }
+
+ private:
+  // (E U)[row][g], fp32 sums of fp16 products.
+  float Row(int row, int g, const std::vector<float>& uh) const {
+    float sum = 0;
+    for (int i = 0; i < ch::kColumn; ++i) {
+      sum += FromBits(s_.ecat[row][i]) * uh[ch::kColumn * g + i];
+    }
+    return sum;
+  }
+
+  // The state after `len` tokens of a partial tile: the last whole
+  // column's state, then the rest of the tokens one by one in fp32.
+  cfloat PartialEnd(int m, int len, const std::vector<std::vector<cfloat>>& xs,
+                    const std::vector<float>& u) const {
+    const int g = len / ch::kColumn, rest = len % ch::kColumn;
+    if (rest == 0) return xs[g][m];
+    const int i = c_ * modes_ + m;
+    const cfloat da(w_.dA[2 * i], w_.dA[2 * i + 1]);
+    const cfloat db(w_.dB[2 * i], w_.dB[2 * i + 1]);
+    cfloat state = xs[g][m];
+    for (int t = ch::kColumn * g; t < len; ++t) state = da * state + db * u[t];
+    return state;
+  }
+
+  const H3Weights& w_;
+  const int c_, modes_;
+  const fc::ChannelSetup& s_;
+  const ch::ChunkedChannel& t_;
+};
+
+// Output and diagonal-state bounds on normalised errors (max |got - want| /
+// max |want|). Measured: see RecordProperty; fp16 operands (2^-11 relative)
+// in sums of up to 64 products, and the state's scale shared by a tile.
+constexpr double kOutputBound = 5e-3;
+constexpr double kStateBound = 1e-3;
+
+// The emulated kernel on tokens [first, first + length) of q, k, v
+// ([total, d]) at positions [start, start + length); writes those tokens.
+void PrefillEmulated(const H3Weights& w, int64_t start, int64_t first,
+                     int64_t length, const std::vector<float>& q,
+                     const std::vector<float>& k, const std::vector<float>& v,
+                     std::vector<float>* out, std::vector<float>* ring,
+                     std::vector<float>* diag) {
+  const int d = w.shape.d_model, ns = w.shape.d_state;
+  const std::vector<fc::ChannelSetup> setups = fc::ChannelSetups(w);
+  const std::vector<ch::ChunkedChannel> toeplitz = ch::ChunkedChannels(w);
+  std::vector<float> qc(length), kc(length), vc(length), oc(length);
+  for (int c = 0; c < d; ++c) {
+    for (int64_t t = 0; t < length; ++t) {
+      qc[t] = q[(first + t) * d + c];
+      kc[t] = k[(first + t) * d + c];
+      vc[t] = v[(first + t) * d + c];
+    }
+    Emulator(w, c, setups[c], toeplitz[c])
+        .Run(start, length, qc.data(), kc.data(), vc.data(), oc.data(),
+             ring->data() + c * ns, diag->data() + c * ns);
+    for (int64_t t = 0; t < length; ++t) (*out)[(first + t) * d + c] = oc[t];
+  }
+}
+
+// (d_state, length, start)
+class ChunkedEmulationTest
+    : public ::testing::TestWithParam<std::tuple<int, int64_t, int64_t>> {};
+
+TEST_P(ChunkedEmulationTest, MatchesTheCpuTwin) {
+  const auto [d_state, length, start] = GetParam();
+  const int d = 4;
+  const h3::testing::RandomH3Layer layer({d, 1, d_state}, 7);
+  const H3Weights w = layer.weights();
+  const auto q = h3::testing::RandomNormal(length * d, 1),
+             k = h3::testing::RandomNormal(length * d, 2),
+             v = h3::testing::RandomNormal(length * d, 3);
+  // A nonzero saved state: the ring's slots of positions before 0 (start <
+  // N) hold values too, which the call must neither read nor overwrite.
+  const auto ring0 = h3::testing::RandomNormal(d * d_state, 4),
+             diag0 = h3::testing::RandomNormal(d * d_state, 5);
+  std::vector<float> want, want_ring = ring0, want_diag = diag0;
+  h3::testing::PrefillCpu(w, start, length, q, k, v, &want, &want_ring,
+                          &want_diag);
+  std::vector<float> got(length * d), ring = ring0, diag = diag0;
+  PrefillEmulated(w, start, 0, length, q, k, v, &got, &ring, &diag);
+  const double out_err = NormalisedError(got, want);
+  const double diag_err = NormalisedError(diag, want_diag);
+  EXPECT_LT(out_err, kOutputBound);
+  EXPECT_EQ(ring, want_ring);  // raw fp32 inputs on both sides
+  EXPECT_LT(diag_err, kStateBound);
+  RecordProperty("output_error", std::to_string(out_err));
+  RecordProperty("diag_state_error", std::to_string(diag_err));
+}
+
+// Lengths: 1 and 15 (one partial column), 16 (one whole), 63, 256 (a whole
+// tile), 257 (and one token), 1000, 4100; starts: 0, below N, far past it.
+INSTANTIATE_TEST_SUITE_P(
+    Lengths, ChunkedEmulationTest,
+    ::testing::Combine(::testing::Values(64, 16),
+                       ::testing::Values<int64_t>(1, 15, 16, 63, 256, 257, 1000,
+                                                  4100),
+                       ::testing::Values<int64_t>(0, 13, 4139)));
+
+// Calls one after another, each from the state the last one left, compute
+// what the CPU twin's one call does.
+TEST(ChunkedEmulationCallsTest, ConsecutiveCallsEqualOneCall) {
+  for (int d_state : {64, 16}) {
+    SCOPED_TRACE("d_state " + std::to_string(d_state));
+    const int d = 3;
+    const h3::testing::RandomH3Layer layer({d, 1, d_state}, 9);
+    const H3Weights w = layer.weights();
+    const std::vector<int64_t> calls = {1, 5, 63, 70, 1000, 2, 3000};
+    int64_t length = 0;
+    for (int64_t c : calls) length += c;
+    const auto q = h3::testing::RandomNormal(length * d, 11),
+               k = h3::testing::RandomNormal(length * d, 12),
+               v = h3::testing::RandomNormal(length * d, 13);
+    const std::vector<float> zeros(d * d_state, 0.0f);
+    std::vector<float> want, want_ring = zeros, want_diag = zeros;
+    h3::testing::PrefillCpu(w, 0, length, q, k, v, &want, &want_ring,
+                            &want_diag);
+    std::vector<float> got(length * d), ring = zeros, diag = zeros;
+    int64_t position = 0;
+    for (int64_t len : calls) {
+      PrefillEmulated(w, position, position, len, q, k, v, &got, &ring, &diag);
+      position += len;
+    }
+    EXPECT_LT(NormalisedError(got, want), kOutputBound);
+    EXPECT_EQ(ring, want_ring);
+    EXPECT_LT(NormalisedError(diag, want_diag), kStateBound);
+  }
+}
+
+// T is K's first 16 taps, lower triangular, scaled by its largest |tap|.
+TEST(ChunkedChannelsTest, ToeplitzOfTheSsmKernel) {
+  const h3::testing::RandomH3Layer layer({3, 1, 64}, 5);
+  const H3Weights w = layer.weights();
+  const std::vector<ch::ChunkedChannel> t = ch::ChunkedChannels(w);
+  for (int c = 0; c < 3; ++c) {
+    // K[i] = 2 Re(sum_m C dA^i dB), by powers in std::complex<double>.
+    std::vector<double> want(16, 0.0);
+    for (int m = 0; m < 32; ++m) {
+      const int i = c * 32 + m;
+      const std::complex<double> da(w.dA[2 * i], w.dA[2 * i + 1]),
+          db(w.dB[2 * i], w.dB[2 * i + 1]), cm(w.C[2 * i], w.C[2 * i + 1]);
+      for (int k = 0; k < 16; ++k) {
+        want[k] += 2.0 * (cm * std::pow(da, k) * db).real();
+      }
+    }
+    double most = 0;
+    for (double x : want) most = std::max(most, std::abs(x));
+    EXPECT_NEAR(t[c].scale_t, most, 1e-6 * most);
+    for (int j = 0; j < 16; ++j) {
+      for (int i = 0; i < 16; ++i) {
+        const float got = FromBits(t[c].t16[j][i]);
+        if (i > j) {
+          EXPECT_EQ(got, 0.0f) << j << "," << i;
+        } else {  // one fp16 rounding of a value in [-1, 1]
+          EXPECT_NEAR(got, want[j - i] / most, 0x1p-11) << j << "," << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace h3::kernels

@@ -1,0 +1,71 @@
+// The host side of the chunked H3 prefill: the tables at load, the launches.
+#include <vector>
+
+#include "kernels/cuda/h3_prefill_chunked.h"
+#include "kernels/cuda/h3_prefill_chunked_kernel.h"
+#include "kernels/flashconv_setup.h"
+#include "kernels/h3_chunked.h"
+
+namespace h3::kernels {
+namespace {
+
+template <typename T>
+cudaError_t Upload(const std::vector<T>& host, DeviceBuffer* device) {
+  cudaError_t err = device->Reserve(host.size() * sizeof(T));
+  if (err != cudaSuccess) return err;
+  return cudaMemcpy(device->get(), host.data(), host.size() * sizeof(T),
+                    cudaMemcpyHostToDevice);
+}
+
+}  // namespace
+
+cudaError_t H3PrefillChunked::Create(const H3Weights& host_weights,
+                                     const H3Weights& device_weights,
+                                     std::unique_ptr<H3PrefillChunked>* out) {
+  std::unique_ptr<H3PrefillChunked> op(new H3PrefillChunked());
+  op->w_ = device_weights;
+  cudaError_t err = Upload(flashconv::ChannelSetups(host_weights), &op->setup_);
+  if (err == cudaSuccess) {
+    err = Upload(chunked::ChunkedChannels(host_weights), &op->toeplitz_);
+  }
+  if (err != cudaSuccess) return err;
+  *out = std::move(op);
+  return cudaSuccess;
+}
+
+cudaError_t H3PrefillChunked::RunPacked(const H3PrefillPackedParams& p,
+                                        cudaStream_t stream) {
+  const H3Shape& shape = w_.shape;
+  if (p.time != 1 || shape.d_model > 65535) return cudaErrorInvalidValue;
+  for (int i = 0; i < p.segments; ++i) {  // before any launch
+    if (p.seqs[i].start < 0 || p.seqs[i].length < 1) {
+      return cudaErrorInvalidValue;
+    }
+  }
+  chunked::ChunkedArgs args{w_,
+                            setup_.as<const flashconv::ChannelSetup>(),
+                            toeplitz_.as<const chunked::ChunkedChannel>(),
+                            p.channel,
+                            p.q,
+                            p.k,
+                            p.v,
+                            p.out,
+                            {}};
+  for (int first = 0; first < p.segments; first += kMaxPackedSegments) {
+    const int count = p.segments - first < kMaxPackedSegments
+                          ? p.segments - first
+                          : kMaxPackedSegments;
+    for (int i = 0; i < count; ++i) {
+      const H3PrefillSegment& s = p.seqs[first + i];
+      args.seg[i] = {s.start, s.length, s.offset, s.shift_state, s.diag_state};
+    }
+    void* params[] = {&args};
+    const cudaError_t err = cudaLaunchKernel(
+        chunked::ChunkedPrefillKernelFor(p.type), dim3(count, shape.d_model),
+        dim3(chunked::kThreads), params, 0, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace h3::kernels

@@ -1,0 +1,46 @@
+#ifndef H3_KERNELS_CUDA_H3_PREFILL_CHUNKED_H_
+#define H3_KERNELS_CUDA_H3_PREFILL_CHUNKED_H_
+
+// The chunked H3 prefill (kernels/h3_chunked.h; the kernel in
+// h3_prefill_chunked_kernel.cu): FlashConv's domain (head_dim 1, d_state a
+// multiple of 16 up to 64, channel-major tensors) without an FFT. Internal
+// to H3PrefillCuda, which checks H3FusedSupports first.
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/h3_prefill.h"
+#include "kernels/h3.h"
+#include "kernels/h3_prefill_packing.h"
+
+namespace h3::kernels {
+
+class H3PrefillChunked {
+ public:
+  // Computes the channels' tables (P, E, dA^16 and T) from the host weights
+  // and uploads them; `device_weights` (the same layer in device memory)
+  // must outlive this object.
+  static cudaError_t Create(const H3Weights& host_weights,
+                            const H3Weights& device_weights,
+                            std::unique_ptr<H3PrefillChunked>* out);
+
+  // REQUIRES: params.time == 1, H3FusedSupports(shape), CheckPacked(params).
+  // One launch per kMaxPackedSegments segments, all on `stream`; no device
+  // allocation, so it can be captured in a CUDA graph. Bit for bit what
+  // one batch-1 call per segment computes (each block computes one segment's
+  // channel alone).
+  cudaError_t RunPacked(const H3PrefillPackedParams& params,
+                        cudaStream_t stream);
+
+ private:
+  H3PrefillChunked() = default;
+  H3Weights w_;            // device
+  DeviceBuffer setup_;     // [H] flashconv::ChannelSetup
+  DeviceBuffer toeplitz_;  // [H] chunked::ChunkedChannel
+};
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_CUDA_H3_PREFILL_CHUNKED_H_

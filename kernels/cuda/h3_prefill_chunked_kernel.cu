@@ -1,0 +1,286 @@
+// The chunked H3 prefill (kernels/h3_chunked.h) for head_dim 1.
+//
+// One thread block of kThreads owns one (segment, channel): blockIdx.x picks
+// the segment from the launch's table, blockIdx.y the channel. It copies the
+// channel's tables (P, E, dA^16, T; computed at load) into shared memory
+// and walks the segment in tiles of kTile = 256 tokens, the diagonal state
+// and the shift convolution's history staying on chip between tiles. Per
+// tile:
+//  1. u = kbar v, kbar = shiftconv(k) + shift_D k: fp32, direct, each thread
+//     two adjacent tokens (one read of k a tap for both).
+//  2. U = u / max|u| in fp16, 16 columns of 16 tokens. R = E U (one 16 x 16
+//     x 16 MMA per group of 8 modes) and T U (one MMA), fp32 accumulation.
+//  3. The scan, one lane per mode on warp 0: X_{g+1} = dA^16 X_g + R[.][g]
+//     in fp32, keeping every X_g; the state after the tile (for a call's
+//     last, partial tile: after its last whole column, then the remaining
+//     tokens one by one in fp32).
+//  4. P X (X_g / max|X| in fp16): 2 M / 16 MMAs on warp 0.
+//  5. out = q (2 Re(P X) + T U + D u), the scales put back in fp32.
+// kernels/cpu/h3_chunked_emulation_test.cc runs the same steps on the CPU.
+
+#include "kernels/cuda/flashconv_device.cuh"
+#include "kernels/cuda/h3_prefill_chunked_kernel.h"
+
+namespace h3::kernels::chunked {
+namespace {
+
+namespace fc = flashconv;
+namespace wmma = fc::wmma;
+
+constexpr int kWarps = kThreads / 32;
+constexpr int kRows = 2 * fc::kMaxModes;  // rows of E and X (ModeRow order)
+static_assert(kThreads * 2 == kTile, "two tokens a thread in step 1");
+
+// Shared memory of a block. The MMA operands first: each starts 32-byte
+// aligned, as WMMA loads and stores require.
+struct alignas(128) Shared {
+  __half pcat[kColumn][kRows];     // P / scale_p: Re, -Im columns
+  __half ecat[kRows][kColumn];     // E / scale_e (follows pcat, as in setup)
+  __half t16[kColumn][kColumn];    // T / scale_t
+  __half uh[kTile];                // U: column g holds tokens 16 g ..
+  __half xh[kRows][kColumns];      // X_g / x_max: row ModeRow, column g
+  float r[kRows][kColumns];        // E U
+  float yp[kTile];                 // P X, token order
+  float yc[kTile];                 // T U, token order
+  float kf[fc::kHistory + kTile];  // kf[kHistory + t] = k of the tile's t
+  float u[kTile];
+  float taps[fc::kHistory];     // the shift kernel (zero past N)
+  float history[fc::kHistory];  // the last kHistory inputs k by position
+  float2 x[fc::kMaxModes];      // the diagonal state before the tile
+  float2 dA16[fc::kMaxModes];
+  float slots[kWarps];
+  float scale_p, scale_e, scale_t, x_max;
+};
+static_assert(sizeof(fc::ChannelSetup::pcat) == sizeof(Shared::pcat) &&
+                  sizeof(fc::ChannelSetup::ecat) == sizeof(Shared::ecat),
+              "P and E are copied as one block");
+
+__device__ float BlockMax(float v, float* slots) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  __syncthreads();  // the previous reduction has read its slots
+  if (threadIdx.x % 32 == 0) slots[threadIdx.x / 32] = v;
+  __syncthreads();
+  float result = slots[0];
+  for (int i = 1; i < kWarps; ++i) result = fmaxf(result, slots[i]);
+  return result;
+}
+
+// The channel's tables, taps, history (the ring read in position order:
+// history[kHistory - m] = k at position start - m, zero before position 0
+// and past the ring) and diagonal state.
+__device__ void LoadChannel(const ChunkedArgs& a, int64_t start, int c,
+                            const float* ring, const float* diag, Shared& s) {
+  const int ns = a.w.shape.d_state, modes = ns / 2, tid = threadIdx.x;
+  const fc::ChannelSetup& setup = a.setup[c];
+  const ChunkedChannel& toeplitz = a.toeplitz[c];
+  {
+    const uint4* src = reinterpret_cast<const uint4*>(&setup.pcat[0][0]);
+    uint4* dst = reinterpret_cast<uint4*>(&s.pcat[0][0]);
+    constexpr int kVectors = (sizeof(s.pcat) + sizeof(s.ecat)) / 16;
+    for (int i = tid; i < kVectors; i += kThreads) dst[i] = src[i];
+  }
+  {
+    const uint4* src = reinterpret_cast<const uint4*>(&toeplitz.t16[0][0]);
+    uint4* dst = reinterpret_cast<uint4*>(&s.t16[0][0]);
+    for (int i = tid; i < static_cast<int>(sizeof(s.t16) / 16); i += kThreads)
+      dst[i] = src[i];
+  }
+  for (int i = tid; i < fc::kHistory; i += kThreads) {
+    const int m = fc::kHistory - i;
+    const int64_t position = start - m;
+    s.history[i] = m <= ns && position >= 0 ? ring[position % ns] : 0.0f;
+    s.taps[i] = i < ns ? a.w.shift_kernel[c * ns + i] : 0.0f;
+  }
+  if (tid < modes) {
+    s.dA16[tid] = make_float2(setup.dA16[tid][0], setup.dA16[tid][1]);
+    s.x[tid] = make_float2(diag[2 * tid], diag[2 * tid + 1]);
+  }
+  if (tid == 0) {
+    s.scale_p = setup.scale_p;
+    s.scale_e = setup.scale_e;
+    s.scale_t = toeplitz.scale_t;
+  }
+  __syncthreads();
+}
+
+// Step 3 on warp 0 (lane = mode): X_g into s.xh (scaled by their largest
+// component, which goes to s.x_max) and the state after the tile's `len`
+// tokens into s.x.
+__device__ void Scan(const ChunkedArgs& a, int c, int len, float u_max,
+                     Shared& s) {
+  const int modes = a.w.shape.d_state / 2, m = threadIdx.x % 32;
+  const bool live = m < modes;
+  float2 xg[kColumns];
+  float2 state = live ? s.x[m] : make_float2(0.0f, 0.0f);
+  const float r_scale = u_max * s.scale_e;
+  float most = 0.0f;
+#pragma unroll
+  for (int g = 0; g < kColumns; ++g) {
+    xg[g] = state;
+    most = fmaxf(most, fmaxf(fabsf(state.x), fabsf(state.y)));
+    if (live) {
+      const float2 r =
+          make_float2(s.r[fc::ModeRow(m, 0)][g], s.r[fc::ModeRow(m, 1)][g]);
+      state = fc::CAdd(fc::CMul(s.dA16[m], state), fc::CScale(r, r_scale));
+    }
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, offset));
+  }
+  if (!live) return;
+  const float inv = most > 0 ? 1.0f / most : 0.0f;
+#pragma unroll
+  for (int g = 0; g < kColumns; ++g) {
+    s.xh[fc::ModeRow(m, 0)][g] = __float2half_rn(xg[g].x * inv);
+    s.xh[fc::ModeRow(m, 1)][g] = __float2half_rn(xg[g].y * inv);
+  }
+  if (len < kTile) {  // the call's last tile: whole columns, then tokens
+    const int whole = len / kColumn;
+#pragma unroll
+    for (int g = 0; g < kColumns; ++g) {
+      if (g == whole) state = xg[g];
+    }
+    const int i = c * modes + m;
+    const float2 da = make_float2(a.w.dA[2 * i], a.w.dA[2 * i + 1]);
+    const float2 db = make_float2(a.w.dB[2 * i], a.w.dB[2 * i + 1]);
+    for (int t = kColumn * whole; t < len; ++t) {
+      state = fc::CAdd(fc::CMul(da, state), fc::CScale(db, s.u[t]));
+    }
+  }
+  s.x[m] = state;
+  if (m == 0) s.x_max = most;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    ChunkedPrefillKernel(const __grid_constant__ ChunkedArgs a) {
+  __shared__ Shared s;
+  const fc::BlockSegment& seg = a.seg[blockIdx.x];
+  const int64_t start = seg.start, length = seg.length;
+  const int c = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
+  const int ns = a.w.shape.d_state, modes = ns / 2;
+  const int64_t base = seg.offset + c * a.channel;
+  const T* q = static_cast<const T*>(a.q) + base;
+  const T* k = static_cast<const T*>(a.k) + base;
+  const T* v = static_cast<const T*>(a.v) + base;
+  T* out = static_cast<T*>(a.out) + base;
+  float* ring = seg.shift_state + static_cast<int64_t>(c) * ns;
+  float* diag = seg.diag_state + 2 * static_cast<int64_t>(c) * modes;
+  const float shift_d = a.w.shift_D[c], skip = a.w.D[c];
+
+  LoadChannel(a, start, c, ring, diag, s);
+  constexpr int kH = fc::kHistory;
+  for (int64_t offset = 0; offset < length; offset += kTile) {
+    const int len =
+        static_cast<int>(length - offset < kTile ? length - offset : kTile);
+    // 1. k with its history; u = kbar v for tokens t0 and t0 + 1.
+    for (int i = tid; i < kH; i += kThreads) s.kf[i] = s.history[i];
+    for (int t = tid; t < kTile; t += kThreads) {
+      s.kf[kH + t] = t < len ? fc::ToFloat(k[offset + t]) : 0.0f;
+    }
+    __syncthreads();
+    const int t0 = 2 * tid;
+    float sum0 = shift_d * s.kf[kH + t0], sum1 = shift_d * s.kf[kH + t0 + 1];
+    float later = s.kf[kH + t0 + 1];  // token t0 + 1's input at tap j
+    for (int j = 0; j < ns; ++j) {
+      const float earlier = s.kf[kH + t0 - j];  // token t0's at tap j
+      sum0 += s.taps[j] * earlier;
+      sum1 += s.taps[j] * later;
+      later = earlier;
+    }
+    const float u0 = t0 < len ? sum0 * fc::ToFloat(v[offset + t0]) : 0.0f;
+    const float u1 =
+        t0 + 1 < len ? sum1 * fc::ToFloat(v[offset + t0 + 1]) : 0.0f;
+    s.u[t0] = u0;
+    s.u[t0 + 1] = u1;
+    const float u_max = BlockMax(fmaxf(fabsf(u0), fabsf(u1)), s.slots);
+    for (int i = tid; i < kH; i += kThreads) s.history[i] = s.kf[len + i];
+    const float u_inv = u_max > 0 ? 1.0f / u_max : 0.0f;
+    s.uh[t0] = __float2half_rn(u0 * u_inv);
+    s.uh[t0 + 1] = __float2half_rn(u1 * u_inv);
+    __syncthreads();
+
+    // 2. R = E U (warp g: modes 8 g .. 8 g + 7) and T U (the last warp).
+    if (warp < modes / 8 || warp == kWarps - 1) {
+      fc::FragBCol ub;  // (i, g) = uh[16 g + i]
+      wmma::load_matrix_sync(ub, s.uh, kColumn);
+      if (warp < modes / 8) {
+        fc::FragARow e;
+        fc::FragAcc r;
+        wmma::load_matrix_sync(e, &s.ecat[16 * warp][0], kColumn);
+        wmma::fill_fragment(r, 0.0f);
+        wmma::mma_sync(r, e, ub, r);
+        wmma::store_matrix_sync(&s.r[16 * warp][0], r, kColumns,
+                                wmma::mem_row_major);
+      }
+      if (warp == kWarps - 1) {
+        fc::FragARow tf;
+        fc::FragAcc y;
+        wmma::load_matrix_sync(tf, &s.t16[0][0], kColumn);
+        wmma::fill_fragment(y, 0.0f);
+        wmma::mma_sync(y, tf, ub, y);
+        // (j, g) -> yc[j + 16 g]: token 16 g + j.
+        wmma::store_matrix_sync(s.yc, y, kColumn, wmma::mem_col_major);
+      }
+    }
+    __syncthreads();
+
+    // 3. The scan; 4. P X.
+    if (warp == 0) Scan(a, c, len, u_max, s);
+    __syncthreads();
+    const float x_max = s.x_max;
+    if (warp == 0 && x_max > 0) {
+      fc::FragAcc y;
+      wmma::fill_fragment(y, 0.0f);
+      for (int kk = 0; kk < 2 * modes / 16; ++kk) {
+        fc::FragARow p;
+        fc::FragBRow xb;
+        wmma::load_matrix_sync(p, &s.pcat[0][16 * kk], kRows);
+        wmma::load_matrix_sync(xb, &s.xh[16 * kk][0], kColumns);
+        wmma::mma_sync(y, p, xb, y);
+      }
+      wmma::store_matrix_sync(s.yp, y, kColumn, wmma::mem_col_major);
+    }
+    __syncthreads();
+
+    // 5. The output gate.
+    const float p_scale = 2.0f * s.scale_p * x_max;
+    const float t_scale = s.scale_t * u_max;
+    for (int t = tid; t < len; t += kThreads) {
+      const float carried = x_max > 0 ? p_scale * s.yp[t] : 0.0f;
+      const float y = carried + t_scale * s.yc[t] + skip * s.u[t];
+      out[offset + t] = fc::FromFloat<T>(fc::ToFloat(q[offset + t]) * y);
+    }
+    __syncthreads();  // the next tile overwrites shared memory
+  }
+
+  // The end states: the diagonal state, and the call's last min(L, N)
+  // inputs into their ring slots (only this block touches its ring, and it
+  // read the ring in LoadChannel).
+  if (tid < modes) {
+    diag[2 * tid] = s.x[tid].x;
+    diag[2 * tid + 1] = s.x[tid].y;
+  }
+  const int64_t last = start + length - 1;
+  const int written = length < ns ? static_cast<int>(length) : ns;
+  for (int j = tid; j < written; j += kThreads) {
+    ring[(last - j) % ns] = s.history[kH - 1 - j];
+  }
+}
+
+}  // namespace
+
+void* ChunkedPrefillKernelFor(ElementType type) {
+  switch (type) {
+    case ElementType::kF32:
+      return reinterpret_cast<void*>(&ChunkedPrefillKernel<float>);
+    case ElementType::kF16:
+      return reinterpret_cast<void*>(&ChunkedPrefillKernel<__half>);
+    default:
+      return reinterpret_cast<void*>(&ChunkedPrefillKernel<__nv_bfloat16>);
+  }
+}
+
+}  // namespace h3::kernels::chunked

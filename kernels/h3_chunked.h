@@ -1,0 +1,61 @@
+#ifndef H3_KERNELS_H3_CHUNKED_H_
+#define H3_KERNELS_H3_CHUNKED_H_
+
+// The conventions of the chunked H3 prefill
+// (kernels/cuda/h3_prefill_chunked*.cu), shared with its host code and with the
+// CPU emulation that checks the algorithm
+// (kernels/cpu/h3_chunked_emulation_test.cc).
+//
+// The chunked prefill computes what the FlashConv kernel computes (head_dim 1,
+// d_state a multiple of 16 up to 64) without an FFT. The diagonal SSM of H3
+// has M = d_state / 2 <= 32 complex modes, so its long convolution is a
+// linear recurrence with a small state, and a chunked scan at a granularity
+// of 16 tokens costs a few small matrix products per 16 tokens:
+//
+//   tokens t = 16 g + j of a tile (g < 16 columns, j < 16), u = kbar v;
+//   R  = E U                 R[m][g] = sum_i dA^(15-i) dB u[16 g + i]
+//   X_{g+1} = dA^16 X_g + R[.][g]       (fp32, one lane per mode)
+//   Y  = 2 Re(P X) + T U + D u          P[j][m] = C dA^(j+1),
+//                                       T[j][i] = K[j - i] (i <= j),
+//                                       K[i] = 2 Re(sum_m C dA^i dB)
+//
+// with X_g the state before column g. E, P, T, U and X go to tensor cores
+// as fp16 scaled into [-1, 1] (E, P, T per channel at load, U and X per
+// tile), accumulating in fp32; the scan, the skip term D u, the shift
+// convolution and the states stay fp32. A tile holds 256 tokens; after the
+// last one of a call a partial column (its length not a multiple of 16)
+// ends the state by the plain recurrence, token by token, in fp32.
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/h3.h"
+
+namespace h3::kernels::chunked {
+
+constexpr int kColumn = 16;                // tokens per column (MMA size)
+constexpr int kColumns = 16;               // columns per tile
+constexpr int kTile = kColumn * kColumns;  // tokens per tile
+
+// One channel's T = Toeplitz(K[0 .. 15]) / scale_t in fp16 bits, row j,
+// column i (zero above the diagonal), and scale_t, the largest |K[i]|,
+// i < 16 (0 when K is zero there). 528 bytes, a multiple of 16, so that the
+// kernel copies it with 16-byte loads.
+struct alignas(16) ChunkedChannel {
+  uint16_t t16[kColumn][kColumn];
+  float scale_t;
+  float unused[3];
+};
+static_assert(sizeof(ChunkedChannel) % 16 == 0, "copied with 16-byte loads");
+
+// The SSM kernel's first taps of channel c, K[i] = 2 Re(sum_m C dA^i dB),
+// i < count, in double.
+std::vector<double> SsmKernelTaps(const H3Weights& w, int c, int count);
+
+// Every channel's ChunkedChannel: [H] records.
+// REQUIRES: w.shape.head_dim == 1; w.dA, w.dB and w.C are host arrays.
+std::vector<ChunkedChannel> ChunkedChannels(const H3Weights& w);
+
+}  // namespace h3::kernels::chunked
+
+#endif  // H3_KERNELS_H3_CHUNKED_H_
