@@ -36,10 +36,12 @@
 #                     64 (graphs off, forced); then the same with
 #                     --half-activations (breakdown_half)
 #   profile    90/30  Nsight Compute (ncu --clock-control none) on the fused
-#                     FlashConv kernel (B64 H768 fp16, L 1024 and 4096) and
+#                     FlashConv and the chunked H3 prefill kernels (B64 H768
+#                     fp16, L 1024 and 4096; their guard calls) and
 #                     on the kernels of one batch-64 decode step (H3-1.3B
 #                     shape, --half-activations): profile.txt
-#   flashconv 120/30  bench/flashconv_bench.py
+#   flashconv 120/30  bench/flashconv_bench.py: B64 H768 fp16, lengths 256 to
+#                     32K, fused FlashConv, chunked and cuFFT
 #   linear     90/20  h3_linear_bench: the batch-invariant skinny GEMM against
 #                     cuBLASLt on the H3-1.3B decode products, rows 1, 8, 64,
 #                     with fp32 and with 16-bit (half) activations
@@ -363,9 +365,12 @@ elif kind.startswith("serve"):
 else:
     cases = r.get("cases", [])
     skipped = sum(1 for c in cases if c.get("skipped"))
-    speedups = sorted(c["speedup_vs_cufft"] for c in cases if c.get("speedup_vs_cufft"))
-    mid = f", fused/cuFFT median speedup {speedups[len(speedups) // 2]:.2f}" if speedups else ""
-    print(f"{len(cases)} timings, {skipped} skipped{mid}")
+    parts = [f"{len(cases)} timings, {skipped} skipped"]
+    for path in sorted({c.get("path") for c in cases if c.get("speedup_vs_cufft")}):
+        s = sorted(c["speedup_vs_cufft"] for c in cases
+                   if c.get("path") == path and c.get("speedup_vs_cufft"))
+        parts.append(f"{path}/cuFFT median speedup {s[len(s) // 2]:.2f}")
+    print(", ".join(parts))
 EOF
 }
 
@@ -586,9 +591,11 @@ serve() {  # NAME CONCURRENCY NUM_PROMPTS BUDGETS
 phase_serve_1() { serve serve_1 1 4 default; }
 phase_serve_64() { serve serve_64 64 128 "$serve_budgets"; }
 
+# B64 H768 fp16 (FlashFFTConv's published shape) at every default length, on
+# the fused FlashConv kernel, the chunked kernel and cuFFT.
 phase_flashconv() {
   bounded "$bench_log" "$python" "$root/bench/flashconv_bench.py" --no-build --build "$shim" \
-    --out "$res/flashconv.json"
+    --out "$res/flashconv.json" -- --shapes 64x768 --types fp16 --paths fused,chunked,cufft
   bench_result $? flashconv
 }
 
@@ -616,11 +623,12 @@ phase_profile() {
   [ -n "$ncu" ] || { status=skipped; detail="ncu not found"; return; }
   status=passed
   for length in 1024 4096; do
-    echo "=== ncu: FusedPrefillKernel, B64 H768 fp16, L $length" >>"$report"
-    bounded "$report" "$ncu" --clock-control none -k regex:FusedPrefill --launch-count 1 \
-      "${sections[@]}" "$shim/bench/h3_flashconv_bench" --shapes 64x768 --lengths "$length" \
-      --types fp16 --paths fused --warmup 1 --min-time-ms 0 --min-reps 1 --max-reps 1 \
-      --out "$work/profile_flashconv.json"
+    echo "=== ncu: FusedPrefillKernel, ChunkedPrefillKernel, B64 H768 fp16, L $length" \
+      >>"$report"
+    bounded "$report" "$ncu" --clock-control none -k regex:'FusedPrefill|ChunkedPrefill' \
+      --launch-count 2 "${sections[@]}" "$shim/bench/h3_flashconv_bench" --shapes 64x768 \
+      --lengths "$length" --types fp16 --paths fused,chunked --warmup 1 --min-time-ms 0 \
+      --min-reps 1 --max-reps 1 --out "$work/profile_flashconv.json"
     rc=$?
     parts+=("flashconv L$length $(profile_result $rc)")
     (( rc == 0 )) || status=failed

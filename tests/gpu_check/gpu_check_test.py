@@ -94,7 +94,9 @@ reports = dict(
     serve=dict(budgets=[dict(prefill_tokens="default", summary=dict(
         served_tokens_per_s=9000.0, served_over_offline=0.9, itl_median_ms=7.0,
         itl_p99_ms=9.0))]),
-    flashconv=dict(cases=[dict(ms=dict(median=1.0), speedup_vs_cufft=1.8),
+    flashconv=dict(cases=[dict(path="fused", ms=dict(median=1.0), speedup_vs_cufft=1.8),
+                          dict(path="chunked", ms=dict(median=0.5), speedup_vs_cufft=3.6),
+                          dict(path="cufft", ms=dict(median=1.8)),
                           dict(skipped="out of memory")]))
 with open(out, "w") as f:
     json.dump(reports[name], f)
@@ -252,7 +254,8 @@ class GpuCheckTest(unittest.TestCase):
                       m.phases["tests"]["detail"])
         self.assertIn("engine 20,000 tok/s", m.phases["table4"]["detail"])
         self.assertIn("0.90 of offline", m.phases["serve_64"]["detail"])
-        self.assertIn("2 timings, 1 skipped", m.phases["flashconv"]["detail"])
+        self.assertEqual("4 timings, 1 skipped, chunked/cuFFT median speedup 3.60, "
+                         "fused/cuFFT median speedup 1.80", m.phases["flashconv"]["detail"])
         self.assertIn("batch 1: decode step 2.50 ms (2.75 profiled; h3 h3_step 40%)",
                       m.phases["breakdown"]["detail"])
         self.assertIn("batch 64: decode step", m.phases["breakdown"]["detail"])
@@ -296,6 +299,7 @@ class GpuCheckTest(unittest.TestCase):
             self.assertIn(f"shard {shard} of 4", log)
         # The bench scripts get the wrappers' tree and the serving shape.
         bench = m.read("bench.log")
+        self.assertIn("--shapes 64x768 --types fp16 --paths fused,chunked,cufft", bench)
         self.assertIn("--device cuda", bench)
         self.assertIn("--concurrency 64 --num-prompts 128 --input-len 1536 --output-len 128",
                       bench)
@@ -363,10 +367,11 @@ class GpuCheckTest(unittest.TestCase):
                          "flashconv L1024 ran; flashconv L4096 ran; decode ran; "
                          "3 kernel reports in profile.txt")
         report = m.read("profile.txt")
-        self.assertIn("--clock-control none -k regex:FusedPrefill --launch-count 1", report)
+        self.assertIn("--clock-control none -k regex:FusedPrefill|ChunkedPrefill "
+                      "--launch-count 2", report)
         for length in (1024, 4096):
             self.assertIn(f"flashconv bench --shapes 64x768 --lengths {length} --types fp16 "
-                          "--paths fused --warmup 1", report)
+                          "--paths fused,chunked --warmup 1", report)
         self.assertIn("--launch-skip 28 --launch-count 28", report)
         self.assertTrue(os.path.exists(m.model), "the decode profile writes the model")
         self.assertEqual(set(os.listdir(m.out)),
