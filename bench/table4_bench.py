@@ -9,11 +9,15 @@ Face's GPT2LMHeadModel of the same width and depth in fp16 with generate().
 Where `transformers` is missing the baseline is recorded as skipped, with
 the reason, and our own GPT-2-shaped PyTorch decoder (bench/torch_gpt2.py)
 is reported separately under its own name. Then batch-1 decode latency.
+--engine-flags times the engine once more per prompt length (graphs on) and
+for latency with those h3_engine_bench flags added (the paths that are off
+by default), reported as h3serve_flagged_graphs_on / h3serve_flagged.
 
   bench/table4_bench.py [--build DIR] [--no-build] [--out FILE]
       [--model /tmp/h3-table4/h3-1.3b.h3] [--prompt-lens 512,1024,1536]
       [--batch 64] [--new-tokens 128] [--reps 3] [--graphs-off]
       [--sides engine,torch_h3,gpt2] [--own-gpt2] [--latency-prompt 512]
+      [--engine-flags "--half-activations --attention flash --h3-prefill chunked"]
 
 Writes bench/results/table4_<device>.json (or --out). The model file is
 written once by h3_engine_bench --what write-random (5.3 GB, fp32) when
@@ -66,6 +70,8 @@ def parse_args():
     ap.add_argument("--dtype", default="fp16", choices=["fp16", "bf16"])
     ap.add_argument("--graphs-off", action="store_true", help="also time the engine without graphs")
     ap.add_argument("--sides", default="engine,torch_h3,gpt2")
+    ap.add_argument("--engine-flags", default="",
+                    help="h3_engine_bench flags of a second engine configuration")
     ap.add_argument("--own-gpt2", action="store_true",
                     help="run our GPT-2-shaped decoder even when transformers is present")
     ap.add_argument("--latency-prompt", type=int, default=512)
@@ -230,11 +236,13 @@ def main():
     log(f"device {device}: peaks {peaks}, measured {measured}")
     py = Sides(args, torch)
 
-    def engine(what, graphs, length, steps, reps, batch):
+    flags = args.engine_flags.split()
+
+    def engine(what, graphs, length, steps, reps, batch, extra=()):
         return run_json([bench, "--model", args.model, "--device", "cuda", "--dtype", args.dtype,
                          "--graphs", graphs, "--what", what, "--batch", str(batch),
                          "--prompt-len", str(length), "--decode-steps", str(steps),
-                         "--reps", str(reps)])
+                         "--reps", str(reps), *extra])
 
     results, machine = [], None
     for length in lengths:
@@ -245,6 +253,10 @@ def main():
                 out = engine("table4", graphs, length, args.new_tokens, args.reps, args.batch)
                 machine = machine or out["machine"]
                 row[f"h3serve_graphs_{graphs}"] = out
+            if flags:
+                row["h3serve_flagged_graphs_on"] = dict(
+                    engine("table4", "on", length, args.new_tokens, args.reps, args.batch,
+                           flags), flags=args.engine_flags)
         if "torch_h3" in sides:
             row["torch_h3_eager"] = py.torch_h3(length)
         if "gpt2" in sides:
@@ -260,6 +272,10 @@ def main():
     latency = dict(prompt_len=args.latency_prompt, steps=args.latency_steps)
     if "engine" in sides:
         latency["h3serve"] = engine("latency", "on", args.latency_prompt, args.latency_steps, 3, 1)
+        if flags:
+            latency["h3serve_flagged"] = dict(
+                engine("latency", "on", args.latency_prompt, args.latency_steps, 3, 1, flags),
+                flags=args.engine_flags)
         machine = machine or latency["h3serve"]["machine"]
     if "torch_h3" in sides:
         latency["torch_h3_eager"] = py.torch_h3_latency(args.latency_prompt, args.latency_steps)

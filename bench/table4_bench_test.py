@@ -91,5 +91,22 @@ class EagerSideTest(unittest.TestCase):
         self.assertTrue(all(d.batch == 1 for d in FakeDecoder.made))
 
 
+class RatiosTest(unittest.TestCase):
+    """table4_floor.ratios: a second engine configuration (--engine-flags)
+    is compared with the default one and with the issue's floor."""
+
+    def test_flagged_engine_ratios(self):
+        import table4_floor
+        row = dict(h3serve_graphs_on=dict(median_tokens_per_s=4000.0),
+                   h3serve_flagged_graphs_on=dict(median_tokens_per_s=10000.0),
+                   floor=dict(issue_h100_tokens_per_s=20000.0))
+        out = table4_floor.ratios(row)
+        self.assertAlmostEqual(out["h3serve_flagged_over_h3serve"], 2.5)
+        self.assertAlmostEqual(out["flagged_fraction_of_issue_h100_floor"], 0.5)
+        self.assertAlmostEqual(out["fraction_of_issue_h100_floor"], 0.2)
+        del row["h3serve_flagged_graphs_on"]
+        self.assertNotIn("h3serve_flagged_over_h3serve", table4_floor.ratios(row))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -122,7 +122,9 @@ def latency(cfg, padded_vocab, length, dtype, peak, measured):
 
 def ratios(row):
     """Ratios of median tokens/s: ours (graphs on) over each baseline, over
-    the paper's A100 figure, and as a fraction of the floors."""
+    the paper's A100 figure, and as a fraction of the floors; with a second
+    engine configuration (--engine-flags), it over ours and over the issue's
+    floor."""
     ours = row.get("h3serve_graphs_on", {}).get("median_tokens_per_s")
     out = {}
     if ours is None:
@@ -141,4 +143,10 @@ def ratios(row):
     for name in ("peak", "measured"):
         if floor.get(name):
             out[f"fraction_of_{name}_floor"] = ours / floor[name]["tokens_per_s"]
+    flagged = row.get("h3serve_flagged_graphs_on", {}).get("median_tokens_per_s")
+    if flagged:
+        out["h3serve_flagged_over_h3serve"] = flagged / ours
+        if floor.get("issue_h100_tokens_per_s"):
+            out["flagged_fraction_of_issue_h100_floor"] = (
+                flagged / floor["issue_h100_tokens_per_s"])
     return out

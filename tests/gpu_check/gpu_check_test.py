@@ -89,8 +89,10 @@ name = "{name}"
 time.sleep({sleep})
 reports = dict(
     table4=dict(results=[dict(prompt_len=512, h3serve_graphs_on=dict(median_tokens_per_s=20000.0),
+                              h3serve_flagged_graphs_on=dict(median_tokens_per_s=25000.0),
                               ratios=dict(h3serve_over_torch_h3_eager=7.5))],
-                latency=dict(h3serve=dict(median_step_ms=0.9))),
+                latency=dict(h3serve=dict(median_step_ms=0.9),
+                             h3serve_flagged=dict(median_step_ms=0.8))),
     serve=dict(budgets=[dict(prefill_tokens="default", summary=dict(
         served_tokens_per_s=9000.0, served_over_offline=0.9, itl_median_ms=7.0,
         itl_p99_ms=9.0))]),
@@ -252,7 +254,8 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("kernels_cuda_test: 12 passed, 0 skipped", m.phases["tests"]["detail"])
         self.assertIn("engine_cuda_test: 1 of 7 failed (CudaEngineTest.Broken)",
                       m.phases["tests"]["detail"])
-        self.assertIn("engine 20,000 tok/s", m.phases["table4"]["detail"])
+        self.assertIn("engine 20,000 tok/s, flagged 25,000 tok/s", m.phases["table4"]["detail"])
+        self.assertIn("batch-1 step 0.900 ms; flagged 0.800 ms", m.phases["table4"]["detail"])
         self.assertIn("0.90 of offline", m.phases["serve_64"]["detail"])
         self.assertEqual("4 timings, 1 skipped, chunked/cuFFT median speedup 3.60, "
                          "fused/cuFFT median speedup 1.80", m.phases["flashconv"]["detail"])
@@ -300,6 +303,8 @@ class GpuCheckTest(unittest.TestCase):
         # The bench scripts get the wrappers' tree and the serving shape.
         bench = m.read("bench.log")
         self.assertIn("--shapes 64x768 --types fp16 --paths fused,chunked,cufft", bench)
+        self.assertIn("--engine-flags=--half-activations --attention flash --h3-prefill chunked",
+                      bench)
         self.assertIn("--device cuda", bench)
         self.assertIn("--concurrency 64 --num-prompts 128 --input-len 1536 --output-len 128",
                       bench)
