@@ -108,22 +108,26 @@ TEST_P(FlashConvSetupTest, ChannelRecordsMatchTheFormulas) {
   }
 }
 
-TEST_P(FlashConvSetupTest, ModesPastTheStateAreZero) {
-  const int d_state = GetParam(), modes = d_state / 2;
-  const h3::testing::RandomH3Layer layer(H3Shape{2, 1, d_state}, 22);
-  for (const ChannelSetup& s : ChannelSetups(layer.weights())) {
-    for (int m = modes; m < kMaxModes; ++m) {
-      for (int part = 0; part < 2; ++part) {
-        const int row = ModeRow(m, part);
-        for (int j = 0; j < 16; ++j) {
-          EXPECT_EQ(s.pcat[j][row], 0) << j << " " << m;
-          EXPECT_EQ(s.ecat[row][j], 0) << m << " " << j;
+// Records hold kMaxModes modes; a smaller state leaves the rest zero.
+TEST(FlashConvSetupZeroTest, ModesPastTheStateAreZero) {
+  for (int d_state : {16, 32}) {
+    SCOPED_TRACE("d_state " + std::to_string(d_state));
+    const int modes = d_state / 2;
+    const h3::testing::RandomH3Layer layer(H3Shape{2, 1, d_state}, 22);
+    for (const ChannelSetup& s : ChannelSetups(layer.weights())) {
+      for (int m = modes; m < kMaxModes; ++m) {
+        for (int part = 0; part < 2; ++part) {
+          const int row = ModeRow(m, part);
+          for (int j = 0; j < 16; ++j) {
+            EXPECT_EQ(s.pcat[j][row], 0) << j << " " << m;
+            EXPECT_EQ(s.ecat[row][j], 0) << m << " " << j;
+          }
+          EXPECT_EQ(s.dA16[m][part], 0.0f);
+          EXPECT_EQ(s.dA256[m][part], 0.0f);
         }
-        EXPECT_EQ(s.dA16[m][part], 0.0f);
-        EXPECT_EQ(s.dA256[m][part], 0.0f);
+        EXPECT_EQ(s.log_r[m], 0.0);
+        EXPECT_EQ(s.theta[m], 0.0);
       }
-      EXPECT_EQ(s.log_r[m], 0.0);
-      EXPECT_EQ(s.theta[m], 0.0);
     }
   }
 }
@@ -150,7 +154,8 @@ TEST_P(FlashConvSetupTest, ChunkPowersMatchTheFormula) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(DState, FlashConvSetupTest, ::testing::Values(16, 64));
+INSTANTIATE_TEST_SUITE_P(DState, FlashConvSetupTest,
+                         ::testing::Values(16, 32, 64));
 
 // T[k1][k2] = W_n^(k1 k2): the rounding of each component to float.
 TEST(FlashConvTwiddleTest, MatchesThePolarForm) {

@@ -3,7 +3,8 @@
 
 // Device helpers of the fused H3 prefill kernel (h3_prefill_fused_kernel.cu):
 // element conversion, complex arithmetic, block reductions, tensor-core
-// fragments, and the shared-memory map of one thread block.
+// fragments, and the shared-memory map of one thread block (with the
+// channel's record from kernels/flashconv_setup.h).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -13,6 +14,7 @@
 
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/flashconv.h"
+#include "kernels/flashconv_setup.h"
 
 namespace h3::kernels::flashconv {
 
@@ -39,6 +41,11 @@ __device__ inline float2 CScale(float2 a, float s) {
   return make_float2(a.x * s, a.y * s);
 }
 
+// A (re, im) pair of a ChannelSetup (8-byte aligned) as float2.
+__device__ inline float2 AsFloat2(const float (&z)[2]) {
+  return *reinterpret_cast<const float2*>(z);
+}
+
 // z^n for z = exp(log_r + i theta), in double: exact to float precision for
 // any n we use (up to millions), unlike n repeated float products.
 __device__ inline float2 PowPolar(double log_r, double theta, double n) {
@@ -46,14 +53,6 @@ __device__ inline float2 PowPolar(double log_r, double theta, double n) {
   double s, c;
   sincos(n * theta, &s, &c);
   return make_float2(static_cast<float>(r * c), static_cast<float>(r * s));
-}
-
-// exp(-2 pi i r / n) for integers 0 <= r < n; n a power of two, so r / n is
-// exact and sincospif reduces the angle exactly.
-__device__ inline float2 Twiddle(int r, int n) {
-  float s, c;
-  sincospif(-2.0f * static_cast<float>(r) / static_cast<float>(n), &s, &c);
-  return make_float2(c, s);
 }
 
 // The largest v over the thread block. Every thread must call it; `slots`
@@ -92,19 +91,23 @@ __device__ inline void Negate(Frag& f) {
 
 // The fixed-size part of a block's shared memory.
 struct alignas(128) SmallShared {
-  __half pcat[16][2 * kMaxModes];  // P[j][m] = C dA^(j+1), scaled
-  __half ecat[2 * kMaxModes][16];  // E[m][i] = dA^(15-i) dB, scaled
-  float history[kHistory];         // the last kHistory inputs k by position
-  float taps[kHistory];            // shift kernel of the channel
-  float2 x[kMaxModes];             // diagonal state at the chunk's start
-  float2 x_next[kMaxModes];        // ... at its end
-  float2 dA16[kMaxModes];          // dA^16
-  float2 dA256[kMaxModes];         // dA^256
+  // The channel's P, E, their scales and powers of dA, copied from the
+  // record computed at load.
+  ChannelSetup setup;
+  float history[kHistory];   // the last kHistory inputs k by position
+  float taps[kHistory];      // shift kernel of the channel
+  float2 x[kMaxModes];       // diagonal state at the chunk's start
+  float2 x_next[kMaxModes];  // ... at its end
   float2 partial[kMaxChunk / kStateTile][kMaxModes];
-  double log_r[kMaxModes];  // dA = exp(log_r + i theta)
-  double theta[kMaxModes];
   float slots[kWarps];
-  float scale_p, scale_e;
+
+  // P and E as the fp16 operands of the tensor-core products.
+  __device__ const __half* pcat() const {
+    return reinterpret_cast<const __half*>(&setup.pcat[0][0]);
+  }
+  __device__ const __half* ecat() const {
+    return reinterpret_cast<const __half*>(&setup.ecat[0][0]);
+  }
 };
 
 // Byte offsets of a block's shared memory for FFT size n (chunk n / 2).
@@ -117,14 +120,12 @@ struct SharedMap {
         small(scratch + ScratchBytes(n)),
         total(small + sizeof(SmallShared)) {}
 
-  // kf (history + chunk, fp32) or the warps' fp32 tiles or the setup
-  // tables of P and E (fp32 complex), whichever is largest.
+  // kf (history + chunk, fp32) or the warps' fp32 tiles, whichever is
+  // largest.
   __host__ __device__ static constexpr int ScratchBytes(int n) {
     const int kf = 4 * (kHistory + n / 2);
     const int tiles = kWarps * 2 * 256 * 4;
-    const int setup = 2 * 16 * kMaxModes * 8;
-    const int most = kf > tiles ? kf : tiles;
-    return most > setup ? most : setup;
+    return kf > tiles ? kf : tiles;
   }
 
   int plane_p;  // __half re[n], im[n]

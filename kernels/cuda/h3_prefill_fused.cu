@@ -1,6 +1,7 @@
 // The host side of the fused H3 prefill (the kernel and its algorithm:
-// h3_prefill_fused_kernel.cu): the per-model tables, and the launches of a
-// batch or packed call.
+// h3_prefill_fused_kernel.cu): the per-model tables (the DFT matrices and
+// spectra, and what kernels/flashconv_setup.h computes from the weights),
+// and the launches of a batch or packed call.
 #include <cmath>
 #include <complex>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "kernels/cuda/h3_prefill_cufft.h"
 #include "kernels/cuda/h3_prefill_fused.h"
 #include "kernels/cuda/h3_prefill_fused_kernel.h"
+#include "kernels/flashconv_setup.h"
 
 namespace h3::kernels {
 namespace fc = flashconv;
@@ -49,11 +51,48 @@ __global__ void PermuteSpectrum(const float2* rfft, int n, int n1,
   if (threadIdx.x == 0) scale[h] = most;
 }
 
+// A copy of `host` in `buffer`.
+template <typename T>
+cudaError_t Upload(const std::vector<T>& host, DeviceBuffer* buffer) {
+  const size_t bytes = host.size() * sizeof(T);
+  cudaError_t err = buffer->Reserve(bytes);
+  if (err != cudaSuccess) return err;
+  return cudaMemcpy(buffer->get(), host.data(), bytes, cudaMemcpyHostToDevice);
+}
+
+// Host copies of dA, dB and C (the weights flashconv_setup.h reads) of the
+// device weights `w`; `view` points at them.
+struct HostSsm {
+  std::vector<float> dA, dB, C;
+  H3Weights view;
+};
+
+cudaError_t CopyToHost(const H3Weights& w, HostSsm* host) {
+  const size_t count = 2 * static_cast<size_t>(w.shape.heads()) *
+                       static_cast<size_t>(w.shape.modes());
+  const float* from[] = {w.dA, w.dB, w.C};
+  std::vector<float>* to[] = {&host->dA, &host->dB, &host->C};
+  for (int i = 0; i < 3; ++i) {
+    to[i]->resize(count);
+    const cudaError_t err = cudaMemcpy(
+        to[i]->data(), from[i], count * sizeof(float), cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess) return err;
+  }
+  host->view = H3Weights{};
+  host->view.shape = w.shape;
+  host->view.dA = host->dA.data();
+  host->view.dB = host->dB.data();
+  host->view.C = host->C.data();
+  return cudaSuccess;
+}
+
 }  // namespace
 
 struct H3PrefillFused::Impl {
   H3Weights w;
-  DeviceBuffer memory[fc::kNumFftSizes][3];  // per size: DFT, spectrum, scale
+  // Per size: DFT, spectrum, scale, twiddles, chunk powers.
+  DeviceBuffer memory[fc::kNumFftSizes][5];
+  DeviceBuffer channels;  // [H] ChannelSetup
   fc::SizeTables tables[fc::kNumFftSizes];
 };
 
@@ -66,17 +105,27 @@ cudaError_t H3PrefillFused::Create(const H3Weights& w,
   auto impl = std::make_unique<Impl>();
   impl->w = w;
   const int heads = w.shape.heads();
+  // The weights' tables, on the host once at load (the kernel's blocks only
+  // copy them), from a host copy of the SSM's weights.
+  HostSsm host;
+  cudaError_t err = CopyToHost(w, &host);
+  if (err == cudaSuccess) {
+    err = Upload(fc::ChannelSetups(host.view), &impl->channels);
+  }
+  if (err != cudaSuccess) return err;
   for (int i = 0; i < fc::kNumFftSizes; ++i) {
     const fc::FftSize& size = fc::kFftSizes[i];
     const std::vector<__half> dft = DftTables(size);
     DeviceBuffer& f1 = impl->memory[i][0];
     DeviceBuffer& spectrum = impl->memory[i][1];
     DeviceBuffer& scale = impl->memory[i][2];
+    DeviceBuffer& twiddle = impl->memory[i][3];
+    DeviceBuffer& powers = impl->memory[i][4];
     DeviceBuffer rfft;  // the rFFT bins, before PermuteSpectrum
-    cudaError_t err = f1.Reserve(dft.size() * sizeof(__half));
+    err = Upload(dft, &f1);
+    if (err == cudaSuccess) err = Upload(fc::TwiddleTable(size), &twiddle);
     if (err == cudaSuccess) {
-      err = cudaMemcpy(f1.get(), dft.data(), dft.size() * sizeof(__half),
-                       cudaMemcpyHostToDevice);
+      err = Upload(fc::ChunkPowers(host.view, size), &powers);
     }
     if (err == cudaSuccess)
       err = spectrum.Reserve(sizeof(float2) * heads * size.n);
@@ -96,8 +145,12 @@ cudaError_t H3PrefillFused::Create(const H3Weights& w,
     if (err == cudaSuccess) err = cudaDeviceSynchronize();
     if (err != cudaSuccess) return err;
     const __half* f1_data = f1.as<const __half>();
-    impl->tables[i] = {f1_data, f1_data + 2 * size.n1 * (size.n1 / 2),
-                       spectrum.as<const float2>(), scale.as<const float>()};
+    impl->tables[i] = {f1_data,
+                       f1_data + 2 * size.n1 * (size.n1 / 2),
+                       spectrum.as<const float2>(),
+                       scale.as<const float>(),
+                       twiddle.as<const float2>(),
+                       powers.as<const float2>()};
     for (ElementType type :
          {ElementType::kF32, ElementType::kF16, ElementType::kBF16}) {
       err = cudaFuncSetAttribute(fc::FusedPrefillKernelFor(type, i),
@@ -147,10 +200,15 @@ cudaError_t H3PrefillFused::RunPacked(const H3PrefillPackedParams& p,
   const std::vector<PackedLaunch> plan =
       PlanPackedLaunches(p.seqs, p.segments, kMaxPackedSegments);
   for (const PackedLaunch& launch : plan) {
-    fc::KernelArgs args{impl_->w,  impl_->tables[launch.size_index],
-                        p.channel, p.q,
-                        p.k,       p.v,
-                        p.out,     {}};
+    fc::KernelArgs args{impl_->w,
+                        impl_->tables[launch.size_index],
+                        impl_->channels.as<const fc::ChannelSetup>(),
+                        p.channel,
+                        p.q,
+                        p.k,
+                        p.v,
+                        p.out,
+                        {}};
     const int count = static_cast<int>(launch.segments.size());
     for (int i = 0; i < count; ++i) {
       const H3PrefillSegment& s = p.seqs[launch.segments[i]];

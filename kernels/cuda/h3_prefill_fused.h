@@ -19,7 +19,9 @@ class H3PrefillFused {
  public:
   // `device_weights` holds device pointers that outlive this object.
   // Precomputes the DFT matrices and the permuted kernel spectra of every
-  // chunk size the kernel uses.
+  // chunk size the kernel uses, and the weights' tables of
+  // kernels/flashconv_setup.h (on the host, from a copy of dA, dB and C read
+  // back once; synchronous).
   static cudaError_t Create(const H3Weights& device_weights,
                             std::unique_ptr<H3PrefillFused>* out);
   ~H3PrefillFused();

@@ -32,6 +32,12 @@
 // over the chunk, the spectrum by its max per channel, the states by theirs),
 // so fp16's range never overflows and its 11-bit significand (2^-11 relative)
 // holds more than bf16's 8 bits; bf16 inputs use the same fp16 operands.
+//
+// What depends only on the weights is computed once at load, on the host
+// (kernels/flashconv_setup.h): per channel P, E, their scales and dA^16,
+// dA^256; per FFT size the twiddles and the powers of dA that start Z's
+// segments. Transcendentals left per block and chunk: dA^len (32 double
+// exp + sincos) in a chunk shorter than n / 2, the segment's last.
 
 #include "kernels/cuda/flashconv_device.cuh"
 #include "kernels/cuda/h3_prefill_fused_kernel.h"
@@ -41,73 +47,38 @@ namespace fc = flashconv;
 
 namespace {
 
-// Setup of a block: the channel's taps, the history of inputs before the
-// call, the diagonal state, powers of dA, and the scaled tables P and E.
-// history[kHistory - m] = k at position start - m: from the shift state's
-// ring (position P in slot P mod N) for m <= N, zero before position 0 and
-// beyond the ring (m > N meets only taps j >= N, which are zero).
+// Setup of a block: the channel's record computed at load (P, E, their
+// scales, powers of dA), its taps, the history of inputs before the call and
+// the diagonal state. history[kHistory - m] = k at position start - m: from
+// the shift state's ring (position P in slot P mod N) for m <= N, zero
+// before position 0 and beyond the ring (m > N meets only taps j >= N, which
+// are zero).
 __device__ void LoadChannel(const KernelArgs& a, int64_t start, int c,
                             const float* ring, const float* diag,
-                            fc::SmallShared& s, float* setup) {
+                            fc::SmallShared& s) {
   const int ns = a.w.shape.d_state, modes = a.w.shape.d_state / 2;
   const int tid = threadIdx.x;
+  constexpr int kRecordVectors = sizeof(fc::ChannelSetup) / sizeof(uint4);
+  const uint4* record = reinterpret_cast<const uint4*>(a.setup + c);
+  uint4* copy = reinterpret_cast<uint4*>(&s.setup);
+  for (int i = tid; i < kRecordVectors; i += fc::kThreads) copy[i] = record[i];
   for (int i = tid; i < fc::kHistory; i += fc::kThreads) {
     const int m = fc::kHistory - i;
     const int64_t position = start - m;
     s.history[i] = m <= ns && position >= 0 ? ring[position % ns] : 0.0f;
     s.taps[i] = i < ns ? a.w.shift_kernel[c * ns + i] : 0.0f;
   }
-  if (tid < modes) {
-    const int i = c * modes + tid;
-    const double re = a.w.dA[2 * i], im = a.w.dA[2 * i + 1];
-    s.log_r[tid] = 0.5 * log(re * re + im * im);
-    s.theta[tid] = atan2(im, re);
-    s.dA16[tid] = fc::PowPolar(s.log_r[tid], s.theta[tid], 16);
-    s.dA256[tid] = fc::PowPolar(s.log_r[tid], s.theta[tid], 256);
-    s.x[tid] = make_float2(diag[2 * tid], diag[2 * tid + 1]);
-  }
-  __syncthreads();
-  // P[j][m] then E[m][i], fp32 complex, in `setup`.
-  float2* p = reinterpret_cast<float2*>(setup);
-  float2* e = p + 16 * modes;
-  float p_max = 0.0f, e_max = 0.0f;
-  for (int idx = tid; idx < 16 * modes; idx += fc::kThreads) {
-    const int m = idx % modes, j = idx / modes, i = c * modes + m;
-    const float2 cm = make_float2(a.w.C[2 * i], a.w.C[2 * i + 1]);
-    const float2 bm = make_float2(a.w.dB[2 * i], a.w.dB[2 * i + 1]);
-    const float2 pv = fc::CMul(cm, fc::PowPolar(s.log_r[m], s.theta[m], j + 1));
-    const float2 ev =
-        fc::CMul(bm, fc::PowPolar(s.log_r[m], s.theta[m], 15 - j));
-    p[j * modes + m] = pv;
-    e[m * 16 + j] = ev;
-    p_max = fmaxf(p_max, fmaxf(fabsf(pv.x), fabsf(pv.y)));
-    e_max = fmaxf(e_max, fmaxf(fabsf(ev.x), fabsf(ev.y)));
-  }
-  p_max = fc::BlockMax(p_max, s.slots);
-  e_max = fc::BlockMax(e_max, s.slots);
-  const float p_inv = p_max > 0 ? 1.0f / p_max : 0.0f;
-  const float e_inv = e_max > 0 ? 1.0f / e_max : 0.0f;
-  for (int idx = tid; idx < 16 * modes; idx += fc::kThreads) {
-    const int m = idx % modes, j = idx / modes;
-    const float2 pv = p[j * modes + m], ev = e[m * 16 + j];
-    // Re(P Z) = Pr Zr - Pi Zi: the imaginary column carries -Pi.
-    s.pcat[j][fc::ModeRow(m, 0)] = __float2half_rn(pv.x * p_inv);
-    s.pcat[j][fc::ModeRow(m, 1)] = __float2half_rn(-pv.y * p_inv);
-    s.ecat[fc::ModeRow(m, 0)][j] = __float2half_rn(ev.x * e_inv);
-    s.ecat[fc::ModeRow(m, 1)][j] = __float2half_rn(ev.y * e_inv);
-  }
-  if (tid == 0) {
-    s.scale_p = p_max;
-    s.scale_e = e_max;
-  }
+  if (tid < modes) s.x[tid] = make_float2(diag[2 * tid], diag[2 * tid + 1]);
   __syncthreads();
 }
 
 // Step 2: x_next = dA^len x + sum_j dA^(len-1-j) dB kv[j]. `kv_right` holds
 // kv / kv_scale right-aligned in l256 = len rounded up to kStateTile (zeros
 // first), so that token j sits at exponent l256 - 1 - (j + pad) = len - 1 - j.
-__device__ void EndState(int len, int l256, int modes, float kv_scale,
-                         const __half* kv_right, float* tiles,
+// `powers`: the channel's chunk powers (SizeTables), dA^chunk the last.
+__device__ void EndState(int len, int chunk, int l256, int modes,
+                         float kv_scale, const __half* kv_right,
+                         const float2* powers, float* tiles,
                          fc::SmallShared& s) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n_tiles = l256 / fc::kStateTile;
@@ -118,7 +89,7 @@ __device__ void EndState(int len, int l256, int modes, float kv_scale,
       fc::wmma::load_matrix_sync(kv, kv_right + fc::kStateTile * gt, 16);
       for (int group = 0; group < modes / 8; ++group) {
         fc::FragARow e;
-        fc::wmma::load_matrix_sync(e, &s.ecat[16 * group][0], 16);
+        fc::wmma::load_matrix_sync(e, s.ecat() + 16 * group * 16, 16);
         fc::FragAcc r;
         fc::wmma::fill_fragment(r, 0.0f);
         fc::wmma::mma_sync(r, e, kv, r);
@@ -130,7 +101,7 @@ __device__ void EndState(int len, int l256, int modes, float kv_scale,
           const int im = fc::ModeRow(m, 1) - 16 * group;
           float2 acc = make_float2(0.0f, 0.0f);
           for (int g = 0; g < 16; ++g) {
-            acc = fc::CAdd(fc::CMul(acc, s.dA16[m]),
+            acc = fc::CAdd(fc::CMul(acc, fc::AsFloat2(s.setup.dA16[m])),
                            make_float2(st[re * 16 + g], st[im * 16 + g]));
           }
           s.partial[gt][m] = acc;
@@ -145,45 +116,53 @@ __device__ void EndState(int len, int l256, int modes, float kv_scale,
     float2 acc = make_float2(0.0f, 0.0f);
     if (kv_scale > 0) {
       for (int gt = 0; gt < n_tiles; ++gt) {
-        acc = fc::CAdd(fc::CMul(acc, s.dA256[m]), s.partial[gt][m]);
+        acc = fc::CAdd(fc::CMul(acc, fc::AsFloat2(s.setup.dA256[m])),
+                       s.partial[gt][m]);
       }
     }
-    const float2 decay = fc::PowPolar(s.log_r[m], s.theta[m], len);
+    const float2 decay =
+        len == chunk ? __ldg(&powers[(fc::kCarrySegments - 1) * modes + m])
+                     : fc::PowPolar(s.setup.log_r[m], s.setup.theta[m], len);
     s.x_next[m] = fc::CAdd(fc::CMul(decay, s.x[m]),
-                           fc::CScale(acc, kv_scale * s.scale_e));
+                           fc::CScale(acc, kv_scale * s.setup.scale_e));
   }
 }
 
 // Step 3: extra[t] += 2 Re(sum_m C dA^(t+1) x) for t < chunk, with the state
-// matrix Z (scaled by x_scale) built in `z` ([2 M][chunk / 16] fp16).
-__device__ void CarriedOutput(int chunk, int modes, float x_scale, __half* z,
-                              float* tiles, float* extra, fc::SmallShared& s) {
+// matrix Z (scaled by x_scale) built in `z` ([2 M][chunk / 16] fp16), in
+// kCarrySegments runs of columns: run r starts from dA^(16 g0) x, g0 = r G /
+// kCarrySegments, the precomputed powers[r - 1] (the channel's chunk powers).
+__device__ void CarriedOutput(int chunk, int modes, float x_scale,
+                              const float2* powers, __half* z, float* tiles,
+                              float* extra, fc::SmallShared& s) {
   const int groups = chunk / 16;  // G: columns of Z
-  const int per_segment = groups / 8;
+  const int per_segment = groups / fc::kCarrySegments;
   const float x_inv = 1.0f / x_scale;
-  for (int idx = threadIdx.x; idx < 8 * modes; idx += fc::kThreads) {
+  for (int idx = threadIdx.x; idx < fc::kCarrySegments * modes;
+       idx += fc::kThreads) {
     const int m = idx % modes, segment = idx / modes;
     const int g0 = segment * per_segment;
-    float2 zv = fc::CScale(
-        fc::CMul(fc::PowPolar(s.log_r[m], s.theta[m], 16.0 * g0), s.x[m]),
-        x_inv);
+    float2 zv = s.x[m];
+    if (segment > 0) zv = fc::CMul(__ldg(&powers[idx - modes]), zv);
+    zv = fc::CScale(zv, x_inv);
+    const float2 dA16 = fc::AsFloat2(s.setup.dA16[m]);
     for (int g = g0; g < g0 + per_segment; ++g) {
       z[fc::ModeRow(m, 0) * groups + g] = __float2half_rn(zv.x);
       z[fc::ModeRow(m, 1) * groups + g] = __float2half_rn(zv.y);
-      zv = fc::CMul(zv, s.dA16[m]);
+      zv = fc::CMul(zv, dA16);
     }
   }
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* st = tiles + warp * 512;
-  const float scale = 2.0f * s.scale_p * x_scale;
+  const float scale = 2.0f * s.setup.scale_p * x_scale;
   for (int gt = warp; gt < groups / 16; gt += fc::kWarps) {
     fc::FragAcc acc;
     fc::wmma::fill_fragment(acc, 0.0f);
     for (int kk = 0; kk < 2 * modes / 16; ++kk) {
       fc::FragARow p;
       fc::FragBRow zf;
-      fc::wmma::load_matrix_sync(p, &s.pcat[0][16 * kk], 2 * fc::kMaxModes);
+      fc::wmma::load_matrix_sync(p, s.pcat() + 16 * kk, 2 * fc::kMaxModes);
       fc::wmma::load_matrix_sync(zf, z + 16 * kk * groups + 16 * gt, groups);
       fc::wmma::mma_sync(acc, p, zf, acc);
     }
@@ -196,11 +175,12 @@ __device__ void CarriedOutput(int chunk, int modes, float x_scale, __half* z,
 }
 
 // Step 4, forward: Q = T o (F1 U) where U is the n1/2 x n2 top of plane P's
-// real part (rows below are the zero padding), T[k1][n2] = W_n^(k1 n2).
+// real part (rows below are the zero padding), T[k1][n2] = W_n^(k1 n2) (the
+// table t.twiddle).
 template <int N1, int N2>
 __device__ void ForwardFirst(const SizeTables& t, const __half* u, __half* q_re,
                              __half* q_im, float* tiles) {
-  constexpr int kN = N1 * N2, kCols = N2 / 16;
+  constexpr int kCols = N2 / 16;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* st = tiles + warp * 512;
   const __half* f1_re = t.f1;
@@ -226,7 +206,7 @@ __device__ void ForwardFirst(const SizeTables& t, const __half* u, __half* q_re,
     for (int e = lane; e < 256; e += 32) {
       const int k1 = 16 * tr + e / 16, n2 = 16 * tc + e % 16;
       const float2 y = fc::CMul(make_float2(st[e], st[256 + e]),
-                                fc::Twiddle((k1 * n2) % kN, kN));
+                                __ldg(&t.twiddle[k1 * N2 + n2]));
       q_re[k1 * N2 + n2] = __float2half_rn(y.x);
       q_im[k1 * N2 + n2] = __float2half_rn(y.y);
     }
@@ -237,12 +217,12 @@ __device__ void ForwardFirst(const SizeTables& t, const __half* u, __half* q_re,
 // Step 4, the middle products. Forward (kInverse false):
 //   dst = S o (src F2),  the spectrum X[k1 + n1 k2] / n in [k1][k2].
 // Inverse (kInverse true):
-//   dst = conj(T) o (src conj(F2)).
+//   dst = conj(T) o (src conj(F2)), T the forward twiddles at [row][col].
 template <int N1, int N2, bool kInverse>
 __device__ void Middle(const SizeTables& t, const float2* spectrum,
                        const __half* src_re, const __half* src_im,
                        __half* dst_re, __half* dst_im, float* tiles) {
-  constexpr int kN = N1 * N2, kCols = N2 / 16;
+  constexpr int kCols = N2 / 16;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* st = tiles + warp * 512;
   const __half* f2_re = t.f2;
@@ -282,7 +262,7 @@ __device__ void Middle(const SizeTables& t, const float2* spectrum,
       const int row = 16 * tr + e / 16, col = 16 * tc + e % 16;
       const float2 x = make_float2(st[e], st[256 + e]);
       const float2 y = kInverse
-                           ? fc::CMulConj(x, fc::Twiddle((row * col) % kN, kN))
+                           ? fc::CMulConj(x, __ldg(&t.twiddle[row * N2 + col]))
                            : fc::CMul(x, spectrum[row * N2 + col]);
       dst_re[row * N2 + col] = __float2half_rn(y.x);
       dst_im[row * N2 + col] = __float2half_rn(y.y);
@@ -371,8 +351,10 @@ __global__ void __launch_bounds__(fc::kThreads, MinBlocks(N1* N2))
   float* diag = seg.diag_state + 2 * static_cast<int64_t>(c) * modes;
   const float shift_d = a.w.shift_D[c], skip = a.w.D[c];
   const float2* spectrum = a.t.spectrum + static_cast<int64_t>(c) * kN;
+  const float2* powers =
+      a.t.chunk_powers + static_cast<int64_t>(c) * fc::kCarrySegments * modes;
 
-  LoadChannel(a, start, c, ring, diag, s, scratch);
+  LoadChannel(a, start, c, ring, diag, s);
 
   // The on-chip chunk of tokens offset .. offset + len - 1 (positions
   // start + offset on), its history the inputs just before it.
@@ -419,14 +401,16 @@ __global__ void __launch_bounds__(fc::kThreads, MinBlocks(N1* N2))
     __syncthreads();
 
     // 2. The diagonal end state (into s.x_next).
-    EndState(len, l256, modes, kv_scale, q_re, scratch, s);
+    EndState(len, kChunk, l256, modes, kv_scale, q_re, powers, scratch, s);
     for (int t = tid; t < kChunk; t += fc::kThreads) extra[t] *= skip;
     float x_max = 0.0f;
     if (tid < modes) x_max = fmaxf(fabsf(s.x[tid].x), fabsf(s.x[tid].y));
     x_max = fc::BlockMax(x_max, s.slots);  // also: Q is free again
 
     // 3. The carried state's output (Z in plane Q).
-    if (x_max > 0) CarriedOutput(kChunk, modes, x_max, q_re, scratch, extra, s);
+    if (x_max > 0) {
+      CarriedOutput(kChunk, modes, x_max, powers, q_re, scratch, extra, s);
+    }
     __syncthreads();
 
     // 4 and 5.

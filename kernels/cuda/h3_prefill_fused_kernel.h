@@ -11,17 +11,22 @@
 #include <cstdint>
 
 #include "base/element_type.h"
+#include "kernels/flashconv_setup.h"
 #include "kernels/h3.h"
 #include "kernels/h3_prefill_packing.h"
 
 namespace h3::kernels::flashconv {
 
-// Per-model tables of one FFT size n = n1 * n2.
+// Per-model tables of one FFT size n = n1 * n2, chunk = n / 2 (computed at
+// load: H3PrefillFused::Create, kernels/flashconv_setup.h).
 struct SizeTables {
   const __half* f1 = nullptr;             // [2][n1][n1/2] W_n1^(k1 n1) / n1
   const __half* f2 = nullptr;             // [2][n2][n2]   W_n2^(n2 k2) / n2
   const float2* spectrum = nullptr;       // [H][n1][n2]   S[k1 + n1 k2] / scale
   const float* spectrum_scale = nullptr;  // [H]
+  const float2* twiddle = nullptr;        // [n1][n2]      W_n^(k1 k2)
+  // [H][kCarrySegments][M]: [c][g - 1][m] = dA^(g chunk / kCarrySegments)
+  const float2* chunk_powers = nullptr;
 };
 
 // The segment of one row of blocks (blockIdx.x): H3PrefillSegment.
@@ -39,7 +44,8 @@ struct BlockSegment {
 struct KernelArgs {
   H3Weights w;
   SizeTables t;
-  int64_t channel;  // channel stride of q, k, v, out
+  const ChannelSetup* setup;  // [H], computed at load
+  int64_t channel;            // channel stride of q, k, v, out
   const void* q;
   const void* k;
   const void* v;
