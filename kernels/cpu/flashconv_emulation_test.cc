@@ -20,6 +20,7 @@
 #include "kernels/flashconv.h"
 #include "kernels/flashconv_setup.h"
 #include "kernels/h3.h"
+#include "tests/support/h3_cpu_prefill.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/random.h"
 #include "tests/support/random_h3_layer.h"
@@ -29,6 +30,7 @@ namespace {
 
 namespace fc = flashconv;
 using h3::testing::NormalisedError;
+using h3::testing::PrefillCpu;
 using cfloat = std::complex<float>;
 
 // Rounds to fp16 and back, as the kernel's operands are stored.
@@ -280,28 +282,6 @@ class Emulator {
 // rounding of the output's scale.
 constexpr double kOutputBound = 5e-3;
 constexpr double kStateBound = 1e-3;
-
-// The CPU twin on one sequence's chunk: q, k, v, out [length, d]; ring and
-// diag updated in place.
-void PrefillCpu(const H3Weights& w, int64_t start, int64_t length,
-                const std::vector<float>& q, const std::vector<float>& k,
-                const std::vector<float>& v, std::vector<float>* out,
-                std::vector<float>* ring, std::vector<float>* diag) {
-  const int nfft = H3FftSize(length);
-  std::vector<float> spectrum(2 * w.shape.heads() * (nfft / 2 + 1));
-  H3KernelSpectrum(w, nfft, spectrum.data());
-  out->assign(length * w.shape.d_model, 0.0f);
-  H3PrefillCpu({.w = w,
-                .start = start,
-                .length = length,
-                .q = q.data(),
-                .k = k.data(),
-                .v = v.data(),
-                .out = out->data(),
-                .state = {ring->data(), diag->data()},
-                .kernel_spectrum = spectrum.data(),
-                .nfft = nfft});
-}
 
 // The emulated kernel on tokens [first, first + length) of q, k, v
 // ([total, d]) at positions [start, start + length), each channel with the

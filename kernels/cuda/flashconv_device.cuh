@@ -55,8 +55,9 @@ __device__ inline float2 PowPolar(double log_r, double theta, double n) {
   return make_float2(static_cast<float>(r * c), static_cast<float>(r * s));
 }
 
-// The largest v over the thread block. Every thread must call it; `slots`
-// holds kWarps floats of shared memory.
+// The largest v over a thread block of kBlockWarps warps. Every thread
+// must call it; `slots` holds kBlockWarps floats of shared memory.
+template <int kBlockWarps = kWarps>
 __device__ inline float BlockMax(float v, float* slots) {
   for (int offset = 16; offset > 0; offset /= 2) {
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
@@ -65,8 +66,41 @@ __device__ inline float BlockMax(float v, float* slots) {
   if (threadIdx.x % 32 == 0) slots[threadIdx.x / 32] = v;
   __syncthreads();
   float result = slots[0];
-  for (int i = 1; i < kWarps; ++i) result = fmaxf(result, slots[i]);
+  for (int i = 1; i < kBlockWarps; ++i) result = fmaxf(result, slots[i]);
   return result;
+}
+
+// ---- the shift SSM's inputs around a call (both prefill kernels)
+
+// history[kHistory - m] = k at position start - m, from the shift state's
+// ring (position P in slot P mod N) for m <= N, zero before position 0 and
+// beyond the ring (m > N meets only taps j >= N, which are zero); taps: the
+// channel's shift kernel `kernel` [N], zero past N. Threads tid, tid +
+// threads, ... of the block.
+__device__ inline void LoadHistory(const float* ring, const float* kernel,
+                                   int64_t start, int ns, int tid, int threads,
+                                   float* history, float* taps) {
+  for (int i = tid; i < kHistory; i += threads) {
+    const int m = kHistory - i;
+    const int64_t position = start - m;
+    history[i] = m <= ns && position >= 0 ? ring[position % ns] : 0.0f;
+    taps[i] = i < ns ? kernel[i] : 0.0f;
+  }
+}
+
+// The ring after a call of `length` tokens from `start`: its last
+// min(length, N) inputs into their slots, from the history, which holds the
+// call's last kHistory inputs k; the other slots keep the inputs still
+// within the last N. Only the calling block may touch this ring, and it must
+// have read it (LoadHistory) before.
+__device__ inline void WriteRing(const float* history, int64_t start,
+                                 int64_t length, int ns, int tid, int threads,
+                                 float* ring) {
+  const int64_t last = start + length - 1;  // the last token's position
+  const int written = length < ns ? static_cast<int>(length) : ns;
+  for (int j = tid; j < written; j += threads) {
+    ring[(last - j) % ns] = history[kHistory - 1 - j];
+  }
 }
 
 // ---- tensor-core fragments (16 x 16 x 16, fp16 operands, fp32 accumulation)

@@ -150,8 +150,8 @@ cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,
     return cudaErrorInvalidValue;
   }
   if (!RunsFused(p.layout)) return cufft_->Run(p, stream);
-  if (fused_ != nullptr) return fused_->Run(p, stream);
-  // Sequence b is the segment at offset b * layout.batch with state b.
+  // The batch as a packed call: sequence b is the segment at offset
+  // b * layout.batch with state b.
   const int64_t shift_size =
       int64_t{device_weights_.shape.d_model} * device_weights_.shape.d_state;
   const int64_t diag_size = 2 * int64_t{device_weights_.shape.kv_channels()} *
@@ -172,7 +172,8 @@ cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,
   packed.out = p.out;
   packed.segments = p.batch;
   packed.seqs = segments.data();
-  return chunked_->RunPacked(packed, stream);
+  return fused_ != nullptr ? fused_->RunPacked(packed, stream)
+                           : chunked_->RunPacked(packed, stream);
 }
 
 cudaError_t H3PrefillCuda::RunPacked(const H3PrefillPackedParams& p,

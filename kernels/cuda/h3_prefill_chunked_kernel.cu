@@ -55,18 +55,6 @@ static_assert(sizeof(fc::ChannelSetup::pcat) == sizeof(Shared::pcat) &&
                   sizeof(fc::ChannelSetup::ecat) == sizeof(Shared::ecat),
               "P and E are copied as one block");
 
-__device__ float BlockMax(float v, float* slots) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  }
-  __syncthreads();  // the previous reduction has read its slots
-  if (threadIdx.x % 32 == 0) slots[threadIdx.x / 32] = v;
-  __syncthreads();
-  float result = slots[0];
-  for (int i = 1; i < kWarps; ++i) result = fmaxf(result, slots[i]);
-  return result;
-}
-
 // The channel's tables, taps, history (the ring read in position order:
 // history[kHistory - m] = k at position start - m, zero before position 0
 // and past the ring) and diagonal state.
@@ -87,12 +75,8 @@ __device__ void LoadChannel(const ChunkedArgs& a, int64_t start, int c,
     for (int i = tid; i < static_cast<int>(sizeof(s.t16) / 16); i += kThreads)
       dst[i] = src[i];
   }
-  for (int i = tid; i < fc::kHistory; i += kThreads) {
-    const int m = fc::kHistory - i;
-    const int64_t position = start - m;
-    s.history[i] = m <= ns && position >= 0 ? ring[position % ns] : 0.0f;
-    s.taps[i] = i < ns ? a.w.shift_kernel[c * ns + i] : 0.0f;
-  }
+  fc::LoadHistory(ring, a.w.shift_kernel + c * ns, start, ns, tid, kThreads,
+                  s.history, s.taps);
   if (tid < modes) {
     s.dA16[tid] = make_float2(setup.dA16[tid][0], setup.dA16[tid][1]);
     s.x[tid] = make_float2(diag[2 * tid], diag[2 * tid + 1]);
@@ -195,7 +179,8 @@ __global__ void __launch_bounds__(kThreads)
         t0 + 1 < len ? sum1 * fc::ToFloat(v[offset + t0 + 1]) : 0.0f;
     s.u[t0] = u0;
     s.u[t0 + 1] = u1;
-    const float u_max = BlockMax(fmaxf(fabsf(u0), fabsf(u1)), s.slots);
+    const float u_max =
+        fc::BlockMax<kWarps>(fmaxf(fabsf(u0), fabsf(u1)), s.slots);
     for (int i = tid; i < kH; i += kThreads) s.history[i] = s.kf[len + i];
     const float u_inv = u_max > 0 ? 1.0f / u_max : 0.0f;
     s.uh[t0] = __float2half_rn(u0 * u_inv);
@@ -256,18 +241,13 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // the next tile overwrites shared memory
   }
 
-  // The end states: the diagonal state, and the call's last min(L, N)
-  // inputs into their ring slots (only this block touches its ring, and it
-  // read the ring in LoadChannel).
+  // The end states: the diagonal state, and the ring (this block read it
+  // in LoadChannel).
   if (tid < modes) {
     diag[2 * tid] = s.x[tid].x;
     diag[2 * tid + 1] = s.x[tid].y;
   }
-  const int64_t last = start + length - 1;
-  const int written = length < ns ? static_cast<int>(length) : ns;
-  for (int j = tid; j < written; j += kThreads) {
-    ring[(last - j) % ns] = s.history[kH - 1 - j];
-  }
+  fc::WriteRing(s.history, start, length, ns, tid, kThreads, ring);
 }
 
 }  // namespace

@@ -163,31 +163,6 @@ cudaError_t H3PrefillFused::Create(const H3Weights& w,
   return cudaSuccess;
 }
 
-cudaError_t H3PrefillFused::Run(const H3PrefillCudaParams& p,
-                                cudaStream_t stream) {
-  // Sequence b is the segment at offset b * layout.batch with state b.
-  const H3Shape& shape = impl_->w.shape;
-  const int64_t shift_size = int64_t{shape.d_model} * shape.d_state;
-  const int64_t diag_size = 2 * int64_t{shape.kv_channels()} * shape.modes();
-  std::vector<H3PrefillSegment> segments(p.batch);
-  for (int b = 0; b < p.batch; ++b) {
-    segments[b] = {p.start, p.length, b * p.layout.batch,
-                   p.shift_state + b * shift_size,
-                   p.diag_state + b * diag_size};
-  }
-  H3PrefillPackedParams packed;
-  packed.type = p.type;
-  packed.time = p.layout.time;
-  packed.channel = p.layout.channel;
-  packed.q = p.q;
-  packed.k = p.k;
-  packed.v = p.v;
-  packed.out = p.out;
-  packed.segments = p.batch;
-  packed.seqs = segments.data();
-  return RunPacked(packed, stream);
-}
-
 cudaError_t H3PrefillFused::RunPacked(const H3PrefillPackedParams& p,
                                       cudaStream_t stream) {
   const H3Shape& shape = impl_->w.shape;

@@ -26,10 +26,6 @@ class H3PrefillFused {
                             std::unique_ptr<H3PrefillFused>* out);
   ~H3PrefillFused();
 
-  // REQUIRES: params.layout.time == 1, H3FusedSupports(shape) and the
-  // checks of H3PrefillCuda::Run. The batch's sequences become segments of
-  // one packed call.
-  cudaError_t Run(const H3PrefillCudaParams& params, cudaStream_t stream);
   // REQUIRES: params.time == 1, H3FusedSupports(shape), CheckPacked(params).
   // One launch per PlanPackedLaunches entry, all on `stream`.
   cudaError_t RunPacked(const H3PrefillPackedParams& params,

@@ -62,12 +62,8 @@ __device__ void LoadChannel(const KernelArgs& a, int64_t start, int c,
   const uint4* record = reinterpret_cast<const uint4*>(a.setup + c);
   uint4* copy = reinterpret_cast<uint4*>(&s.setup);
   for (int i = tid; i < kRecordVectors; i += fc::kThreads) copy[i] = record[i];
-  for (int i = tid; i < fc::kHistory; i += fc::kThreads) {
-    const int m = fc::kHistory - i;
-    const int64_t position = start - m;
-    s.history[i] = m <= ns && position >= 0 ? ring[position % ns] : 0.0f;
-    s.taps[i] = i < ns ? a.w.shift_kernel[c * ns + i] : 0.0f;
-  }
+  fc::LoadHistory(ring, a.w.shift_kernel + c * ns, start, ns, tid, fc::kThreads,
+                  s.history, s.taps);
   if (tid < modes) s.x[tid] = make_float2(diag[2 * tid], diag[2 * tid + 1]);
   __syncthreads();
 }
@@ -440,15 +436,8 @@ __global__ void __launch_bounds__(fc::kThreads, MinBlocks(N1* N2))
     diag[2 * tid] = s.x[tid].x;
     diag[2 * tid + 1] = s.x[tid].y;
   }
-  // The ring: the call's last min(L, N) inputs into their slots, from the
-  // history, which holds k[L - kHistory .. L - 1] of the call. The other
-  // slots keep the inputs still within the last N. Only this block touches
-  // its ring, and it read the ring in LoadChannel, before any chunk.
-  const int64_t last = start + length - 1;  // the last token's position
-  const int written = length < ns ? static_cast<int>(length) : ns;
-  for (int j = tid; j < written; j += fc::kThreads) {
-    ring[(last - j) % ns] = s.history[fc::kHistory - 1 - j];
-  }
+  // The ring (this block read it in LoadChannel, before any chunk).
+  fc::WriteRing(s.history, start, length, ns, tid, fc::kThreads, ring);
 }
 
 template <typename T, int N1, int N2>
