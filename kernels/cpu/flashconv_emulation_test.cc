@@ -20,17 +20,12 @@
 #include "kernels/flashconv.h"
 #include "kernels/flashconv_setup.h"
 #include "kernels/h3.h"
-#include "tests/support/h3_cpu_prefill.h"
-#include "tests/support/normalised_error.h"
-#include "tests/support/random.h"
-#include "tests/support/random_h3_layer.h"
+#include "tests/support/h3_emulation_checks.h"
 
 namespace h3::kernels {
 namespace {
 
 namespace fc = flashconv;
-using h3::testing::NormalisedError;
-using h3::testing::PrefillCpu;
 using cfloat = std::complex<float>;
 
 // Rounds to fp16 and back, as the kernel's operands are stored.
@@ -291,21 +286,15 @@ void PrefillEmulated(const H3Weights& w, int64_t start, int64_t first,
                      const std::vector<float>& k, const std::vector<float>& v,
                      std::vector<float>* out, std::vector<float>* ring,
                      std::vector<float>* diag) {
-  const int d = w.shape.d_model, ns = w.shape.d_state;
   const fc::FftSize size = fc::kFftSizes[fc::FftSizeIndex(length)];
   const LoadTables tables(w, size);
-  std::vector<float> qc(length), kc(length), vc(length), oc(length);
-  for (int c = 0; c < d; ++c) {
-    for (int64_t t = 0; t < length; ++t) {
-      qc[t] = q[(first + t) * d + c];
-      kc[t] = k[(first + t) * d + c];
-      vc[t] = v[(first + t) * d + c];
-    }
-    Emulator(w, c, size, tables)
-        .Run(start, length, qc.data(), kc.data(), vc.data(), oc.data(),
-             ring->data() + c * ns, diag->data() + c * ns);
-    for (int64_t t = 0; t < length; ++t) (*out)[(first + t) * d + c] = oc[t];
-  }
+  h3::testing::EmulateChannels(
+      w, start, first, length, q, k, v, out, ring, diag,
+      [&](int c, int64_t at, int64_t len, const float* qc, const float* kc,
+          const float* vc, float* oc, float* ring_c, float* diag_c) {
+        Emulator(w, c, size, tables)
+            .Run(at, len, qc, kc, vc, oc, ring_c, diag_c);
+      });
 }
 
 // (d_state, length, start)
@@ -314,31 +303,8 @@ class FlashConvEmulationTest
 
 TEST_P(FlashConvEmulationTest, MatchesTheCpuTwin) {
   const auto [d_state, length, start] = GetParam();
-  const int d = 4;
-  const H3Shape shape{d, 1, d_state};
-  const h3::testing::RandomH3Layer layer(shape, 7);
-  const H3Weights w = layer.weights();
-  const auto q = h3::testing::RandomNormal(length * d, 1),
-             k = h3::testing::RandomNormal(length * d, 2),
-             v = h3::testing::RandomNormal(length * d, 3);
-  // A nonzero saved state, as a chunked prefill or prefix reuse starts from:
-  // the ring's slots of positions before 0 (start < N) hold values too,
-  // which the call must neither read nor overwrite.
-  const auto ring0 = h3::testing::RandomNormal(d * d_state, 4),
-             diag0 = h3::testing::RandomNormal(d * d_state, 5);
-
-  std::vector<float> want, want_ring = ring0, want_diag = diag0;
-  PrefillCpu(w, start, length, q, k, v, &want, &want_ring, &want_diag);
-  std::vector<float> got(length * d), ring = ring0, diag = diag0;
-  PrefillEmulated(w, start, 0, length, q, k, v, &got, &ring, &diag);
-
-  const double out_err = NormalisedError(got, want);
-  const double diag_err = NormalisedError(diag, want_diag);
-  EXPECT_LT(out_err, kOutputBound);
-  EXPECT_EQ(ring, want_ring);  // raw fp32 inputs on both sides
-  EXPECT_LT(diag_err, kStateBound);
-  RecordProperty("output_error", std::to_string(out_err));
-  RecordProperty("diag_state_error", std::to_string(diag_err));
+  h3::testing::ExpectMatchesTheCpuTwin(PrefillEmulated, d_state, length, start,
+                                       {kOutputBound, kStateBound});
 }
 
 // 0; below N for both sizes; 63 (below 64, above 16: 2 tokens wrap the ring
@@ -350,35 +316,11 @@ INSTANTIATE_TEST_SUITE_P(
                                                   5000),
                        ::testing::Values<int64_t>(0, 13, 63, 4139)));
 
-// Emulated calls one after another, each at the position the last one
-// stopped and from the state it left (the ring included), compute what the
-// CPU twin's one call does from a new sequence's zero state.
+// Emulated calls one after another, each from the state the last one left
+// (the ring included), compute what the CPU twin's one call does.
 TEST(FlashConvEmulationCallsTest, ConsecutiveCallsEqualOneCall) {
-  for (int d_state : {64, 16}) {
-    SCOPED_TRACE("d_state " + std::to_string(d_state));
-    const int d = 3;
-    const H3Shape shape{d, 1, d_state};
-    const h3::testing::RandomH3Layer layer(shape, 9);
-    const H3Weights w = layer.weights();
-    const std::vector<int64_t> calls = {1, 5, 63, 70, 1000, 2, 3000};
-    int64_t length = 0;
-    for (int64_t c : calls) length += c;
-    const auto q = h3::testing::RandomNormal(length * d, 11),
-               k = h3::testing::RandomNormal(length * d, 12),
-               v = h3::testing::RandomNormal(length * d, 13);
-    const std::vector<float> zeros(d * d_state, 0.0f);
-    std::vector<float> want, want_ring = zeros, want_diag = zeros;
-    PrefillCpu(w, 0, length, q, k, v, &want, &want_ring, &want_diag);
-    std::vector<float> got(length * d), ring = zeros, diag = zeros;
-    int64_t position = 0;
-    for (int64_t len : calls) {
-      PrefillEmulated(w, position, position, len, q, k, v, &got, &ring, &diag);
-      position += len;
-    }
-    EXPECT_LT(NormalisedError(got, want), kOutputBound);
-    EXPECT_EQ(ring, want_ring);
-    EXPECT_LT(NormalisedError(diag, want_diag), kStateBound);
-  }
+  h3::testing::ExpectConsecutiveCallsEqualOneCall(PrefillEmulated,
+                                                  {kOutputBound, kStateBound});
 }
 
 }  // namespace

@@ -18,9 +18,7 @@
 #include "kernels/flashconv_setup.h"
 #include "kernels/h3.h"
 #include "kernels/h3_chunked.h"
-#include "tests/support/h3_cpu_prefill.h"
-#include "tests/support/normalised_error.h"
-#include "tests/support/random.h"
+#include "tests/support/h3_emulation_checks.h"
 #include "tests/support/random_h3_layer.h"
 
 namespace h3::kernels {
@@ -28,7 +26,6 @@ namespace {
 
 namespace fc = flashconv;
 namespace ch = chunked;
-using h3::testing::NormalisedError;
 using cfloat = std::complex<float>;
 
 float Half(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
@@ -170,21 +167,15 @@ void PrefillEmulated(const H3Weights& w, int64_t start, int64_t first,
                      const std::vector<float>& k, const std::vector<float>& v,
                      std::vector<float>* out, std::vector<float>* ring,
                      std::vector<float>* diag) {
-  const int d = w.shape.d_model, ns = w.shape.d_state;
   const std::vector<fc::ChannelSetup> setups = fc::ChannelSetups(w);
   const std::vector<ch::ChunkedChannel> toeplitz = ch::ChunkedChannels(w);
-  std::vector<float> qc(length), kc(length), vc(length), oc(length);
-  for (int c = 0; c < d; ++c) {
-    for (int64_t t = 0; t < length; ++t) {
-      qc[t] = q[(first + t) * d + c];
-      kc[t] = k[(first + t) * d + c];
-      vc[t] = v[(first + t) * d + c];
-    }
-    Emulator(w, c, setups[c], toeplitz[c])
-        .Run(start, length, qc.data(), kc.data(), vc.data(), oc.data(),
-             ring->data() + c * ns, diag->data() + c * ns);
-    for (int64_t t = 0; t < length; ++t) (*out)[(first + t) * d + c] = oc[t];
-  }
+  h3::testing::EmulateChannels(
+      w, start, first, length, q, k, v, out, ring, diag,
+      [&](int c, int64_t at, int64_t len, const float* qc, const float* kc,
+          const float* vc, float* oc, float* ring_c, float* diag_c) {
+        Emulator(w, c, setups[c], toeplitz[c])
+            .Run(at, len, qc, kc, vc, oc, ring_c, diag_c);
+      });
 }
 
 // (d_state, length, start)
@@ -193,28 +184,8 @@ class ChunkedEmulationTest
 
 TEST_P(ChunkedEmulationTest, MatchesTheCpuTwin) {
   const auto [d_state, length, start] = GetParam();
-  const int d = 4;
-  const h3::testing::RandomH3Layer layer({d, 1, d_state}, 7);
-  const H3Weights w = layer.weights();
-  const auto q = h3::testing::RandomNormal(length * d, 1),
-             k = h3::testing::RandomNormal(length * d, 2),
-             v = h3::testing::RandomNormal(length * d, 3);
-  // A nonzero saved state: the ring's slots of positions before 0 (start <
-  // N) hold values too, which the call must neither read nor overwrite.
-  const auto ring0 = h3::testing::RandomNormal(d * d_state, 4),
-             diag0 = h3::testing::RandomNormal(d * d_state, 5);
-  std::vector<float> want, want_ring = ring0, want_diag = diag0;
-  h3::testing::PrefillCpu(w, start, length, q, k, v, &want, &want_ring,
-                          &want_diag);
-  std::vector<float> got(length * d), ring = ring0, diag = diag0;
-  PrefillEmulated(w, start, 0, length, q, k, v, &got, &ring, &diag);
-  const double out_err = NormalisedError(got, want);
-  const double diag_err = NormalisedError(diag, want_diag);
-  EXPECT_LT(out_err, kOutputBound);
-  EXPECT_EQ(ring, want_ring);  // raw fp32 inputs on both sides
-  EXPECT_LT(diag_err, kStateBound);
-  RecordProperty("output_error", std::to_string(out_err));
-  RecordProperty("diag_state_error", std::to_string(diag_err));
+  h3::testing::ExpectMatchesTheCpuTwin(PrefillEmulated, d_state, length, start,
+                                       {kOutputBound, kStateBound});
 }
 
 // Lengths: 1 and 15 (one partial column), 16 (one whole), 63, 256 (a whole
@@ -229,31 +200,8 @@ INSTANTIATE_TEST_SUITE_P(
 // Calls one after another, each from the state the last one left, compute
 // what the CPU twin's one call does.
 TEST(ChunkedEmulationCallsTest, ConsecutiveCallsEqualOneCall) {
-  for (int d_state : {64, 16}) {
-    SCOPED_TRACE("d_state " + std::to_string(d_state));
-    const int d = 3;
-    const h3::testing::RandomH3Layer layer({d, 1, d_state}, 9);
-    const H3Weights w = layer.weights();
-    const std::vector<int64_t> calls = {1, 5, 63, 70, 1000, 2, 3000};
-    int64_t length = 0;
-    for (int64_t c : calls) length += c;
-    const auto q = h3::testing::RandomNormal(length * d, 11),
-               k = h3::testing::RandomNormal(length * d, 12),
-               v = h3::testing::RandomNormal(length * d, 13);
-    const std::vector<float> zeros(d * d_state, 0.0f);
-    std::vector<float> want, want_ring = zeros, want_diag = zeros;
-    h3::testing::PrefillCpu(w, 0, length, q, k, v, &want, &want_ring,
-                            &want_diag);
-    std::vector<float> got(length * d), ring = zeros, diag = zeros;
-    int64_t position = 0;
-    for (int64_t len : calls) {
-      PrefillEmulated(w, position, position, len, q, k, v, &got, &ring, &diag);
-      position += len;
-    }
-    EXPECT_LT(NormalisedError(got, want), kOutputBound);
-    EXPECT_EQ(ring, want_ring);
-    EXPECT_LT(NormalisedError(diag, want_diag), kStateBound);
-  }
+  h3::testing::ExpectConsecutiveCallsEqualOneCall(PrefillEmulated,
+                                                  {kOutputBound, kStateBound});
 }
 
 // T is K's first 16 taps, lower triangular, scaled by its largest |tap|.
