@@ -103,7 +103,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
     if (options.h3_prefill == H3PrefillKernel::kChunked) {
       return absl::InvalidArgumentError(
           "--h3-prefill chunked runs on a GPU; the CPU backend prefills H3 "
-          "layers by the recurrence (--h3-prefill fft)");
+          "layers by the recurrence (leave --h3-prefill at its default, "
+          "fft)");
     }
     return MakeCpuBackend();
   }

@@ -135,7 +135,9 @@ class H3PrefillCuda {
   // FFT size (flashconv::FftSizeIndex(length), the size a batch-1 call
   // uses) into launches of at most kMaxPackedSegments; the segment table
   // travels in the kernel parameters, so the call allocates no device
-  // memory, is asynchronous and can be captured in a CUDA graph.
+  // memory, is asynchronous and can be captured in a CUDA graph. The
+  // chunked path likewise, in launches of up to kMaxPackedSegments segments
+  // of any lengths.
   // cuFFT path, the fallback: one batch-1 Run per segment, in order.
   //
   // REQUIRES: distinct segments have distinct states and non-overlapping
