@@ -33,18 +33,18 @@
 #                     also with the paths that are off by default
 #                     (--engine-flags "--half-activations --attention flash
 #                     --h3-prefill chunked")
-#   breakdown 240/60  bench/engine_breakdown.py (h3_engine_bench --what
-#                     breakdown): per-op times of a decode step and a
-#                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
-#                     64 (graphs off, forced); then the same with
-#                     --half-activations (breakdown_half)
+#   flashconv 120/30  bench/flashconv_bench.py: B64 H768 fp16, lengths 256 to
+#                     32K, fused FlashConv, chunked and cuFFT
 #   profile    90/30  Nsight Compute (ncu --clock-control none) on the fused
 #                     FlashConv and the chunked H3 prefill kernels (B64 H768
 #                     fp16, L 1024 and 4096; their guard calls) and
 #                     on the kernels of one batch-64 decode step (H3-1.3B
 #                     shape, --half-activations): profile.txt
-#   flashconv 120/30  bench/flashconv_bench.py: B64 H768 fp16, lengths 256 to
-#                     32K, fused FlashConv, chunked and cuFFT
+#   breakdown 240/60  bench/engine_breakdown.py (h3_engine_bench --what
+#                     breakdown): per-op times of a decode step and a
+#                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
+#                     64 (graphs off, forced); then the same with
+#                     --half-activations (breakdown_half)
 #   linear     90/20  h3_linear_bench: the batch-invariant skinny GEMM against
 #                     cuBLASLt on the H3-1.3B decode products, rows 1, 8, 64,
 #                     with fp32 and with 16-bit (half) activations
@@ -83,7 +83,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_phases=(facts devices tests table4 breakdown profile flashconv linear attention serve_1
+all_phases=(facts devices tests table4 flashconv profile breakdown linear attention serve_1
             serve_64 memcheck)
 declare -A limit=([facts]=20 [devices]=30 [tests]=180 [table4]=240 [breakdown]=240
                   [profile]=90 [flashconv]=120 [linear]=90 [attention]=120 [serve_1]=60
@@ -700,7 +700,7 @@ exit_status=0
 no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
 for phase in "${selected[@]}"; do
   left=$(( total - SECONDS - reserve ))
-  if [ -n "$no_gpu" ] && [[ " table4 breakdown profile flashconv linear attention serve_1 serve_64 memcheck " == *" $phase "* ]]; then
+  if [ -n "$no_gpu" ] && [[ " table4 flashconv profile breakdown linear attention serve_1 serve_64 memcheck " == *" $phase "* ]]; then
     record "$phase" skipped - - "h3 devices sees no GPU"
     continue
   fi

@@ -22,7 +22,7 @@ import unittest
 SOURCE = os.environ.get("H3_SOURCE_DIR") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CHECK = os.path.join(SOURCE, "scripts", "gpu-check.sh")
-PHASES = ["facts", "devices", "tests", "table4", "breakdown", "profile", "flashconv", "linear",
+PHASES = ["facts", "devices", "tests", "table4", "flashconv", "profile", "breakdown", "linear",
           "attention", "serve_1", "serve_64", "memcheck"]
 ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "results.json",
                  "profile.txt"}
@@ -285,7 +285,7 @@ class GpuCheckTest(unittest.TestCase):
         files = set(os.listdir(m.out))
         self.assertEqual(files, ALLOWED_FILES - {"profile.txt"})
         self.assertIn("failed: tests", m.summary)
-        self.assertIn("passed: facts devices table4 breakdown flashconv linear attention "
+        self.assertIn("passed: facts devices table4 flashconv breakdown linear attention "
                       "serve_1 serve_64 memcheck", m.summary)
         self.assertIn("skipped: profile", m.summary)
         self.assertEqual(m.phases["profile"]["detail"], "ncu not found")
@@ -325,7 +325,7 @@ class GpuCheckTest(unittest.TestCase):
                 pid = int(f.read())
             self.assertFalse(alive(pid), f"the test's {who} {pid} still runs")
         self.assertIn("timed out: tests", m.summary)
-        self.assertIn("not selected: facts devices table4 breakdown profile linear attention "
+        self.assertIn("not selected: facts devices table4 profile breakdown linear attention "
                       "serve_1 serve_64 memcheck",
                       m.summary)
 
