@@ -5,8 +5,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 namespace h3::kernels {
 
@@ -58,6 +60,16 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
+
+// Makes `buf` hold host's bytes (grown to at least one element's room;
+// synchronous).
+template <typename T>
+cudaError_t CopyToDevice(const std::vector<T>& host, DeviceBuffer* buf) {
+  cudaError_t err = buf->Reserve(std::max<size_t>(host.size(), 1) * sizeof(T));
+  if (err != cudaSuccess) return err;
+  return cudaMemcpy(buf->get(), host.data(), host.size() * sizeof(T),
+                    cudaMemcpyHostToDevice);
+}
 
 }  // namespace h3::kernels
 

@@ -131,7 +131,7 @@ cudaError_t H3PrefillCuda::Create(const H3Weights& w, const Options& options,
     op->reason_ =
         "chunked-scan kernel (channel-major calls; others take cuFFT)";
   } else {
-    err = H3PrefillFused::Create(dw, &op->fused_);
+    err = H3PrefillFused::Create(w, dw, &op->fused_);
     if (err != cudaSuccess) return err;
     op->path_ = H3PrefillPath::kFused;
     op->reason_ =

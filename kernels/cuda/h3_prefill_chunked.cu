@@ -7,26 +7,15 @@
 #include "kernels/h3_chunked.h"
 
 namespace h3::kernels {
-namespace {
-
-template <typename T>
-cudaError_t Upload(const std::vector<T>& host, DeviceBuffer* device) {
-  cudaError_t err = device->Reserve(host.size() * sizeof(T));
-  if (err != cudaSuccess) return err;
-  return cudaMemcpy(device->get(), host.data(), host.size() * sizeof(T),
-                    cudaMemcpyHostToDevice);
-}
-
-}  // namespace
-
 cudaError_t H3PrefillChunked::Create(const H3Weights& host_weights,
                                      const H3Weights& device_weights,
                                      std::unique_ptr<H3PrefillChunked>* out) {
   std::unique_ptr<H3PrefillChunked> op(new H3PrefillChunked());
   op->w_ = device_weights;
-  cudaError_t err = Upload(flashconv::ChannelSetups(host_weights), &op->setup_);
+  cudaError_t err =
+      CopyToDevice(flashconv::ChannelSetups(host_weights), &op->setup_);
   if (err == cudaSuccess) {
-    err = Upload(chunked::ChunkedChannels(host_weights), &op->toeplitz_);
+    err = CopyToDevice(chunked::ChunkedChannels(host_weights), &op->toeplitz_);
   }
   if (err != cudaSuccess) return err;
   *out = std::move(op);

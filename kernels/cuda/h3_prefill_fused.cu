@@ -51,41 +51,6 @@ __global__ void PermuteSpectrum(const float2* rfft, int n, int n1,
   if (threadIdx.x == 0) scale[h] = most;
 }
 
-// A copy of `host` in `buffer`.
-template <typename T>
-cudaError_t Upload(const std::vector<T>& host, DeviceBuffer* buffer) {
-  const size_t bytes = host.size() * sizeof(T);
-  cudaError_t err = buffer->Reserve(bytes);
-  if (err != cudaSuccess) return err;
-  return cudaMemcpy(buffer->get(), host.data(), bytes, cudaMemcpyHostToDevice);
-}
-
-// Host copies of dA, dB and C (the weights flashconv_setup.h reads) of the
-// device weights `w`; `view` points at them.
-struct HostSsm {
-  std::vector<float> dA, dB, C;
-  H3Weights view;
-};
-
-cudaError_t CopyToHost(const H3Weights& w, HostSsm* host) {
-  const size_t count = 2 * static_cast<size_t>(w.shape.heads()) *
-                       static_cast<size_t>(w.shape.modes());
-  const float* from[] = {w.dA, w.dB, w.C};
-  std::vector<float>* to[] = {&host->dA, &host->dB, &host->C};
-  for (int i = 0; i < 3; ++i) {
-    to[i]->resize(count);
-    const cudaError_t err = cudaMemcpy(
-        to[i]->data(), from[i], count * sizeof(float), cudaMemcpyDeviceToHost);
-    if (err != cudaSuccess) return err;
-  }
-  host->view = H3Weights{};
-  host->view.shape = w.shape;
-  host->view.dA = host->dA.data();
-  host->view.dB = host->dB.data();
-  host->view.C = host->C.data();
-  return cudaSuccess;
-}
-
 }  // namespace
 
 struct H3PrefillFused::Impl {
@@ -100,18 +65,16 @@ H3PrefillFused::H3PrefillFused(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 H3PrefillFused::~H3PrefillFused() = default;
 
-cudaError_t H3PrefillFused::Create(const H3Weights& w,
+cudaError_t H3PrefillFused::Create(const H3Weights& host_weights,
+                                   const H3Weights& w,
                                    std::unique_ptr<H3PrefillFused>* out) {
   auto impl = std::make_unique<Impl>();
   impl->w = w;
   const int heads = w.shape.heads();
   // The weights' tables, on the host once at load (the kernel's blocks only
-  // copy them), from a host copy of the SSM's weights.
-  HostSsm host;
-  cudaError_t err = CopyToHost(w, &host);
-  if (err == cudaSuccess) {
-    err = Upload(fc::ChannelSetups(host.view), &impl->channels);
-  }
+  // copy them).
+  cudaError_t err =
+      CopyToDevice(fc::ChannelSetups(host_weights), &impl->channels);
   if (err != cudaSuccess) return err;
   for (int i = 0; i < fc::kNumFftSizes; ++i) {
     const fc::FftSize& size = fc::kFftSizes[i];
@@ -122,10 +85,11 @@ cudaError_t H3PrefillFused::Create(const H3Weights& w,
     DeviceBuffer& twiddle = impl->memory[i][3];
     DeviceBuffer& powers = impl->memory[i][4];
     DeviceBuffer rfft;  // the rFFT bins, before PermuteSpectrum
-    err = Upload(dft, &f1);
-    if (err == cudaSuccess) err = Upload(fc::TwiddleTable(size), &twiddle);
+    err = CopyToDevice(dft, &f1);
+    if (err == cudaSuccess)
+      err = CopyToDevice(fc::TwiddleTable(size), &twiddle);
     if (err == cudaSuccess) {
-      err = Upload(fc::ChunkPowers(host.view, size), &powers);
+      err = CopyToDevice(fc::ChunkPowers(host_weights, size), &powers);
     }
     if (err == cudaSuccess)
       err = spectrum.Reserve(sizeof(float2) * heads * size.n);

@@ -17,12 +17,13 @@ namespace h3::kernels {
 
 class H3PrefillFused {
  public:
-  // `device_weights` holds device pointers that outlive this object.
+  // `device_weights` holds device pointers that outlive this object;
+  // `host_weights` the same layer in host memory (read during the call).
   // Precomputes the DFT matrices and the permuted kernel spectra of every
   // chunk size the kernel uses, and the weights' tables of
-  // kernels/flashconv_setup.h (on the host, from a copy of dA, dB and C read
-  // back once; synchronous).
-  static cudaError_t Create(const H3Weights& device_weights,
+  // kernels/flashconv_setup.h (on the host; synchronous).
+  static cudaError_t Create(const H3Weights& host_weights,
+                            const H3Weights& device_weights,
                             std::unique_ptr<H3PrefillFused>* out);
   ~H3PrefillFused();
 

@@ -6,7 +6,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -20,10 +19,7 @@ namespace h3::kernels {
 // Makes `buf` hold host's bytes (at least one element's room).
 template <typename T>
 cudaError_t Upload(const std::vector<T>& host, DeviceBuffer* buf) {
-  cudaError_t err = buf->Reserve(std::max<size_t>(host.size(), 1) * sizeof(T));
-  if (err != cudaSuccess) return err;
-  return cudaMemcpy(buf->get(), host.data(), host.size() * sizeof(T),
-                    cudaMemcpyHostToDevice);
+  return CopyToDevice(host, buf);
 }
 
 // Fills all of *host (its size says how much) from the start of buf.
