@@ -9,6 +9,10 @@
 
 namespace h3::kernels::chunked {
 
+namespace {
+
+// The SSM kernel's first taps of channel c, K[i] = 2 Re(sum_m C dA^i dB),
+// i < count, in double.
 std::vector<double> SsmKernelTaps(const H3Weights& w, int c, int count) {
   using cdouble = std::complex<double>;
   const int modes = w.shape.modes();
@@ -26,6 +30,8 @@ std::vector<double> SsmKernelTaps(const H3Weights& w, int c, int count) {
   }
   return taps;
 }
+
+}  // namespace
 
 std::vector<ChunkedChannel> ChunkedChannels(const H3Weights& w) {
   const int heads = w.shape.heads();

@@ -48,10 +48,6 @@ struct alignas(16) ChunkedChannel {
 };
 static_assert(sizeof(ChunkedChannel) % 16 == 0, "copied with 16-byte loads");
 
-// The SSM kernel's first taps of channel c, K[i] = 2 Re(sum_m C dA^i dB),
-// i < count, in double.
-std::vector<double> SsmKernelTaps(const H3Weights& w, int c, int count);
-
 // Every channel's ChunkedChannel: [H] records.
 // REQUIRES: w.shape.head_dim == 1; w.dA, w.dB and w.C are host arrays.
 std::vector<ChunkedChannel> ChunkedChannels(const H3Weights& w);
