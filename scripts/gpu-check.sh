@@ -453,13 +453,18 @@ phase_devices() {
 }
 
 # gtest_counts FILE: "ran passed skipped failed" from a --gtest_brief output.
+# Brief output has no "N tests, listed below" line for the failures (seen on
+# an H200): what ran and neither passed nor was skipped failed.
 gtest_counts() {
   awk '
     /^\[==========\] [0-9]+ tests? from .* ran/ { ran = $2 }
     /^\[  PASSED  \] [0-9]+ tests?/ { passed = $4 }
     /^\[  SKIPPED \] [0-9]+ tests?[.,]/ { skipped = $4 }
     /^\[  FAILED  \] [0-9]+ tests?, listed below/ { failed = $4 }
-    END { printf "%s %d %d %d\n", (ran == "" ? "-" : ran), passed, skipped, failed }' "$1"
+    END {
+      if (failed == "" && ran != "") failed = ran - passed - skipped
+      printf "%s %d %d %d\n", (ran == "" ? "-" : ran), passed, skipped, failed
+    }' "$1"
 }
 
 # Each test program runs as test_shards gtest shards at once (the GPU has
@@ -509,7 +514,7 @@ phase_tests() {
       status=failed
     elif [ $rc -ne 0 ] || (( failed > 0 )); then
       names_failed=$(cat "$work"/test.*.out | grep -E '^\[  FAILED  \] [A-Za-z_]' |
-                     grep -v 'listed below' | awk '{ print $4 }' | sort -u | head -5 | tr '\n' ' ')
+                     grep -v 'listed below' | awk '{ sub(/,$/, "", $4); print $4 }' | sort -u | head -5 | tr '\n' ' ')
       parts+=("$name: $failed of $ran failed (${names_failed% })")
       [ "$status" = timeout ] || status=failed
     else
