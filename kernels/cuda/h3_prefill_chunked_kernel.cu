@@ -30,6 +30,7 @@ namespace wmma = fc::wmma;
 constexpr int kWarps = kThreads / 32;
 constexpr int kRows = 2 * fc::kMaxModes;  // rows of E and X (ModeRow order)
 static_assert(kThreads * 2 == kTile, "two tokens a thread in step 1");
+static_assert(kColumns == 16, "Scan writes a row of xh as two uint4");
 
 // Shared memory of a block. The MMA operands first: each starts 32-byte
 // aligned, as WMMA loads and stores require.
@@ -39,7 +40,7 @@ struct alignas(128) Shared {
   __half t16[kColumn][kColumn];    // T / scale_t
   __half uh[kTile];                // U: column g holds tokens 16 g ..
   __half xh[kRows][kColumns];      // X_g / x_max: row ModeRow, column g
-  float r[kRows][kColumns];        // E U
+  float rt[kColumns][kRows];       // (E U)^T: column g's row, then ModeRow
   float yp[kTile];                 // P X, token order
   float yc[kTile];                 // T U, token order
   float kf[fc::kHistory + kTile];  // kf[kHistory + t] = k of the tile's t
@@ -89,6 +90,12 @@ __device__ void LoadChannel(const ChunkedArgs& a, int64_t start, int c,
   __syncthreads();
 }
 
+// a and b rounded to fp16, as the bits of a __half2 (a in the low half).
+__device__ __forceinline__ unsigned HalfPair(float a, float b) {
+  return __half_as_ushort(__float2half_rn(a)) |
+         static_cast<unsigned>(__half_as_ushort(__float2half_rn(b))) << 16;
+}
+
 // Step 3 on warp 0 (lane = mode): X_g into s.xh (scaled by their largest
 // component, which goes to s.x_max) and the state after the tile's `len`
 // tokens into s.x.
@@ -106,7 +113,7 @@ __device__ void Scan(const ChunkedArgs& a, int c, int len, float u_max,
     most = fmaxf(most, fmaxf(fabsf(state.x), fabsf(state.y)));
     if (live) {
       const float2 r =
-          make_float2(s.r[fc::ModeRow(m, 0)][g], s.r[fc::ModeRow(m, 1)][g]);
+          make_float2(s.rt[g][fc::ModeRow(m, 0)], s.rt[g][fc::ModeRow(m, 1)]);
       state = fc::CAdd(fc::CMul(s.dA16[m], state), fc::CScale(r, r_scale));
     }
   }
@@ -114,18 +121,31 @@ __device__ void Scan(const ChunkedArgs& a, int c, int len, float u_max,
     most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, offset));
   }
   if (!live) return;
-  const float inv = most > 0 ? 1.0f / most : 0.0f;
-#pragma unroll
-  for (int g = 0; g < kColumns; ++g) {
-    s.xh[fc::ModeRow(m, 0)][g] = __float2half_rn(xg[g].x * inv);
-    s.xh[fc::ModeRow(m, 1)][g] = __float2half_rn(xg[g].y * inv);
-  }
-  if (len < kTile) {  // the call's last tile: whole columns, then tokens
-    const int whole = len / kColumn;
+  // The call's last tile ends after its last whole column, then token by
+  // token (below); pick that column's state before xg is packed.
+  const int whole = len / kColumn;
+  if (len < kTile) {
 #pragma unroll
     for (int g = 0; g < kColumns; ++g) {
       if (g == whole) state = xg[g];
     }
+  }
+  const float inv = most > 0 ? 1.0f / most : 0.0f;
+  // Each of the lane's two rows of xh (16 halves, 32 bytes) as two 16-byte
+  // stores: a store per element was an 8-way bank conflict.
+  unsigned re[kColumns / 2], im[kColumns / 2];  // fp16 pairs (g, g + 1)
+#pragma unroll
+  for (int g = 0; g < kColumns; g += 2) {
+    re[g / 2] = HalfPair(xg[g].x * inv, xg[g + 1].x * inv);
+    im[g / 2] = HalfPair(xg[g].y * inv, xg[g + 1].y * inv);
+  }
+  uint4* re_row = reinterpret_cast<uint4*>(&s.xh[fc::ModeRow(m, 0)][0]);
+  uint4* im_row = reinterpret_cast<uint4*>(&s.xh[fc::ModeRow(m, 1)][0]);
+  re_row[0] = make_uint4(re[0], re[1], re[2], re[3]);
+  re_row[1] = make_uint4(re[4], re[5], re[6], re[7]);
+  im_row[0] = make_uint4(im[0], im[1], im[2], im[3]);
+  im_row[1] = make_uint4(im[4], im[5], im[6], im[7]);
+  if (len < kTile) {  // the call's last tile: the remaining tokens
     const int i = c * modes + m;
     const float2 da = make_float2(a.w.dA[2 * i], a.w.dA[2 * i + 1]);
     const float2 db = make_float2(a.w.dB[2 * i], a.w.dB[2 * i + 1]);
@@ -165,14 +185,22 @@ __global__ void __launch_bounds__(kThreads)
       s.kf[kH + t] = t < len ? fc::ToFloat(k[offset + t]) : 0.0f;
     }
     __syncthreads();
+    // Pairs of inputs and of taps as float2 (kH, t0 and j even): one
+    // 8-byte load serves two taps of both tokens; 4-byte loads at stride 2
+    // were a 2-way bank conflict. Sums in tap order, as before.
     const int t0 = 2 * tid;
-    float sum0 = shift_d * s.kf[kH + t0], sum1 = shift_d * s.kf[kH + t0 + 1];
-    float later = s.kf[kH + t0 + 1];  // token t0 + 1's input at tap j
-    for (int j = 0; j < ns; ++j) {
-      const float earlier = s.kf[kH + t0 - j];  // token t0's at tap j
-      sum0 += s.taps[j] * earlier;
-      sum1 += s.taps[j] * later;
-      later = earlier;
+    const float2* kf2 = reinterpret_cast<const float2*>(s.kf);
+    const float2* taps2 = reinterpret_cast<const float2*>(s.taps);
+    float2 pair = kf2[(kH + t0) / 2];  // inputs t0 - j, t0 - j + 1
+    float sum0 = shift_d * pair.x, sum1 = shift_d * pair.y;
+    for (int j = 0; j < ns; j += 2) {
+      const float2 tap = taps2[j / 2];                   // taps j, j + 1
+      const float2 before = kf2[(kH + t0 - j) / 2 - 1];  // t0 - j - 2, - 1
+      sum0 += tap.x * pair.x;
+      sum1 += tap.x * pair.y;
+      sum0 += tap.y * before.y;
+      sum1 += tap.y * pair.x;
+      pair = before;
     }
     const float u0 = t0 < len ? sum0 * fc::ToFloat(v[offset + t0]) : 0.0f;
     const float u1 =
@@ -197,8 +225,9 @@ __global__ void __launch_bounds__(kThreads)
         wmma::load_matrix_sync(e, &s.ecat[16 * warp][0], kColumn);
         wmma::fill_fragment(r, 0.0f);
         wmma::mma_sync(r, e, ub, r);
-        wmma::store_matrix_sync(&s.r[16 * warp][0], r, kColumns,
-                                wmma::mem_row_major);
+        // Transposed, so that the scan's lanes (modes) read along a row.
+        wmma::store_matrix_sync(&s.rt[0][16 * warp], r, kRows,
+                                wmma::mem_col_major);
       }
       if (warp == kWarps - 1) {
         fc::FragARow tf;
