@@ -7,7 +7,7 @@
 //       [--what both|prefill|decode|table4|latency|prefix-cache|breakdown|
 //               write-random]
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
-//       [--attention fma|flash] [--h3-prefill fft|chunked]
+//       [--attention fma|flash] [--h3-prefill auto|fft|chunked]
 //       [--graphs on|off] [--batch-invariant] [--half-activations]
 //       [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
@@ -191,7 +191,9 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"backend", backend_name},
       {"dtype", ElementTypeName(model->backend().weight_type())},
       {"attention", flags.attention},
-      {"h3_prefill", flags.h3_prefill},
+      {"h3_prefill", engine::H3PrefillKernelName(engine::ResolveH3Prefill(
+                         *engine::ParseH3PrefillKernel(flags.h3_prefill),
+                         model->backend().weight_type()))},
       {"batch_invariant", flags.batch_invariant},
       {"half_activations", flags.half_activations},
       {"graphs",
@@ -226,10 +228,10 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", flags.dtype, "how weight matrices are stored")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   app.add_option("--h3-prefill", flags.h3_prefill,
-                 "H3 prefill on CUDA with 16-bit --dtype: fft (the fused "
-                 "FlashConv kernel, the default) or chunked (the chunked-scan "
-                 "kernel; unmeasured, docs/flashconv.md)")
-      ->check(CLI::IsMember({"fft", "chunked"}));
+                 "H3 prefill on CUDA with 16-bit --dtype: chunked (the "
+                 "chunked-scan kernel), fft (the fused FlashConv kernel) or "
+                 "auto (the default: chunked; docs/flashconv.md)")
+      ->check(CLI::IsMember({"auto", "fft", "chunked"}));
   app.add_option("--attention", flags.attention,
                  "prefill attention on CUDA: fma (fp32, the default) or "
                  "flash (tensor cores, 16-bit --dtype; docs/cuda-engine.md)")

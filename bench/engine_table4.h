@@ -27,8 +27,8 @@ struct EngineBenchFlags {
   std::string what = "both";
   std::string device = "cpu";
   std::string dtype = "fp32";
-  std::string attention = "fma";   // prefill attention: fma or flash
-  std::string h3_prefill = "fft";  // H3 prefill kernel: fft or chunked
+  std::string attention = "fma";    // prefill attention: fma or flash
+  std::string h3_prefill = "auto";  // H3 prefill kernel: auto, fft or chunked
   std::string graphs = "on";
   bool batch_invariant = false;   // BackendOptions::batch_invariant
   bool half_activations = false;  // BackendOptions::half_activations

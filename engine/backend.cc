@@ -26,10 +26,29 @@ absl::StatusOr<AttentionKernel> ParseAttentionKernel(const std::string& name) {
 }
 
 absl::StatusOr<H3PrefillKernel> ParseH3PrefillKernel(const std::string& name) {
-  if (name == "fft") return H3PrefillKernel::kFft;
-  if (name == "chunked") return H3PrefillKernel::kChunked;
+  for (H3PrefillKernel kernel : {H3PrefillKernel::kAuto, H3PrefillKernel::kFft,
+                                 H3PrefillKernel::kChunked}) {
+    if (name == H3PrefillKernelName(kernel)) return kernel;
+  }
   return absl::InvalidArgumentError("unknown H3 prefill kernel \"" + name +
-                                    "\"; use fft or chunked");
+                                    "\"; use auto, fft or chunked");
+}
+
+H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type) {
+  if (kernel != H3PrefillKernel::kAuto) return kernel;
+  return type == ElementType::kF32 ? H3PrefillKernel::kFft
+                                   : H3PrefillKernel::kChunked;
+}
+
+const char* H3PrefillKernelName(H3PrefillKernel kernel) {
+  switch (kernel) {
+    case H3PrefillKernel::kFft:
+      return "fft";
+    case H3PrefillKernel::kChunked:
+      return "chunked";
+    default:
+      return "auto";
+  }
 }
 
 absl::StatusOr<int64_t> HostAvailableBytes() {

@@ -304,13 +304,21 @@ absl::StatusOr<AttentionKernel> ParseAttentionKernel(const std::string& name);
 
 // Which kernel a CUDA backend with 16-bit weights prefills H3 layers on
 // (fp32 weights take the cuFFT path either way). kFft: the fused FlashConv
-// kernel (block FFT on tensor cores), the default, checked on an H100.
-// kChunked: the chunked-scan kernel (kernels/h3_chunked.h), the same
-// domain without an FFT. Off by default until a GPU run has measured it.
-enum class H3PrefillKernel { kFft, kChunked };
+// kernel (block FFT on tensor cores). kChunked: the chunked-scan kernel
+// (kernels/h3_chunked.h), the same domain without an FFT: 2.5 to 2.9 times
+// the cuFFT path where the fused kernel is 0.9 to 1.7 times it (an H200,
+// B64 H768 fp16, L 256 to 32K; bench/results/2026-11-26-h200_flashconv.json).
+// kAuto, the default: kChunked where the weights are 16-bit, else kFft.
+enum class H3PrefillKernel { kAuto, kFft, kChunked };
 
-// "fft" or "chunked"; InvalidArgument for anything else.
+// "auto", "fft" or "chunked"; InvalidArgument for anything else.
 absl::StatusOr<H3PrefillKernel> ParseH3PrefillKernel(const std::string& name);
+
+// The kernel `kernel` names for weights of `type`: kAuto resolved.
+H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type);
+
+// "auto", "fft" or "chunked".
+const char* H3PrefillKernelName(H3PrefillKernel kernel);
 
 struct BackendOptions {
   // "cpu", "cuda" (the first GPU), "cuda:N", or "auto": the first GPU when
@@ -319,7 +327,7 @@ struct BackendOptions {
   // Unset: fp16 on a GPU, fp32 on the CPU.
   std::optional<ElementType> weight_type;
   AttentionKernel attention = AttentionKernel::kFma;
-  H3PrefillKernel h3_prefill = H3PrefillKernel::kFft;
+  H3PrefillKernel h3_prefill = H3PrefillKernel::kAuto;
   // CUDA: every matrix product by the batch-invariant kernel
   // (kernels/skinny_gemm.h), so that a row's results never depend on the
   // other rows of its step (docs/cuda-engine.md, "Batch invariance"). Off:

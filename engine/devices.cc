@@ -104,7 +104,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
       return absl::InvalidArgumentError(
           "--h3-prefill chunked runs on a GPU; the CPU backend prefills H3 "
           "layers by the recurrence (leave --h3-prefill at its default, "
-          "fft)");
+          "auto)");
     }
     return MakeCpuBackend();
   }

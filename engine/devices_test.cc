@@ -89,6 +89,7 @@ TEST(MakeBackendTest, ParsesWeightTypes) {
 TEST(MakeBackendTest, ParsesAttentionKernels) {
   EXPECT_EQ(*ParseAttentionKernel("fma"), AttentionKernel::kFma);
   EXPECT_EQ(*ParseAttentionKernel("flash"), AttentionKernel::kFlash);
+  EXPECT_EQ(*ParseH3PrefillKernel("auto"), H3PrefillKernel::kAuto);
   EXPECT_EQ(*ParseH3PrefillKernel("fft"), H3PrefillKernel::kFft);
   EXPECT_EQ(*ParseH3PrefillKernel("chunked"), H3PrefillKernel::kChunked);
   EXPECT_EQ(ParseH3PrefillKernel("scan").status().code(),
@@ -96,7 +97,33 @@ TEST(MakeBackendTest, ParsesAttentionKernels) {
   EXPECT_EQ(ParseAttentionKernel("wgmma").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BackendOptions{}.attention, AttentionKernel::kFma);
-  EXPECT_EQ(BackendOptions{}.h3_prefill, H3PrefillKernel::kFft);
+  EXPECT_EQ(BackendOptions{}.h3_prefill, H3PrefillKernel::kAuto);
+}
+
+// auto takes the chunked kernel where the weights are 16-bit, the cuFFT
+// path's (fft) for fp32; a named kernel stays as named.
+TEST(MakeBackendTest, ResolvesTheAutoH3Prefill) {
+  for (ElementType type : {ElementType::kF16, ElementType::kBF16}) {
+    EXPECT_EQ(ResolveH3Prefill(H3PrefillKernel::kAuto, type),
+              H3PrefillKernel::kChunked);
+    EXPECT_EQ(ResolveH3Prefill(H3PrefillKernel::kFft, type),
+              H3PrefillKernel::kFft);
+  }
+  EXPECT_EQ(ResolveH3Prefill(H3PrefillKernel::kAuto, ElementType::kF32),
+            H3PrefillKernel::kFft);
+  EXPECT_EQ(ResolveH3Prefill(H3PrefillKernel::kChunked, ElementType::kF32),
+            H3PrefillKernel::kChunked);
+  for (H3PrefillKernel kernel : {H3PrefillKernel::kAuto, H3PrefillKernel::kFft,
+                                 H3PrefillKernel::kChunked}) {
+    EXPECT_EQ(*ParseH3PrefillKernel(H3PrefillKernelName(kernel)), kernel);
+  }
+}
+
+// The default (auto) serves on the CPU, which has no chunked kernel.
+TEST(MakeBackendTest, TheDefaultH3PrefillServesOnTheCpu) {
+  BackendOptions options;
+  options.device = "cpu";
+  EXPECT_TRUE(MakeBackend(options).ok());
 }
 
 // The chunked H3 prefill is a GPU kernel with fp16 operands: the CPU and

@@ -210,12 +210,13 @@ int main(int argc, char** argv) {
                  "docs/cuda-engine.md)")
       ->check(CLI::IsMember({"fma", "flash"}))
       ->capture_default_str();
-  std::string h3_prefill = "fft";
+  std::string h3_prefill = "auto";
   app.add_option("--h3-prefill", h3_prefill,
-                 "H3 prefill on a GPU with 16-bit --dtype: fft (the fused "
-                 "FlashConv kernel) or chunked (the chunked-scan kernel; "
-                 "unmeasured, docs/flashconv.md)")
-      ->check(CLI::IsMember({"fft", "chunked"}))
+                 "H3 prefill on a GPU with 16-bit --dtype: chunked (the "
+                 "chunked-scan kernel), fft (the fused FlashConv kernel) or "
+                 "auto (chunked; fp32 weights take the cuFFT path either way; "
+                 "docs/flashconv.md)")
+      ->check(CLI::IsMember({"auto", "fft", "chunked"}))
       ->capture_default_str();
   app.add_flag("--batch-invariant", options.backend.batch_invariant,
                "GPU: every matrix product by a kernel whose per-row result "

@@ -40,7 +40,7 @@ struct RunFlags {
   std::string device = "auto";
   std::string dtype = "auto";
   std::string attention = "fma";
-  std::string h3_prefill = "fft";
+  std::string h3_prefill = "auto";
   bool batch_invariant = false;
   bool half_activations = false;
   bool json = false;
@@ -261,9 +261,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"fma", "flash"}))
       ->capture_default_str();
   cmd->add_option("--h3-prefill", flags->h3_prefill,
-                  "H3 prefill on a GPU with 16-bit --dtype: fft (FlashConv) "
-                  "or chunked (chunked scan; unmeasured)")
-      ->check(CLI::IsMember({"fft", "chunked"}))
+                  "H3 prefill on a GPU with 16-bit --dtype: chunked (chunked "
+                  "scan), fft (FlashConv) or auto (chunked)")
+      ->check(CLI::IsMember({"auto", "fft", "chunked"}))
       ->capture_default_str();
   cmd->add_flag("--batch-invariant", flags->batch_invariant,
                 "GPU: matrix products whose per-row results do not depend "

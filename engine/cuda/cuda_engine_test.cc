@@ -93,11 +93,11 @@ TEST_F(CudaEngineTest, FlashAttentionStaysCloseToTheCpu) {
   }
 }
 
-// The same with the chunked H3 prefill (--h3-prefill chunked): fp16 tensor
-// operands like the fused kernel's (kernels/h3_chunked.h), so the same
-// bounds; its logits differ from the fused kernel's, which shows it ran.
-// Prompt chunks of 48 tokens (the fixture's) leave partial columns and
-// state passing between calls.
+// The same with each H3 prefill kernel named: chunked (what the default,
+// auto, takes with 16-bit weights) and the fused FlashConv kernel (fft).
+// Both have fp16 tensor operands (kernels/h3_chunked.h), so the same bounds;
+// their logits differ, which shows each ran. Prompt chunks of 48 tokens (the
+// fixture's) leave partial columns and state passing between calls.
 TEST_F(CudaEngineTest, ChunkedH3PrefillStaysCloseToTheCpu) {
   Open(1);
   const std::vector<int32_t> prompt = Tokens(150, 4, config_.vocab_size);
@@ -108,13 +108,15 @@ TEST_F(CudaEngineTest, ChunkedH3PrefillStaysCloseToTheCpu) {
     BackendOptions options{"cuda", type};
     options.h3_prefill = H3PrefillKernel::kChunked;
     auto chunked = Load(options);
-    auto fused = Load("cuda", type);
+    options.h3_prefill = H3PrefillKernel::kFft;
+    auto fused = Load(options);
     ASSERT_NE(chunked, nullptr);
     ASSERT_NE(fused, nullptr);
     std::vector<int32_t> tokens;
     const std::vector<float> got = Greedy(*chunked, prompt, 8, &tokens);
     const std::vector<float> fft = Greedy(*fused, prompt, 8, &tokens);
     EXPECT_LT(NormalisedError(got, want), bound) << ElementTypeName(type);
+    EXPECT_LT(NormalisedError(fft, want), bound) << ElementTypeName(type);
     EXPECT_NE(got, fft) << ElementTypeName(type);
   }
 }

@@ -87,7 +87,10 @@ class CudaH3Layer final : public H3Layer {
     }
     {
       // Round r: piece r of every segment still going, in one packed call.
-      ProfileRange range(prof, "fused_conv");
+      ProfileRange range(prof,
+                         prefill_->path() == kernels::H3PrefillPath::kChunked
+                             ? "chunked_conv"
+                             : "fused_conv");
       kernels::H3PrefillPackedParams p;
       p.type = type_;
       p.time = 1;
@@ -199,7 +202,7 @@ absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
   // The fused and chunked kernels round their operands to fp16
   // (docs/flashconv.md): exact fp32 serving takes the cuFFT path.
   options.prefer = type == ElementType::kF32 ? kernels::H3PrefillPath::kCufft
-                   : kernel == H3PrefillKernel::kChunked
+                   : ResolveH3Prefill(kernel, type) == H3PrefillKernel::kChunked
                        ? kernels::H3PrefillPath::kChunked
                        : kernels::H3PrefillPath::kFused;
   std::unique_ptr<kernels::H3PrefillCuda> prefill;
