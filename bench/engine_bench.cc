@@ -253,6 +253,10 @@ int main(int argc, char** argv) {
   app.add_option("--reps", flags.reps)->check(CLI::PositiveNumber);
   app.add_option("--prefill-chunk", flags.prefill_chunk)
       ->check(CLI::PositiveNumber);
+  app.add_option("--prefill-batch", flags.prefill_batch,
+                 "breakdown: prompts of --prompt-len in its prefill step "
+                 "(at most --batch)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--step-tokens", flags.step_tokens,
                  "tokens one engine step may feed (table4 packs whole "
                  "prompts into steps of this size); 0: auto")

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/profiler.h"
 
@@ -141,13 +142,35 @@ absl::StatusOr<Json> RunBreakdown(engine::Runner& runner,
   const kernels::SamplingRow greedy{.temperature = 0.0f};
   engine::StepResult result;
 
-  const std::vector<int32_t> prompt = RandomTokens(flags.prompt_len, vocab, 1);
+  // --prefill-batch prompts of their own in one step, as a Table 4 prefill
+  // step packs them.
+  if (flags.prefill_batch < 1 || flags.prefill_batch > flags.batch ||
+      flags.prefill_batch * flags.prompt_len >
+          runner.options().max_step_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("breakdown: --prefill-batch ", flags.prefill_batch,
+                     " must be in [1, --batch ", flags.batch,
+                     "] and its prompts fit the "
+                     "step's ",
+                     runner.options().max_step_tokens, " tokens"));
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t b = 0; b < flags.prefill_batch; ++b) {
+    prompts.push_back(
+        RandomTokens(flags.prompt_len, vocab, static_cast<uint32_t>(1 + b)));
+  }
   auto prefill = [&]() -> absl::StatusOr<double> {
-    H3_ASSIGN_OR_RETURN(const engine::SlotId slot, memory.Acquire());
-    absl::Cleanup release = [&] { memory.Release(slot); };
+    std::vector<engine::SlotId> slots;
+    absl::Cleanup release = [&] {
+      for (engine::SlotId slot : slots) memory.Release(slot);
+    };
     engine::StepPlan plan;
-    plan.sequences = {
-        {.slot = slot, .tokens = prompt, .sample = true, .sampling = greedy}};
+    for (const std::vector<int32_t>& prompt : prompts) {
+      H3_ASSIGN_OR_RETURN(const engine::SlotId slot, memory.Acquire());
+      slots.push_back(slot);
+      plan.sequences.push_back(
+          {.slot = slot, .tokens = prompt, .sample = true, .sampling = greedy});
+    }
     return TimedExecute(runner, plan, &result);
   };
   H3_RETURN_IF_ERROR(prefill().status());  // warm-up
@@ -194,6 +217,7 @@ absl::StatusOr<Json> RunBreakdown(engine::Runner& runner,
   H3_ASSIGN_OR_RETURN(Json decode_json, Phase(backend, flags.reps, decode));
   return Json{
       {"batch", flags.batch},
+      {"prefill_batch", flags.prefill_batch},
       {"prompt_len", flags.prompt_len},
       {"decode_context", flags.decode_context},
       {"decode_steps", flags.decode_steps},
@@ -210,8 +234,9 @@ absl::StatusOr<Json> RunBreakdown(engine::Runner& runner,
        "the profiler - 1 (_median: of the medians). The rest of a step (1 - "
        "covered_share) is host "
        "work outside the ops: staging, validation, waits. Runs without and "
-       "with the profiler alternate, reps rounds of each. prefill: one "
-       "sequence of prompt_len tokens, first token sampled greedily, one "
+       "with the profiler alternate, reps rounds of each. prefill: "
+       "prefill_batch sequences of prompt_len tokens in one step, first "
+       "tokens sampled greedily, one "
        "untimed warm-up, then reps steps each way; decode: per run, batch "
        "fresh sequences after decode_context tokens and 3 untimed steps, "
        "decode_steps timed steps, sampled greedily on the backend; reps "

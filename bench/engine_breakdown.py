@@ -49,6 +49,8 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--decode-context", type=int, default=128)
     ap.add_argument("--decode-steps", type=int, default=32)
+    ap.add_argument("--prefill-batch", type=int, default=1,
+                    help="prompts in the timed prefill step (at most each batch)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--half-activations", action="store_true",
                     help="CUDA, 16-bit --dtype: activations in that type")
@@ -61,7 +63,8 @@ def main():
         cmd = [binary, "--what", "breakdown", "--model", args.model, "--device", args.device,
                "--dtype", args.dtype, "--batch", batch, "--prompt-len", str(args.prompt_len),
                "--decode-context", str(args.decode_context),
-               "--decode-steps", str(args.decode_steps), "--reps", str(args.reps)]
+               "--decode-steps", str(args.decode_steps), "--reps", str(args.reps),
+               "--prefill-batch", str(min(args.prefill_batch, int(batch)))]
         if args.half_activations:
             cmd.append("--half-activations")
         commands.append(" ".join(["h3_engine_bench", *cmd[1:]]))

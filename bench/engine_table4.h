@@ -38,7 +38,8 @@ struct EngineBenchFlags {
   int64_t batch = 1;
   int reps = 5;
   int64_t prefill_chunk = 1024;
-  int64_t step_tokens = 0;  // 0: StepTokens picks
+  int64_t step_tokens = 0;    // 0: StepTokens picks
+  int64_t prefill_batch = 1;  // breakdown: prompts in its prefill step
   std::string random_shape;
 };
 

@@ -19,6 +19,9 @@
 #                      /tmp/h3-table4/h3-1.3b.h3; written when absent)
 #   --prompt-lens L    Table 4's prompt lengths (default 512)
 #   --breakdown-batches L  the breakdown's batch sizes (default 1,64)
+#   --breakdown-prompt-len N, --breakdown-prefill-batch N  its prefill step:
+#                      N prompts (at most the batch) of that length (default
+#                      1 of 512)
 #   --serve-budgets L  serve_64's --prefill-tokens values (default: default)
 #   --test-shards N    gtest shards run at once per test program (default 4)
 #
@@ -101,6 +104,8 @@ python=python3
 model=/tmp/h3-table4/h3-1.3b.h3
 prompt_lens=512
 breakdown_batches=1,64
+breakdown_prompt_len=512
+breakdown_prefill_batch=1
 serve_budgets=default
 test_shards=4
 # The engine's paths that are off by default until a GPU has measured them;
@@ -110,7 +115,7 @@ out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --total|--phases|--limit|--build|--python|--model|--prompt-lens|--serve-budgets|\
-    --breakdown-batches|--test-shards)
+    --breakdown-batches|--breakdown-prompt-len|--breakdown-prefill-batch|--test-shards)
       [ $# -ge 2 ] || die "$1 needs a value" ;;&
     --total) total=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
@@ -127,6 +132,8 @@ while [ $# -gt 0 ]; do
     --prompt-lens) prompt_lens=$2; shift 2 ;;
     --serve-budgets) serve_budgets=$2; shift 2 ;;
     --breakdown-batches) breakdown_batches=$2; shift 2 ;;
+    --breakdown-prompt-len) breakdown_prompt_len=$2; shift 2 ;;
+    --breakdown-prefill-batch) breakdown_prefill_batch=$2; shift 2 ;;
     --test-shards) test_shards=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (try --help)" ;;
@@ -343,11 +350,15 @@ elif kind.startswith("breakdown"):
         ms = d.get("step_ms", {})
         ops = sorted(d.get("ops", []), key=lambda o: -o.get("ms_per_step", 0))[:2]
         top = ", ".join(f"{o['layer_type']} {o['name']} {o['share']:.0%}" for o in ops)
-        prefill = run.get("prefill", {}).get("step_ms", {}).get("profiler_off", {})
+        p = run.get("prefill", {})
+        prefill = p.get("step_ms", {}).get("profiler_off", {})
+        ops = sorted(p.get("ops", []), key=lambda o: -o.get("ms_per_step", 0))[:2]
+        prefill_top = ", ".join(f"{o['name']} {o['share']:.0%}" for o in ops)
         parts.append(f"batch {run.get('batch')}: decode step "
                      f"{ms.get('profiler_off', {}).get('median', 0):.2f} ms "
                      f"({ms.get('profiler_on', {}).get('median', 0):.2f} profiled; {top}), "
-                     f"prefill {prefill.get('median', 0):.1f} ms")
+                     f"prefill {prefill.get('median', 0):.1f} ms "
+                     f"({run.get('prefill_batch', 1)} x {run.get('prompt_len')}; {prefill_top})")
     print("; ".join(parts))
 elif kind == "attention":
     print("; ".join(
@@ -587,8 +598,8 @@ phase_breakdown() {
 breakdown_run() {  # NAME [FLAG]
   bounded "$bench_log" "$python" "$root/bench/engine_breakdown.py" --build "$shim" \
     --model "$model" --device cuda --dtype fp16 --batches "$breakdown_batches" \
-    --prompt-len 512 --decode-context 512 --decode-steps 32 --reps 5 \
-    --out "$res/$1.json" "${@:2}"
+    --prompt-len "$breakdown_prompt_len" --prefill-batch "$breakdown_prefill_batch" \
+    --decode-context 512 --decode-steps 32 --reps 5 --out "$res/$1.json" "${@:2}"
 }
 
 serve() {  # NAME CONCURRENCY NUM_PROMPTS BUDGETS

@@ -31,21 +31,25 @@ REPORTS = {"table4", "breakdown", "breakdown_half", "flashconv", "linear", "atte
 
 # h3_engine_bench: writes the model (write-random), or prints a breakdown
 # report (one line of JSON) for the batch it is given.
-FAKE_ENGINE_BENCH = """what=""; batch=""
+FAKE_ENGINE_BENCH = """what=""; batch=""; prompts=""; length=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --what) what=$2 ;;
     --batch) batch=$2 ;;
+    --prefill-batch) prompts=$2 ;;
+    --prompt-len) length=$2 ;;
     --model) [ "$what" = write-random ] && echo model > "$2" ;;
   esac
   shift
 done
 if [ "$what" = breakdown ]; then
   echo "not a report"
-  printf '{"batch": %s, "decode": {"step_ms": {"profiler_off": {"median": 2.5}, ' "$batch"
+  printf '{"batch": %s, "prefill_batch": %s, "prompt_len": %s, ' "$batch" "$prompts" "$length"
+  printf '"decode": {"step_ms": {"profiler_off": {"median": 2.5}, '
   printf '"profiler_on": {"median": 2.75}}, "ops": [{"name": "h3_step", "layer_type": "h3", '
   printf '"ms_per_step": 1.0, "share": 0.4}]}, "prefill": {"step_ms": {"profiler_off": '
-  printf '{"median": 20.0}}}}\\n'
+  printf '{"median": 20.0}}, "ops": [{"name": "attention_prefill", "layer_type": '
+  printf '"attention", "ms_per_step": 10.0, "share": 0.5}]}}\\n'
 fi
 """
 
@@ -258,7 +262,8 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("0.90 of offline", m.phases["serve_64"]["detail"])
         self.assertEqual("4 timings, 1 skipped, chunked/cuFFT median speedup 3.60, "
                          "fused/cuFFT median speedup 1.80", m.phases["flashconv"]["detail"])
-        self.assertIn("batch 1: decode step 2.50 ms (2.75 profiled; h3 h3_step 40%)",
+        self.assertIn("batch 1: decode step 2.50 ms (2.75 profiled; h3 h3_step 40%), "
+                      "prefill 20.0 ms (1 x 512; attention_prefill 50%)",
                       m.phases["breakdown"]["detail"])
         self.assertIn("batch 64: decode step", m.phases["breakdown"]["detail"])
         with open(os.path.join(m.out, "results.json")) as f:
@@ -360,6 +365,17 @@ class GpuCheckTest(unittest.TestCase):
             results = json.load(f)
         self.assertEqual(results["linear"], "{half\n")
         self.assertEqual(results["attention"]["decode"][0]["gb_per_s"], 2500.0)
+
+    def test_the_breakdown_prefills_several_long_prompts_in_one_step(self):
+        m = FakeMachine(self.tmp)
+        m.run("--phases", "breakdown", "--breakdown-prompt-len", "1536",
+              "--breakdown-prefill-batch", "10")
+        self.assertEqual(m.returncode, 0, m.stderr)
+        detail = m.phases["breakdown"]["detail"]
+        # At most the batch: one prompt at batch 1, ten at batch 64.
+        self.assertIn("batch 1: decode step 2.50 ms", detail)
+        self.assertIn("prefill 20.0 ms (1 x 1536; attention_prefill 50%)", detail)
+        self.assertIn("prefill 20.0 ms (10 x 1536; attention_prefill 50%)", detail)
 
     def test_the_profile_runs_ncu_on_flashconv_and_a_decode_step(self):
         m = FakeMachine(self.tmp)
