@@ -5,7 +5,7 @@ latency (median and p99), with the server's own step statistics.
 
   /usr/bin/python3 bench/serve_vs_offline.py [--model MODEL.h3 | --shape h3-125m]
       [--concurrency 16] [--num-prompts 32] [--input-len 256] [--output-len 64]
-      [--device cpu] [--threads 2] [--reps 2] [--server-args "..."]
+      [--device cpu] [--dtype auto] [--threads 2] [--reps 2] [--server-args "..."]
       [--budgets default,32,64] [--start-timeout 300] [--client-timeout 600]
       [--out FILE.json]
 
@@ -22,7 +22,10 @@ at once.
 The two alternate, --reps times each, offline first; medians are compared.
 --budgets repeats the served side with each --prefill-tokens value
 ("default": the flag not given), a server started for each.
-Both sides get --threads engine threads; the client shares the machine.
+Both sides get --threads engine threads and the same weight type (--dtype;
+auto: fp16 on a GPU, fp32 on the CPU, h3serve's own default; the offline
+bench's default is fp32 everywhere, which made a GPU run compare fp16
+serving with fp32 offline); the client shares the machine.
 Without --model, a random model of --shape is written (h3_engine_bench
 --what write-random) into /tmp/h3-serve-bench/.
 Every wait is bounded: for the server to listen (--start-timeout; its
@@ -48,6 +51,9 @@ ap.add_argument("--num-prompts", type=int, default=32)
 ap.add_argument("--input-len", type=int, default=256)
 ap.add_argument("--output-len", type=int, default=64)
 ap.add_argument("--device", default="cpu")
+ap.add_argument("--dtype", default="auto", choices=["auto", "fp32", "fp16", "bf16"],
+                help="weight type of both sides (auto: fp16 with --device cuda[:N], "
+                     "else fp32)")
 ap.add_argument("--reps", type=int, default=2)
 ap.add_argument("--server-args", default="", help="extra h3serve flags")
 ap.add_argument("--budgets", default="default",
@@ -68,6 +74,13 @@ def env():
     return dict(os.environ, H3_NUM_THREADS=str(args.threads))
 
 
+def dtype():
+    """The weight type both sides load: --dtype, auto resolved as h3serve does."""
+    if args.dtype != "auto":
+        return args.dtype
+    return "fp16" if args.device.startswith("cuda") else "fp32"
+
+
 def model_path():
     return args.model or h3serve_process.random_model(args.build, args.shape,
                                                       args.client_timeout)
@@ -76,7 +89,7 @@ def model_path():
 def offline(model):
     out = subprocess.run(
         [binary("bench", "h3_engine_bench"), "--model", model, "--what", "table4",
-         "--device", args.device, "--batch", str(args.concurrency),
+         "--device", args.device, "--dtype", dtype(), "--batch", str(args.concurrency),
          "--prompt-len", str(args.input_len),
          "--decode-steps", str(args.output_len - 1), "--reps", "1"],
         check=True, capture_output=True, text=True, env=env(),
@@ -94,7 +107,7 @@ def start_server(model, budget):
     command = [binary("server", "h3serve"), "--model", model, "--host", "127.0.0.1",
                "--port", "0", "--metrics-port", "0", "--http-port", "-1",
                "--slots", str(args.concurrency),
-               "--device", args.device, "--threads", str(args.threads),
+               "--device", args.device, "--dtype", dtype(), "--threads", str(args.threads),
                ] + shlex.split(args.server_args)
     if budget != "default":
         command += ["--prefill-tokens", budget]
@@ -177,7 +190,7 @@ def main():
         "serve_vs_offline", args.out,
         machine=report.machine(**({} if args.device == "cpu" else dict(gpu=report.gpu()))),
         threads=args.threads,
-        device=args.device, model=dict(file=os.path.basename(model), shape=args.shape
+        device=args.device, dtype=dtype(), model=dict(file=os.path.basename(model), shape=args.shape
                                        if not args.model else None),
         work=dict(concurrency=args.concurrency, num_prompts=args.num_prompts,
                   input_len=args.input_len, output_len=args.output_len),
