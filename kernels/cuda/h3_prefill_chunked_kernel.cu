@@ -7,7 +7,7 @@
 // and the shift convolution's history staying on chip between tiles. Per
 // tile:
 //  1. u = kbar v, kbar = shiftconv(k) + shift_D k: fp32, direct, each thread
-//     two adjacent tokens (one read of k a tap for both).
+//     two adjacent tokens (one 8-byte read of k per two taps for both).
 //  2. U = u / max|u| in fp16, 16 columns of 16 tokens. R = E U (one 16 x 16
 //     x 16 MMA per group of 8 modes) and T U (one MMA), fp32 accumulation.
 //  3. The scan, one lane per mode on warp 0: X_{g+1} = dA^16 X_g + R[.][g]
