@@ -8,7 +8,8 @@
 //               write-random]
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
 //       [--attention fma|flash] [--h3-prefill auto|fft|chunked]
-//       [--graphs on|off] [--batch-invariant] [--half-activations]
+//       [--graphs on|off] [--batch-invariant]
+//       [--batch-invariant-kernel skinny|cublaslt] [--half-activations]
 //       [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
 //       [--batch 1] [--decode-context 128] [--decode-steps 32]
@@ -195,6 +196,7 @@ absl::Status Run(const EngineBenchFlags& flags) {
                          *engine::ParseH3PrefillKernel(flags.h3_prefill),
                          model->backend().weight_type()))},
       {"batch_invariant", flags.batch_invariant},
+      {"batch_invariant_kernel", flags.batch_invariant_kernel},
       {"half_activations", flags.half_activations},
       {"graphs",
        {{"requested", flags.graphs},
@@ -241,6 +243,10 @@ int main(int argc, char** argv) {
   app.add_flag("--batch-invariant", flags.batch_invariant,
                "CUDA: every product by the batch-invariant kernel "
                "(kernels/skinny_gemm.h) instead of cuBLASLt");
+  app.add_option("--batch-invariant-kernel", flags.batch_invariant_kernel,
+                 "with --batch-invariant: skinny, or cublaslt (one pinned "
+                 "algorithm per shape; BackendOptions::batch_invariant_kernel)")
+      ->check(CLI::IsMember({"skinny", "cublaslt"}));
   app.add_flag("--half-activations", flags.half_activations,
                "CUDA, 16-bit --dtype: activations that feed products in that "
                "type (BackendOptions::half_activations)");

@@ -73,6 +73,9 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
   H3_ASSIGN_OR_RETURN(options.h3_prefill,
                       engine::ParseH3PrefillKernel(flags.h3_prefill));
   options.batch_invariant = flags.batch_invariant;
+  H3_ASSIGN_OR_RETURN(
+      options.batch_invariant_kernel,
+      engine::ParseBatchInvariantKernel(flags.batch_invariant_kernel));
   options.half_activations = flags.half_activations;
   return engine::MakeBackend(options);
 }

@@ -30,7 +30,8 @@ struct EngineBenchFlags {
   std::string attention = "fma";    // prefill attention: fma or flash
   std::string h3_prefill = "auto";  // H3 prefill kernel: auto, fft or chunked
   std::string graphs = "on";
-  bool batch_invariant = false;   // BackendOptions::batch_invariant
+  bool batch_invariant = false;  // BackendOptions::batch_invariant
+  std::string batch_invariant_kernel = "skinny";  // skinny or cublaslt
   bool half_activations = false;  // BackendOptions::half_activations
   int64_t prompt_len = 512;
   int64_t decode_context = 128;

@@ -1,6 +1,8 @@
 // h3_linear_bench: the decode products of the H3-1.3B shape (d_model 2048)
 // by SkinnyGemmCuda (the batch-invariant kernel, kernels/skinny_gemm.h) and by
-// LinearCuda (cuBLASLt, the default path), against the device-to-device copy
+// LinearCuda (cuBLASLt, the default path; and "cublaslt_pinned", one
+// algorithm per shape for every row count: LinearCuda::Options::
+// pinned_algorithms), against the device-to-device copy
 // bandwidth measured in the same run, with fp32 activations (x and y fp32:
 // LinearCuda first rounds x to W's type) and with 16-bit ones (x in W's type,
 // and y too where the model's half activations keep it 16-bit: the qkv and
@@ -129,9 +131,17 @@ int Run(const Flags& f) {
   options.max_rows_times_k = max_rows * 8192;
   options.max_rows_times_n = max_rows * 8192;  // fc1: 16-bit y, fp32 bias
   const std::string lt_error = kernels::LinearCuda::Create(options, &lt);
-  if (!lt_error.empty()) {
-    std::cerr << "h3_linear_bench: " << lt_error << "\n";
-    return 1;
+  // The same with one algorithm per shape for every row count
+  // (LinearCuda::Options::pinned_algorithms): batch invariance on cuBLASLt.
+  std::unique_ptr<kernels::LinearCuda> pinned;
+  options.pinned_algorithms = true;
+  const std::string pinned_error =
+      lt_error.empty() ? kernels::LinearCuda::Create(options, &pinned) : "";
+  for (const std::string& e : {lt_error, pinned_error}) {
+    if (!e.empty()) {
+      std::cerr << "h3_linear_bench: " << e << "\n";
+      return 1;
+    }
   }
 
   Json records = Json::array();
@@ -198,21 +208,25 @@ int Run(const Flags& f) {
                 H3_BENCH_CUDA_CHECK(
                     kernels::SkinnyGemmCuda(skinny_params, stream));
               });
-          const std::vector<double> cublas =
-              TimeRounds(f, copies, stream, [&](int c) {
-                lt_params.w = w[c].get();
-                const std::string e = lt->Run(lt_params, stream);
-                if (!e.empty()) {
-                  std::cerr << "h3_linear_bench: " << e << "\n";
-                  std::exit(1);
-                }
-              });
+          const auto time_lt = [&](kernels::LinearCuda& linear) {
+            return TimeRounds(f, copies, stream, [&](int c) {
+              lt_params.w = w[c].get();
+              const std::string e = linear.Run(lt_params, stream);
+              if (!e.empty()) {
+                std::cerr << "h3_linear_bench: " << e << "\n";
+                std::exit(1);
+              }
+            });
+          };
+          const std::vector<double> cublas = time_lt(*lt);
+          const std::vector<double> cublas_pinned = time_lt(*pinned);
           const double bytes =
               w_bytes +
               rows * (p.k * ElementSize(x_type) + p.n * ElementSize(y_type)) +
               (p.bias ? double(ElementSize(bias_type)) * p.n : 0.0);
           for (auto [kernel, ms] :
-               {std::pair{"skinny", skinny}, std::pair{"cublaslt", cublas}}) {
+               {std::pair{"skinny", skinny}, std::pair{"cublaslt", cublas},
+                std::pair{"cublaslt_pinned", cublas_pinned}}) {
             const TimeStats s = Summarize(ms);
             const double gbps = bytes / (s.min * 1e-3) / 1e9;
             records.push_back({{"product", p.name},

@@ -34,6 +34,14 @@ absl::StatusOr<H3PrefillKernel> ParseH3PrefillKernel(const std::string& name) {
                                     "\"; use auto, fft or chunked");
 }
 
+absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
+    const std::string& name) {
+  if (name == "skinny") return BatchInvariantKernel::kSkinny;
+  if (name == "cublaslt") return BatchInvariantKernel::kCublasLt;
+  return absl::InvalidArgumentError("unknown batch-invariant kernel \"" + name +
+                                    "\"; use skinny or cublaslt");
+}
+
 H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type) {
   if (kernel != H3PrefillKernel::kAuto) return kernel;
   return type == ElementType::kF32 ? H3PrefillKernel::kFft

@@ -322,6 +322,20 @@ H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type);
 // "auto", "fft" or "chunked".
 const char* H3PrefillKernelName(H3PrefillKernel kernel);
 
+// Which products a CUDA backend with `batch_invariant` runs. kSkinny, the
+// default: SkinnyGemmCuda (kernels/skinny_gemm.h), CUDA-core FMAs in an order
+// its CPU emulation reproduces bit for bit; on an H200 its products take 1.4
+// times cuBLASLt's time at 1 row and 17 times at 64. kCublasLt: cuBLASLt
+// with one algorithm per shape for every row count
+// (LinearCuda::Options::pinned_algorithms), meant to cost about what
+// cuBLASLt does; its invariance is checked by gpu tests that have not yet
+// run on a GPU, so it is not the default.
+enum class BatchInvariantKernel { kSkinny, kCublasLt };
+
+// "skinny" or "cublaslt"; InvalidArgument for anything else.
+absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
+    const std::string& name);
+
 struct BackendOptions {
   // "cpu", "cuda" (the first GPU), "cuda:N", or "auto": the first GPU when
   // one is present and usable, else the CPU.
@@ -336,6 +350,8 @@ struct BackendOptions {
   // cuBLASLt, whose algorithm (and summation order) depends on the row
   // count. The CPU backend is row-invariant either way.
   bool batch_invariant = false;
+  // With batch_invariant: which products (BatchInvariantKernel).
+  BatchInvariantKernel batch_invariant_kernel = BatchInvariantKernel::kSkinny;
   // CUDA with 16-bit weights: the activations that feed products, and the
   // attention layers' K/V cache, in the weights' type
   // (Backend::activation_type), so products read them without a conversion

@@ -100,6 +100,17 @@ TEST(MakeBackendTest, ParsesAttentionKernels) {
   EXPECT_EQ(BackendOptions{}.h3_prefill, H3PrefillKernel::kAuto);
 }
 
+TEST(MakeBackendTest, ParsesBatchInvariantKernels) {
+  EXPECT_EQ(*ParseBatchInvariantKernel("skinny"),
+            BatchInvariantKernel::kSkinny);
+  EXPECT_EQ(*ParseBatchInvariantKernel("cublaslt"),
+            BatchInvariantKernel::kCublasLt);
+  EXPECT_EQ(ParseBatchInvariantKernel("cublas").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BackendOptions{}.batch_invariant_kernel,
+            BatchInvariantKernel::kSkinny);
+}
+
 // auto takes the chunked kernel where the weights are 16-bit, the cuFFT
 // path's (fft) for fp32; a named kernel stays as named.
 TEST(MakeBackendTest, ResolvesTheAutoH3Prefill) {

@@ -373,10 +373,12 @@ elif kind == "linear":
     for rows in (1, 8, 64):
         s, c = step.get(f"fp16_rows{rows}_skinny"), step.get(f"fp16_rows{rows}_cublaslt")
         h = step.get(f"fp16_rows{rows}_cublaslt_half")
+        pinned = step.get(f"fp16_rows{rows}_cublaslt_pinned")
         if s and c:
             parts.append(f"fp16 rows {rows}: products of a step {s:.3f} ms skinny, "
                          f"{c:.3f} ms cuBLASLt" +
-                         (f" ({h:.3f} ms with half activations)" if h else ""))
+                         (f" ({h:.3f} ms with half activations)" if h else "") +
+                         (f", {pinned:.3f} ms pinned" if pinned else ""))
     print("; ".join(parts) or "no fp16 timings")
 elif kind.startswith("serve"):
     print("; ".join(

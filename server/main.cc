@@ -206,7 +206,8 @@ int main(int argc, char** argv) {
   std::string attention = "fma";
   app.add_option("--attention", attention,
                  "Prefill attention on a GPU: fma (fp32 kernel) or flash "
-                 "(tensor cores in the --dtype's 16-bit type; unmeasured, "
+                 "(tensor cores in the --dtype's 16-bit type; with "
+                 "--half-activations, 23% more Table 4 throughput on an H200; "
                  "docs/cuda-engine.md)")
       ->check(CLI::IsMember({"fma", "flash"}))
       ->capture_default_str();
@@ -225,10 +226,18 @@ int main(int argc, char** argv) {
                "(slower prefill; prompts are cut at fixed positions and the "
                "prefix cache is off; docs/cuda-engine.md, \"Batch "
                "invariance\"). The CPU is batch-invariant without it");
+  std::string batch_invariant_kernel = "skinny";
+  app.add_option("--batch-invariant-kernel", batch_invariant_kernel,
+                 "with --batch-invariant: skinny (CUDA-core kernel, checked "
+                 "on a GPU, slow at large batches) or cublaslt (one pinned "
+                 "cuBLASLt algorithm per shape; not yet run on a GPU)")
+      ->check(CLI::IsMember({"skinny", "cublaslt"}))
+      ->capture_default_str();
   app.add_flag("--half-activations", options.backend.half_activations,
                "GPU with --dtype fp16/bf16: the activations that feed matrix "
-               "products in that 16-bit type (no conversion kernels; "
-               "unmeasured, docs/cuda-engine.md, \"Half activations\")");
+               "products in that 16-bit type (no conversion kernels; faster "
+               "on an H200, with --attention flash; docs/cuda-engine.md, "
+               "\"Half activations\")");
   app.add_option("--threads", threads,
                  "CPU threads of the engine (default: $H3_NUM_THREADS, else "
                  "all hardware threads)")
@@ -248,6 +257,8 @@ int main(int argc, char** argv) {
   options.backend.weight_type = *h3::engine::ParseWeightType(dtype);
   options.backend.attention = *h3::engine::ParseAttentionKernel(attention);
   options.backend.h3_prefill = *h3::engine::ParseH3PrefillKernel(h3_prefill);
+  options.backend.batch_invariant_kernel =
+      *h3::engine::ParseBatchInvariantKernel(batch_invariant_kernel);
   auto cache =
       h3::server::ParseMemoryAmount(cache_memory, "--prefix-cache-memory");
   if (!cache.ok()) {

@@ -42,6 +42,7 @@ struct RunFlags {
   std::string attention = "fma";
   std::string h3_prefill = "auto";
   bool batch_invariant = false;
+  std::string batch_invariant_kernel = "skinny";
   bool half_activations = false;
   bool json = false;
   bool logits = false;
@@ -124,6 +125,9 @@ absl::Status Run(const RunFlags& flags) {
   H3_ASSIGN_OR_RETURN(backend_options.h3_prefill,
                       engine::ParseH3PrefillKernel(flags.h3_prefill));
   backend_options.batch_invariant = flags.batch_invariant;
+  H3_ASSIGN_OR_RETURN(
+      backend_options.batch_invariant_kernel,
+      engine::ParseBatchInvariantKernel(flags.batch_invariant_kernel));
   backend_options.half_activations = flags.half_activations;
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       engine::MakeBackend(backend_options));
@@ -268,6 +272,11 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--batch-invariant", flags->batch_invariant,
                 "GPU: matrix products whose per-row results do not depend "
                 "on the batch (docs/cuda-engine.md)");
+  cmd->add_option("--batch-invariant-kernel", flags->batch_invariant_kernel,
+                  "with --batch-invariant: skinny or cublaslt (pinned "
+                  "cuBLASLt algorithms; not yet run on a GPU)")
+      ->check(CLI::IsMember({"skinny", "cublaslt"}))
+      ->capture_default_str();
   cmd->add_flag("--half-activations", flags->half_activations,
                 "GPU, 16-bit --dtype: activations that feed products in that "
                 "type (docs/cuda-engine.md)");

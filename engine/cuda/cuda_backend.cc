@@ -38,7 +38,10 @@ class CudaBackend final : public Backend {
         activation_type_(options.half_activations ? type : ElementType::kF32),
         flash_attention_(options.attention == AttentionKernel::kFlash),
         h3_prefill_(options.h3_prefill),
-        batch_invariant_(options.batch_invariant) {}
+        batch_invariant_(options.batch_invariant),
+        pinned_linear_(options.batch_invariant &&
+                       options.batch_invariant_kernel ==
+                           BatchInvariantKernel::kCublasLt) {}
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
@@ -150,7 +153,7 @@ class CudaBackend final : public Backend {
     if (const std::string error = p.BiasTypeError(); !error.empty()) {
       return absl::InvalidArgumentError(error);
     }
-    if (batch_invariant_) return SkinnyLinear(p);
+    if (batch_invariant_ && !pinned_linear_) return SkinnyLinear(p);
     kernels::LinearCudaParams params;
     params.x = p.x;
     params.x_type = p.x_type;
@@ -364,6 +367,7 @@ class CudaBackend final : public Backend {
   // rows * n = `n` elements (each at least doubled when it grows).
   absl::Status GrowLinear(int64_t k, int64_t n) {
     kernels::LinearCuda::Options options;
+    options.pinned_algorithms = pinned_linear_;
     options.max_rows_times_k =
         k > linear_k_ ? std::max(k, 2 * linear_k_) : linear_k_;
     options.max_rows_times_n =
@@ -387,6 +391,8 @@ class CudaBackend final : public Backend {
   std::vector<kernels::AttentionSegmentCall> fma_segs_;
   std::unique_ptr<PrefillScratch> prefill_scratch_;  // the H3 layers'
   bool batch_invariant_;
+  // batch_invariant_ on cuBLASLt with pinned algorithms, not SkinnyGemmCuda.
+  bool pinned_linear_;
   cudaStream_t stream_ = nullptr;
   std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current
   int64_t linear_k_ = 0, linear_n_ = 0;  // the last LinearCuda's scratch

@@ -18,7 +18,8 @@ namespace h3::engine::cuda {
 // Weights in `type`. From `options` (engine/backend.h, BackendOptions):
 // `attention`, the prefill attention kernel (kFlash uses `type`, fp16 or
 // bf16, for its operands); `batch_invariant`, every Linear by SkinnyGemmCuda
-// (in pieces of at most 64 rows), never cuBLASLt; `half_activations`, the
+// (in pieces of at most 64 rows), or with `batch_invariant_kernel` kCublasLt
+// by cuBLASLt with one pinned algorithm per shape; `half_activations`, the
 // activations that feed products in `type` (REQUIRES: 16-bit `type`). The
 // device and the weight type in `options` are not read.
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(

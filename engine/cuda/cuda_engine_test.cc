@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -222,7 +223,8 @@ TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
 }
 
 // --batch-invariant (BackendOptions::batch_invariant): every product is the
-// skinny kernel, and the other ops of a decode step are per row already
+// skinny kernel (or, with batch_invariant_kernel kCublasLt, cuBLASLt on one
+// pinned algorithm per shape), and the other ops of a decode step are per row already
 // (docs/cuda-engine.md), so a sequence's logits are bitwise those it gets
 // alone, in a batch of 7 or 64 (buckets 8 and 64, graphs on) at any row;
 // with 16-bit activations too (--half-activations).
@@ -232,12 +234,17 @@ TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
   const int64_t row = config_.padded_vocab_size, vocab = config_.vocab_size;
   const auto prompt = Tokens(37, 7, vocab);
   const auto feed = Tokens(kSteps, 8, vocab);
-  for (auto [type, half] : {std::pair{ElementType::kF16, false},
-                            std::pair{ElementType::kBF16, false},
-                            std::pair{ElementType::kF16, true}}) {
+  for (auto [type, half, kernel] :
+       {std::tuple{ElementType::kF16, false, BatchInvariantKernel::kSkinny},
+        std::tuple{ElementType::kBF16, false, BatchInvariantKernel::kSkinny},
+        std::tuple{ElementType::kF16, true, BatchInvariantKernel::kSkinny},
+        std::tuple{ElementType::kF16, false, BatchInvariantKernel::kCublasLt},
+        std::tuple{ElementType::kBF16, true,
+                   BatchInvariantKernel::kCublasLt}}) {
     auto backend = MakeBackend({.device = "cuda",
                                 .weight_type = type,
                                 .batch_invariant = true,
+                                .batch_invariant_kernel = kernel,
                                 .half_activations = half});
     ASSERT_TRUE(backend.ok()) << backend.status();
     auto runner = h3::testing::MakeRunner(*file_, *std::move(backend),
@@ -269,6 +276,7 @@ TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
                               row * sizeof(float)),
                   0)
             << ElementTypeName(type) << (half ? " half activations" : "")
+            << (kernel == BatchInvariantKernel::kCublasLt ? " cublaslt" : "")
             << ": row " << at << " of " << batch << ", step " << step;
       }
       for (SlotId s : slots) gpu.memory().Release(s);
@@ -276,45 +284,56 @@ TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
   }
 }
 
-// --batch-invariant in a mixed step of 104 rows (products in pieces of 64):
+// --batch-invariant in a mixed step of 104 rows (the skinny kernel's
+// products in pieces of 64; the pinned cuBLASLt algorithm's in one call):
 // single tokens and prompt chunks alike equal each sequence fed alone,
 // bitwise (the prompts are cut at the same prefill_chunk boundaries).
 TEST_F(CudaEngineTest, BatchInvariantMixedStepEqualsEachSequenceAloneBitwise) {
   Open(1);
-  auto backend = MakeBackend({.device = "cuda",
-                              .weight_type = ElementType::kF16,
-                              .batch_invariant = true});
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  auto runner = h3::testing::MakeRunner(*file_, *std::move(backend), 16, 512,
-                                        /*prefill_chunk=*/48);
-  ASSERT_TRUE(runner.ok()) << runner.status();
-  Runner& gpu = **runner;
-  const int64_t row = config_.padded_vocab_size;
-  const std::vector<int> lengths = {1, 97, 1, 5};
-  std::vector<SlotId> mixed, alone;
-  std::vector<std::vector<int32_t>> feeds;
-  StepPlan plan;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    const auto prompt = Tokens(9 + 4 * i, 80 + i, config_.vocab_size);
-    for (auto* list : {&mixed, &alone}) {
-      list->push_back(*gpu.memory().Acquire());
-      ASSERT_TRUE(Feed(gpu, list->back(), prompt, nullptr).ok());
+  const auto check = [&](BatchInvariantKernel kernel) {
+    auto backend = MakeBackend({.device = "cuda",
+                                .weight_type = ElementType::kF16,
+                                .batch_invariant = true,
+                                .batch_invariant_kernel = kernel});
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    auto runner = h3::testing::MakeRunner(*file_, *std::move(backend), 16, 512,
+                                          /*prefill_chunk=*/48);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    Runner& gpu = **runner;
+    const int64_t row = config_.padded_vocab_size;
+    const std::vector<int> lengths = {1, 97, 1, 5};
+    std::vector<SlotId> mixed, alone;
+    std::vector<std::vector<int32_t>> feeds;
+    StepPlan plan;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      const auto prompt = Tokens(9 + 4 * i, 80 + i, config_.vocab_size);
+      for (auto* list : {&mixed, &alone}) {
+        list->push_back(*gpu.memory().Acquire());
+        ASSERT_TRUE(Feed(gpu, list->back(), prompt, nullptr).ok());
+      }
+      feeds.push_back(Tokens(lengths[i], 90 + i, config_.vocab_size));
     }
-    feeds.push_back(Tokens(lengths[i], 90 + i, config_.vocab_size));
-  }
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    plan.sequences.push_back(
-        {.slot = mixed[i], .tokens = feeds[i], .logits = true});
-  }
-  StepResult result;
-  ASSERT_TRUE(gpu.Execute(plan, &result).ok());
-  std::vector<float> logits;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    ASSERT_TRUE(Feed(gpu, alone[i], feeds[i], &logits).ok());
-    ASSERT_NE(result.LogitsOf(i), nullptr);
-    EXPECT_EQ(
-        std::memcmp(result.LogitsOf(i), logits.data(), row * sizeof(float)), 0)
-        << "entry " << i << " of " << lengths[i] << " tokens";
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      plan.sequences.push_back(
+          {.slot = mixed[i], .tokens = feeds[i], .logits = true});
+    }
+    StepResult result;
+    ASSERT_TRUE(gpu.Execute(plan, &result).ok());
+    std::vector<float> logits;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      ASSERT_TRUE(Feed(gpu, alone[i], feeds[i], &logits).ok());
+      ASSERT_NE(result.LogitsOf(i), nullptr);
+      EXPECT_EQ(
+          std::memcmp(result.LogitsOf(i), logits.data(), row * sizeof(float)),
+          0)
+          << "entry " << i << " of " << lengths[i] << " tokens";
+    }
+  };
+  for (BatchInvariantKernel kernel :
+       {BatchInvariantKernel::kSkinny, BatchInvariantKernel::kCublasLt}) {
+    SCOPED_TRACE(kernel == BatchInvariantKernel::kCublasLt ? "cublaslt"
+                                                           : "skinny");
+    check(kernel);
   }
 }
 

@@ -22,6 +22,7 @@ struct CublasLtApi {
   decltype(&::cublasLtGetStatusName) cublasLtGetStatusName;
   decltype(&::cublasLtGetStatusString) cublasLtGetStatusString;
   decltype(&::cublasLtMatmul) cublasLtMatmul;
+  decltype(&::cublasLtMatmulAlgoCheck) cublasLtMatmulAlgoCheck;
   decltype(&::cublasLtMatmulAlgoGetHeuristic) cublasLtMatmulAlgoGetHeuristic;
   decltype(&::cublasLtMatmulDescCreate) cublasLtMatmulDescCreate;
   decltype(&::cublasLtMatmulDescDestroy) cublasLtMatmulDescDestroy;

@@ -14,6 +14,7 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,6 +33,7 @@ namespace {
 using linear_plan::AlignmentOf;
 using linear_plan::HasBias;
 using linear_plan::kMaxAlignment;
+using linear_plan::kPinnedAlignment;
 using linear_plan::Lt;
 using linear_plan::LtError;
 using linear_plan::Plan;
@@ -62,6 +64,7 @@ struct LinearCuda::State {
   Options options;
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
+  cublasLtMatmulPreference_t pinned_preference = nullptr;
   DeviceBuffer workspace;
   DeviceBuffer scratch;    // x rounded to W's type, [max_rows_times_k]
   DeviceBuffer scratch_d;  // fp32 D before rounding, [max_rows_times_n]
@@ -69,6 +72,9 @@ struct LinearCuda::State {
 
   ~State() {
     plans.reset();
+    if (pinned_preference != nullptr) {
+      Lt().cublasLtMatmulPreferenceDestroy(pinned_preference);
+    }
     if (preference != nullptr) Lt().cublasLtMatmulPreferenceDestroy(preference);
     if (handle != nullptr) Lt().cublasLtDestroy(handle);
   }
@@ -82,16 +88,24 @@ std::string LinearCuda::State::Choose(const LinearCudaParams& p,
   auto find = [&] {
     const void* d = r->scratch_d ? scratch_d.get() : p.y;
     const bool fused = HasBias(r->epilogue);
+    // Pinned: alignments above 16 bytes are not told, so that one
+    // algorithm serves buffers however much more aligned they happen to be.
+    const uint32_t most =
+        options.pinned_algorithms ? kPinnedAlignment : kMaxAlignment;
+    const auto align = [most](const void* ptr) {
+      return std::min(AlignmentOf(ptr), most);
+    };
     const PlanKey key{p.rows,
                       p.n,
                       p.k,
                       p.w_type,
                       r->d_type,
                       r->epilogue,
-                      AlignmentOf(p.w),
-                      AlignmentOf(x_in),
-                      AlignmentOf(d),
-                      fused ? AlignmentOf(p.bias) : kMaxAlignment};
+                      align(p.w),
+                      align(x_in),
+                      align(d),
+                      fused ? align(p.bias) : most,
+                      options.pinned_algorithms};
     return plans->Find(key, p.bias, &r->plan);
   };
   if (options.fused_epilogues && p.bias != nullptr) {
@@ -135,8 +149,19 @@ std::string LinearCuda::Create(const Options& options,
   H3_LT_CALL(cublasLtMatmulPreferenceSetAttribute, state->preference,
              CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
              sizeof(kWorkspaceBytes));
-  state->plans = std::make_unique<PlanCache>(state->handle, state->preference,
-                                             options.allow_tf32);
+  // No workspace and no reduction scheme: what a pinned algorithm may use.
+  const size_t no_workspace = 0;
+  const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+  H3_LT_CALL(cublasLtMatmulPreferenceCreate, &state->pinned_preference);
+  H3_LT_CALL(cublasLtMatmulPreferenceSetAttribute, state->pinned_preference,
+             CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &no_workspace,
+             sizeof(no_workspace));
+  H3_LT_CALL(cublasLtMatmulPreferenceSetAttribute, state->pinned_preference,
+             CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction,
+             sizeof(no_reduction));
+  state->plans =
+      std::make_unique<PlanCache>(state->handle, state->preference,
+                                  state->pinned_preference, options.allow_tf32);
   H3_RETURN_IF_NOT_EMPTY(CudaError(state->workspace.Reserve(kWorkspaceBytes),
                                    "cudaMalloc (cuBLASLt workspace)"));
   if (options.max_rows_times_k > 0) {
@@ -247,6 +272,12 @@ std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
   }
   void* d = route.scratch_d ? s.scratch_d.get() : p.y;
   Plan* plan = route.plan;
+  if (!plan->fits) {
+    return "LinearCuda: the pinned (batch-invariant) cuBLASLt algorithm for "
+           "n=" +
+           std::to_string(p.n) + " k=" + std::to_string(p.k) +
+           " does not take rows=" + std::to_string(p.rows);
+  }
   if (HasBias(route.epilogue)) {
     // Setting an attribute touches only host memory: safe under capture.
     const void* bias = p.bias;

@@ -41,6 +41,67 @@ bool HasBias(cublasLtEpilogue_t epilogue) {
          epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
 }
 
+// The key's pointer alignments, which the heuristic may assume.
+static std::string SetAlignments(const PlanKey& key,
+                                 cublasLtMatmulPreference_t preference) {
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
+      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_w},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_x},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_y},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_y}};
+  for (const auto& [attribute, bytes] : alignments) {
+    H3_LT_CALL(cublasLtMatmulPreferenceSetAttribute, preference, attribute,
+               &bytes, sizeof(bytes));
+  }
+  return "";
+}
+
+// A matrix layout destroyed with its scope.
+struct Layout {
+  cublasLtMatrixLayout_t layout = nullptr;
+  ~Layout() {
+    if (layout != nullptr) Lt().cublasLtMatrixLayoutDestroy(layout);
+  }
+};
+
+std::string PlanCache::Pinned(const PlanKey& key, Plan* plan) {
+  PlanKey shape = key;
+  shape.rows = 0;
+  auto it = pinned_.find(shape);
+  if (it == pinned_.end()) {
+    // The descriptor is the key's; only the row count differs.
+    Layout x, y;
+    H3_LT_CALL(cublasLtMatrixLayoutCreate, &x.layout, CudaType(key.type), key.k,
+               kPinnedRows, key.k);
+    H3_LT_CALL(cublasLtMatrixLayoutCreate, &y.layout, CudaType(key.d_type),
+               key.n, kPinnedRows, key.n);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t status = Lt().cublasLtMatmulAlgoGetHeuristic(
+        handle_, plan->desc, plan->w_layout, x.layout, y.layout, y.layout,
+        pinned_preference_, 1, &result, &found);
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
+      H3_RETURN_IF_NOT_EMPTY(LtError(status, "cublasLtMatmulAlgoGetHeuristic"));
+    }
+    std::optional<cublasLtMatmulAlgo_t> algo;
+    if (status == CUBLAS_STATUS_SUCCESS && found > 0 &&
+        result.state == CUBLAS_STATUS_SUCCESS) {
+      algo = result.algo;
+    }
+    it = pinned_.emplace(shape, algo).first;
+  }
+  plan->has_algo = it->second.has_value();
+  if (!plan->has_algo) return "";
+  plan->algo = *it->second;
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t status = Lt().cublasLtMatmulAlgoCheck(
+      handle_, plan->desc, plan->w_layout, plan->x_layout, plan->y_layout,
+      plan->y_layout, &plan->algo, &check);
+  plan->fits = status == CUBLAS_STATUS_SUCCESS &&
+               check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize == 0;
+  return "";
+}
+
 std::string PlanCache::Build(const PlanKey& key, const void* bias, Plan* plan) {
   const bool fp32 = key.type == ElementType::kF32;
   const cublasComputeType_t compute =
@@ -72,15 +133,9 @@ std::string PlanCache::Build(const PlanKey& key, const void* bias, Plan* plan) {
   H3_LT_CALL(cublasLtMatrixLayoutCreate, &plan->y_layout, CudaType(key.d_type),
              key.n, key.rows, key.n);
 
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
-      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_w},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_x},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_y},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_y}};
-  for (const auto& [attribute, bytes] : alignments) {
-    H3_LT_CALL(cublasLtMatmulPreferenceSetAttribute, preference_, attribute,
-               &bytes, sizeof(bytes));
-  }
+  H3_RETURN_IF_NOT_EMPTY(
+      SetAlignments(key, key.pinned ? pinned_preference_ : preference_));
+  if (key.pinned) return Pinned(key, plan);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status = Lt().cublasLtMatmulAlgoGetHeuristic(

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/element_type.h"
@@ -63,8 +64,18 @@ struct PlanKey {
   uint32_t align_x;
   uint32_t align_y;
   uint32_t align_bias;
+  // LinearCuda::Options::pinned_algorithms: the algorithm is chosen without
+  // looking at `rows` (PlanCache::Pinned).
+  bool pinned;
   auto operator<=>(const PlanKey&) const = default;
 };
+
+// The row count a pinned algorithm is chosen for: the most rows of a decode
+// step (64 slots). Prefill rows run on it too.
+constexpr int64_t kPinnedRows = 64;
+// The pointer alignment pinned plans assume at most (16 bytes: a vector
+// load, and what Hopper's tensor copies need).
+constexpr uint32_t kPinnedAlignment = 16;
 
 // The descriptors and algorithm for one key. has_algo is false when the
 // heuristic found none (e.g. an epilogue unsupported for these types).
@@ -75,6 +86,10 @@ struct Plan {
   cublasLtMatrixLayout_t y_layout = nullptr;
   cublasLtMatmulAlgo_t algo{};
   bool has_algo = false;
+  // Pinned plans: has_algo says whether the key's shape has a pinned
+  // algorithm at all (whatever the rows, so that the route never depends on
+  // them); fits, whether cublasLtMatmulAlgoCheck accepts it for key.rows.
+  bool fits = true;
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -95,11 +110,15 @@ class PlanCache {
  public:
   static constexpr size_t kMaxPlans = 256;
 
-  // handle and preference (which holds the workspace limit) are the
-  // caller's and must outlive the cache.
+  // handle and the preferences (which hold the workspace limits) are the
+  // caller's and must outlive the cache. pinned_preference: no workspace and
+  // no reduction scheme, so no split-K or stream-K algorithm.
   PlanCache(cublasLtHandle_t handle, cublasLtMatmulPreference_t preference,
-            bool allow_tf32)
-      : handle_(handle), preference_(preference), allow_tf32_(allow_tf32) {}
+            cublasLtMatmulPreference_t pinned_preference, bool allow_tf32)
+      : handle_(handle),
+        preference_(preference),
+        pinned_preference_(pinned_preference),
+        allow_tf32_(allow_tf32) {}
 
   // The plan of `key`; `bias` (its alignment) is read when the key's
   // epilogue has one. *out stays valid until the next Find.
@@ -108,11 +127,19 @@ class PlanCache {
 
  private:
   std::string Build(const PlanKey& key, const void* bias, Plan* plan);
+  // A pinned key's algorithm: the heuristic's first answer for kPinnedRows
+  // rows under pinned_preference_, kept per key with rows 0 (so every row
+  // count gets the same one, even after plans_ is emptied), then checked
+  // for key.rows.
+  std::string Pinned(const PlanKey& key, Plan* plan);
 
   cublasLtHandle_t handle_;
   cublasLtMatmulPreference_t preference_;
+  cublasLtMatmulPreference_t pinned_preference_;
   bool allow_tf32_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+  // By key with rows 0; nullopt: the heuristic had none.
+  std::map<PlanKey, std::optional<cublasLtMatmulAlgo_t>> pinned_;
 };
 
 }  // namespace h3::kernels::linear_plan

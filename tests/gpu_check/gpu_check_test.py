@@ -172,7 +172,8 @@ class FakeMachine:
               True)
         write(os.path.join(self.root, "build", "bench", "h3_linear_bench"),
               sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && echo \'{"step_ms": '
-                   '{"fp16_rows1_skinny": 0.9, "fp16_rows1_cublaslt": 1.2}}\' > "$2"; shift; done\n',
+                   '{"fp16_rows1_skinny": 0.9, "fp16_rows1_cublaslt": 1.2, '
+                   '"fp16_rows1_cublaslt_pinned": 1.3}}\' > "$2"; shift; done\n',
               True)
         write(os.path.join(self.root, "build", "bench", "h3_flashconv_bench"),
               sh + 'echo "flashconv bench $*"\n', True)
@@ -281,8 +282,8 @@ class GpuCheckTest(unittest.TestCase):
                       m.phases["breakdown"]["detail"])
         self.assertIn("flash fp16 b64 L1536: 400 TFLOP/s (40%); decode bf16 cache b64 "
                       "ctx4096: 2500 GB/s (80% of copy)", m.phases["attention"]["detail"])
-        self.assertIn("fp16 rows 1: products of a step 0.900 ms skinny, 1.200 ms cuBLASLt",
-                      m.phases["linear"]["detail"])
+        self.assertIn("fp16 rows 1: products of a step 0.900 ms skinny, 1.200 ms cuBLASLt, "
+                      "1.300 ms pinned", m.phases["linear"]["detail"])
         self.assertEqual(m.check["commit"], "0123456789ab")
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
 
