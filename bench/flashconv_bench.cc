@@ -7,7 +7,8 @@
 //
 //   h3_flashconv_bench [--shapes 64x768,8x1024]
 //       [--lengths 256,512,1024,2048,4096,8192,16384,32768]
-//       [--types fp16,bf16] [--paths fused,cufft] (or chunked) [--d-state 64]
+//       [--types fp16,bf16] [--paths fused,cufft] (or chunked, chunked_mma)
+//       [--d-state 64]
 //       [--warmup 3] [--min-time-ms 200] [--min-reps 5] [--max-reps 10000]
 //       [--memory-fraction 0.6] [--flush-l2 | --no-flush-l2]
 //       [--copy-mib 1024] [--seed 1] [--device 0] [--packed] [--out FILE]
@@ -141,9 +142,10 @@ int Run(Flags f, const std::string& command) {
   DropRepeats(f.paths);
   for (const std::string& t : f.types) o.types.push_back(*ParseType(t));
   for (const std::string& p : f.paths) {
-    o.paths.push_back(p == "fused"     ? H3PrefillPath::kFused
-                      : p == "chunked" ? H3PrefillPath::kChunked
-                                       : H3PrefillPath::kCufft);
+    o.paths.push_back(p == "fused"         ? H3PrefillPath::kFused
+                      : p == "chunked"     ? H3PrefillPath::kChunked
+                      : p == "chunked_mma" ? H3PrefillPath::kChunkedMma
+                                           : H3PrefillPath::kCufft);
   }
   o.d_state = f.d_state;
   o.warmup = f.warmup;
@@ -247,7 +249,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--paths", f.paths)
       ->delimiter(',')
-      ->check(CLI::IsMember({"fused", "chunked", "cufft"}))
+      ->check(CLI::IsMember({"fused", "chunked", "chunked_mma", "cufft"}))
       ->capture_default_str();
   app.add_option("--d-state", f.d_state)
       ->check(CLI::PositiveNumber)

@@ -25,17 +25,38 @@
 // convolution and the states stay fp32. A tile holds 256 tokens; after the
 // last one of a call a partial column (its length not a multiple of 16)
 // ends the state by the plain recurrence, token by token, in fp32.
+//
+// Shift convolution on tensor cores (the kernel's kShiftMma variant, taken
+// on request: H3PrefillPath::kChunkedMma; not yet run on a GPU). The shift
+// SSM's kbar[t] = shift_D k[t] + sum_{j < 64} taps[j] k[t - j] is, per
+// output column g, sum_{r < 5} A_r K_(g - r): K_c the 16 inputs of column c
+// (negative c: the 64 inputs before the tile) and A_r[i][j] = taps[16 r +
+// i - j] where 0 <= 16 r + i - j < 64, else 0 (ShiftBlockTap). A_r goes to
+// the tensor cores as taps / 2^et in fp16, K as k / 2^ek (2^et > max|taps|
+// per channel, 2^ek > max|k| over the tile and its history: powers of two
+// keep fp16 inputs exact), the products summed in fp32 and scaled back by
+// 2^(ek + et): five 16 x 16 x 16 MMAs a tile instead of 64 fp32 FMAs a
+// token.
 
 #include <cstdint>
 #include <vector>
 
 #include "kernels/h3.h"
+#include "kernels/host_device.h"
 
 namespace h3::kernels::chunked {
 
 constexpr int kColumn = 16;                // tokens per column (MMA size)
 constexpr int kColumns = 16;               // columns per tile
 constexpr int kTile = kColumn * kColumns;  // tokens per tile
+constexpr int kShiftBlocks = 5;            // A_0 .. A_4 (64 taps)
+constexpr int kShiftTaps = 64;             // taps the blocks cover
+
+// The tap in row i, column j of A_r, or -1 where A_r is zero.
+H3_HOST_DEVICE constexpr int ShiftBlockTap(int r, int i, int j) {
+  const int tap = kColumn * r + i - j;
+  return tap >= 0 && tap < kShiftTaps ? tap : -1;
+}
 
 // One channel's T = Toeplitz(K[0 .. 15]) / scale_t in fp16 bits, row j,
 // column i (zero above the diagonal), and scale_t, the largest |K[i]|,

@@ -625,7 +625,7 @@ phase_serve_64() { serve serve_64 64 128 "$serve_budgets"; }
 # the fused FlashConv kernel, the chunked kernel and cuFFT.
 phase_flashconv() {
   bounded "$bench_log" "$python" "$root/bench/flashconv_bench.py" --no-build --build "$shim" \
-    --out "$res/flashconv.json" -- --shapes 64x768 --types fp16 --paths fused,chunked,cufft
+    --out "$res/flashconv.json" -- --shapes 64x768 --types fp16 --paths fused,chunked,chunked_mma,cufft
   bench_result $? flashconv
 }
 
@@ -653,11 +653,11 @@ phase_profile() {
   [ -n "$ncu" ] || { status=skipped; detail="ncu not found"; return; }
   status=passed
   for length in 1024 4096; do
-    echo "=== ncu: FusedPrefillKernel, ChunkedPrefillKernel, B64 H768 fp16, L $length" \
-      >>"$report"
+    echo "=== ncu: FusedPrefillKernel, ChunkedPrefillKernel (<T, false> and its shift-MMA" \
+      "variant <T, true>), B64 H768 fp16, L $length" >>"$report"
     bounded "$report" "$ncu" --clock-control none -k regex:'FusedPrefill|ChunkedPrefill' \
-      --launch-count 2 "${sections[@]}" "$shim/bench/h3_flashconv_bench" --shapes 64x768 \
-      --lengths "$length" --types fp16 --paths fused,chunked --warmup 1 --min-time-ms 0 \
+      --launch-count 3 "${sections[@]}" "$shim/bench/h3_flashconv_bench" --shapes 64x768 \
+      --lengths "$length" --types fp16 --paths fused,chunked,chunked_mma --warmup 1 --min-time-ms 0 \
       --min-reps 1 --max-reps 1 --out "$work/profile_flashconv.json"
     rc=$?
     parts+=("flashconv L$length $(profile_result $rc)")

@@ -88,9 +88,9 @@ class CudaH3Layer final : public H3Layer {
     {
       // Round r: piece r of every segment still going, in one packed call.
       ProfileRange range(prof,
-                         prefill_->path() == kernels::H3PrefillPath::kChunked
-                             ? "chunked_conv"
-                             : "fused_conv");
+                         prefill_->path() == kernels::H3PrefillPath::kFused
+                             ? "fused_conv"
+                             : "chunked_conv");
       kernels::H3PrefillPackedParams p;
       p.type = type_;
       p.time = 1;

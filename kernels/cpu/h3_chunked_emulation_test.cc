@@ -29,16 +29,41 @@ namespace ch = chunked;
 using cfloat = std::complex<float>;
 
 float Half(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+
+// 2^e > |x| for x > 0 (frexp's exponent); 0 for x = 0: the kernel's
+// ScaleExponent.
+int ScaleExponent(float x) {
+  int e = 0;
+  std::frexp(x, &e);
+  return x > 0 ? e : 0;
+}
 float FromBits(uint16_t bits) { return HalfToFloat(bits); }
 
 // One channel's prefill of `length` tokens at positions [start, start +
-// length), as the kernel computes it. q, k, v, out: the channel's values;
-// ring [N] and diag [M] complex in place.
+// length), as the kernel computes it (shift_mma: its kShiftMma variant).
+// q, k, v, out: the channel's values; ring [N] and diag [M] complex in place.
 class Emulator {
  public:
   Emulator(const H3Weights& w, int c, const fc::ChannelSetup& setup,
-           const ch::ChunkedChannel& toeplitz)
-      : w_(w), c_(c), modes_(w.shape.modes()), s_(setup), t_(toeplitz) {}
+           const ch::ChunkedChannel& toeplitz, bool shift_mma)
+      : w_(w),
+        c_(c),
+        modes_(w.shape.modes()),
+        s_(setup),
+        t_(toeplitz),
+        shift_mma_(shift_mma),
+        taps_h_(ch::kShiftTaps, 0.0f) {
+    // The A_r blocks' values: taps / 2^et in fp16 (zero past N).
+    const int ns = w.shape.d_state;
+    float most = 0;
+    for (int j = 0; j < ns; ++j) {
+      most = std::max(most, std::abs(w.shift_kernel[c * ns + j]));
+    }
+    et_ = ScaleExponent(most);
+    for (int j = 0; j < ns; ++j) {
+      taps_h_[j] = Half(std::ldexp(w.shift_kernel[c * ns + j], -et_));
+    }
+  }
 
   void Run(int64_t start, int64_t length, const float* q, const float* k,
            const float* v, float* out, float* ring, float* diag) {
@@ -52,16 +77,31 @@ class Emulator {
     for (int64_t offset = 0; offset < length; offset += ch::kTile) {
       const int len =
           static_cast<int>(std::min<int64_t>(ch::kTile, length - offset));
-      // The shift convolution and u = kbar v, fp32, taps in order.
+      // The shift convolution and u = kbar v: fp32, taps in order; or
+      // (shift_mma) fp16 taps / 2^et times fp16 k / 2^ek summed in fp32 and
+      // scaled back, 2^ek over the tile's k and its history.
       std::vector<float> kf(fc::kHistory + ch::kTile, 0.0f), u(ch::kTile, 0);
       std::copy(history.begin(), history.end(), kf.begin());
       for (int t = 0; t < len; ++t) kf[fc::kHistory + t] = k[offset + t];
+      std::vector<float> kh(kf.size());
+      float k_most = 0;
+      for (float x : kf) k_most = std::max(k_most, std::abs(x));
+      const int ek = ScaleExponent(k_most);
+      for (size_t i = 0; i < kf.size(); ++i)
+        kh[i] = Half(std::ldexp(kf[i], -ek));
       float u_max = 0;
       for (int t = 0; t < len; ++t) {
         const float* kt = kf.data() + fc::kHistory + t;
         float sum = w_.shift_D[c_] * kt[0];
-        for (int j = 0; j < ns; ++j)
-          sum += w_.shift_kernel[c_ * ns + j] * kt[-j];
+        if (shift_mma_) {
+          const float* kht = kh.data() + fc::kHistory + t;
+          float acc = 0;
+          for (int j = 0; j < ch::kShiftTaps; ++j) acc += taps_h_[j] * kht[-j];
+          sum += std::ldexp(acc, ek + et_);
+        } else {
+          for (int j = 0; j < ns; ++j)
+            sum += w_.shift_kernel[c_ * ns + j] * kt[-j];
+        }
         u[t] = sum * v[offset + t];
         u_max = std::max(u_max, std::abs(u[t]));
       }
@@ -152,6 +192,9 @@ class Emulator {
   const int c_, modes_;
   const fc::ChannelSetup& s_;
   const ch::ChunkedChannel& t_;
+  const bool shift_mma_;
+  std::vector<float> taps_h_;  // [kShiftTaps]
+  int et_ = 0;
 };
 
 // Output and diagonal-state bounds on normalised errors (max |got - want| /
@@ -160,31 +203,36 @@ class Emulator {
 constexpr double kOutputBound = 5e-3;
 constexpr double kStateBound = 1e-3;
 
-// The emulated kernel on tokens [first, first + length) of q, k, v
-// ([total, d]) at positions [start, start + length); writes those tokens.
-void PrefillEmulated(const H3Weights& w, int64_t start, int64_t first,
+// The emulated kernel (shift_mma: its kShiftMma variant) on tokens [first,
+// first + length) of q, k, v ([total, d]) at positions [start, start +
+// length); writes those tokens.
+h3::testing::EmulatedPrefill PrefillEmulated(bool shift_mma) {
+  return [shift_mma](const H3Weights& w, int64_t start, int64_t first,
                      int64_t length, const std::vector<float>& q,
                      const std::vector<float>& k, const std::vector<float>& v,
                      std::vector<float>* out, std::vector<float>* ring,
                      std::vector<float>* diag) {
-  const std::vector<fc::ChannelSetup> setups = fc::ChannelSetups(w);
-  const std::vector<ch::ChunkedChannel> toeplitz = ch::ChunkedChannels(w);
-  h3::testing::EmulateChannels(
-      w, start, first, length, q, k, v, out, ring, diag,
-      [&](int c, int64_t at, int64_t len, const float* qc, const float* kc,
-          const float* vc, float* oc, float* ring_c, float* diag_c) {
-        Emulator(w, c, setups[c], toeplitz[c])
-            .Run(at, len, qc, kc, vc, oc, ring_c, diag_c);
-      });
+    const std::vector<fc::ChannelSetup> setups = fc::ChannelSetups(w);
+    const std::vector<ch::ChunkedChannel> toeplitz = ch::ChunkedChannels(w);
+    h3::testing::EmulateChannels(
+        w, start, first, length, q, k, v, out, ring, diag,
+        [&](int c, int64_t at, int64_t len, const float* qc, const float* kc,
+            const float* vc, float* oc, float* ring_c, float* diag_c) {
+          Emulator(w, c, setups[c], toeplitz[c], shift_mma)
+              .Run(at, len, qc, kc, vc, oc, ring_c, diag_c);
+        });
+  };
 }
 
-// (d_state, length, start)
+// (d_state, length, start, shift_mma)
 class ChunkedEmulationTest
-    : public ::testing::TestWithParam<std::tuple<int, int64_t, int64_t>> {};
+    : public ::testing::TestWithParam<std::tuple<int, int64_t, int64_t, bool>> {
+};
 
 TEST_P(ChunkedEmulationTest, MatchesTheCpuTwin) {
-  const auto [d_state, length, start] = GetParam();
-  h3::testing::ExpectMatchesTheCpuTwin(PrefillEmulated, d_state, length, start,
+  const auto [d_state, length, start, shift_mma] = GetParam();
+  h3::testing::ExpectMatchesTheCpuTwin(PrefillEmulated(shift_mma), d_state,
+                                       length, start,
                                        {kOutputBound, kStateBound});
 }
 
@@ -195,13 +243,34 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(64, 16),
                        ::testing::Values<int64_t>(1, 15, 16, 63, 256, 257, 1000,
                                                   4100),
-                       ::testing::Values<int64_t>(0, 13, 4139)));
+                       ::testing::Values<int64_t>(0, 13, 4139),
+                       ::testing::Bool()));
 
 // Calls one after another, each from the state the last one left, compute
 // what the CPU twin's one call does.
 TEST(ChunkedEmulationCallsTest, ConsecutiveCallsEqualOneCall) {
-  h3::testing::ExpectConsecutiveCallsEqualOneCall(PrefillEmulated,
-                                                  {kOutputBound, kStateBound});
+  for (bool shift_mma : {false, true}) {
+    SCOPED_TRACE(shift_mma ? "shift on tensor cores" : "shift in fp32");
+    h3::testing::ExpectConsecutiveCallsEqualOneCall(
+        PrefillEmulated(shift_mma), {kOutputBound, kStateBound});
+  }
+}
+
+// A_r[i][j] = taps[16 r + i - j] where that tap is one of the 64: every tap
+// once in each row's five blocks, for every output row i.
+TEST(ChunkedShiftBlocksTest, EveryTapOnceARow) {
+  for (int i = 0; i < ch::kColumn; ++i) {
+    std::vector<int> seen(ch::kShiftTaps, 0);
+    for (int r = 0; r < ch::kShiftBlocks; ++r) {
+      for (int j = 0; j < ch::kColumn; ++j) {
+        const int tap = ch::ShiftBlockTap(r, i, j);
+        if (tap >= 0) ++seen[tap];
+      }
+    }
+    for (int tap = 0; tap < ch::kShiftTaps; ++tap) {
+      EXPECT_EQ(seen[tap], 1) << "row " << i << " tap " << tap;
+    }
+  }
 }
 
 // T is K's first 16 taps, lower triangular, scaled by its largest |tap|.

@@ -44,6 +44,8 @@ const char* H3PrefillPathName(H3PrefillPath path) {
       return "fused";
     case H3PrefillPath::kChunked:
       return "chunked";
+    case H3PrefillPath::kChunkedMma:
+      return "chunked_mma";
     default:
       return "cufft";
   }
@@ -124,10 +126,12 @@ cudaError_t H3PrefillCuda::Create(const H3Weights& w, const Options& options,
     op->reason_ = std::string("cuFFT path: the ") +
                   H3PrefillPathName(options.prefer) +
                   " kernel does not support " + why;
-  } else if (options.prefer == H3PrefillPath::kChunked) {
-    err = H3PrefillChunked::Create(w, dw, &op->chunked_);
+  } else if (options.prefer == H3PrefillPath::kChunked ||
+             options.prefer == H3PrefillPath::kChunkedMma) {
+    const bool mma = options.prefer == H3PrefillPath::kChunkedMma;
+    err = H3PrefillChunked::Create(w, dw, mma, &op->chunked_);
     if (err != cudaSuccess) return err;
-    op->path_ = H3PrefillPath::kChunked;
+    op->path_ = options.prefer;
     op->reason_ =
         "chunked-scan kernel (channel-major calls; others take cuFFT)";
   } else {

@@ -79,7 +79,10 @@ struct H3PrefillCudaParams {
 // {0, time, channel}, the tensors advanced by its offset.
 H3PrefillCudaParams SegmentCall(const H3PrefillPackedParams& packed, int i);
 
-enum class H3PrefillPath { kFused, kCufft, kChunked };
+// kChunkedMma: the chunked kernel with its shift convolution on tensor cores
+// (kernels/h3_chunked.h; not yet run on a GPU, and no engine option takes
+// it: h3_flashconv_bench --paths chunked_mma times it).
+enum class H3PrefillPath { kFused, kCufft, kChunked, kChunkedMma };
 const char* H3PrefillPathName(H3PrefillPath path);
 
 class H3PrefillChunked;
@@ -95,7 +98,8 @@ class H3PrefillCuda {
     // kFused uses the fused kernel where the layer's shape allows it and the
     // cuFFT path otherwise; kChunked the chunked kernel where the shape
     // allows it (H3FusedSupports, the same domain) and the cuFFT path
-    // otherwise; kCufft always uses the cuFFT path.
+    // otherwise (kChunkedMma: its shift-MMA variant); kCufft always uses the
+    // cuFFT path.
     H3PrefillPath prefer = H3PrefillPath::kFused;
   };
 

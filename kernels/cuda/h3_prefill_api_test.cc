@@ -261,6 +261,8 @@ INSTANTIATE_TEST_SUITE_P(
                       RingCase{H3PrefillPath::kFused, false},
                       RingCase{H3PrefillPath::kChunked, true},
                       RingCase{H3PrefillPath::kChunked, false},
+                      RingCase{H3PrefillPath::kChunkedMma, true},
+                      RingCase{H3PrefillPath::kChunkedMma, false},
                       RingCase{H3PrefillPath::kCufft, true},
                       RingCase{H3PrefillPath::kCufft, false}),
     [](const ::testing::TestParamInfo<RingCase>& info) {

@@ -9,9 +9,11 @@
 namespace h3::kernels {
 cudaError_t H3PrefillChunked::Create(const H3Weights& host_weights,
                                      const H3Weights& device_weights,
+                                     bool shift_mma,
                                      std::unique_ptr<H3PrefillChunked>* out) {
   std::unique_ptr<H3PrefillChunked> op(new H3PrefillChunked());
   op->w_ = device_weights;
+  op->shift_mma_ = shift_mma;
   cudaError_t err =
       CopyToDevice(flashconv::ChannelSetups(host_weights), &op->setup_);
   if (err == cudaSuccess) {
@@ -50,8 +52,8 @@ cudaError_t H3PrefillChunked::RunPacked(const H3PrefillPackedParams& p,
     }
     void* params[] = {&args};
     const cudaError_t err = cudaLaunchKernel(
-        chunked::ChunkedPrefillKernelFor(p.type), dim3(count, shape.d_model),
-        dim3(chunked::kThreads), params, 0, stream);
+        chunked::ChunkedPrefillKernelFor(p.type, shift_mma_),
+        dim3(count, shape.d_model), dim3(chunked::kThreads), params, 0, stream);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;

@@ -2,9 +2,10 @@
 #define H3_KERNELS_CUDA_H3_PREFILL_CHUNKED_H_
 
 // The chunked H3 prefill (kernels/h3_chunked.h; the kernel in
-// h3_prefill_chunked_kernel.cu): FlashConv's domain (head_dim 1, d_state a
-// multiple of 16 up to 64, channel-major tensors) without an FFT. Internal
-// to H3PrefillCuda, which checks H3FusedSupports first.
+// h3_prefill_chunked_kernel.cu; H3PrefillPath::kChunkedMma its variant
+// with the shift convolution on tensor cores): FlashConv's domain (head_dim 1,
+// d_state a multiple of 16 up to 64, channel-major tensors) without an FFT.
+// Internal to H3PrefillCuda, which checks H3FusedSupports first.
 
 #include <cuda_runtime_api.h>
 
@@ -21,9 +22,10 @@ class H3PrefillChunked {
  public:
   // Computes the channels' tables (P, E, dA^16 and T) from the host weights
   // and uploads them; `device_weights` (the same layer in device memory)
-  // must outlive this object.
+  // must outlive this object. shift_mma: the kernel's shift convolution on
+  // tensor cores (kernels/h3_chunked.h), not in fp32.
   static cudaError_t Create(const H3Weights& host_weights,
-                            const H3Weights& device_weights,
+                            const H3Weights& device_weights, bool shift_mma,
                             std::unique_ptr<H3PrefillChunked>* out);
 
   // REQUIRES: params.time == 1, H3FusedSupports(shape), CheckPacked(params).
@@ -36,7 +38,8 @@ class H3PrefillChunked {
 
  private:
   H3PrefillChunked() = default;
-  H3Weights w_;            // device
+  H3Weights w_;  // device
+  bool shift_mma_ = false;
   DeviceBuffer setup_;     // [H] flashconv::ChannelSetup
   DeviceBuffer toeplitz_;  // [H] chunked::ChunkedChannel
 };

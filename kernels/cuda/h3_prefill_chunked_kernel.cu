@@ -7,7 +7,10 @@
 // and the shift convolution's history staying on chip between tiles. Per
 // tile:
 //  1. u = kbar v, kbar = shiftconv(k) + shift_D k: fp32, direct, each thread
-//     two adjacent tokens (one 8-byte read of k per two taps for both).
+//     two adjacent tokens (one 8-byte read of k per two taps for both); or,
+//     in the kShiftMma variant (kernels/h3_chunked.h, "Shift convolution on
+//     tensor cores"), five 16 x 16 x 16 MMAs of the taps' Toeplitz blocks
+//     against the tile's and the history's k in fp16, scaled by powers of 2.
 //  2. U = u / max|u| in fp16, 16 columns of 16 tokens. R = E U (one 16 x 16
 //     x 16 MMA per group of 8 modes) and T U (one MMA), fp32 accumulation.
 //  3. The scan, one lane per mode on warp 0: X_{g+1} = dA^16 X_g + R[.][g]
@@ -31,6 +34,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kRows = 2 * fc::kMaxModes;  // rows of E and X (ModeRow order)
 static_assert(kThreads * 2 == kTile, "two tokens a thread in step 1");
 static_assert(kColumns == 16, "Scan writes a row of xh as two uint4");
+static_assert(kShiftTaps == fc::kHistory, "A_r reads s.taps");
 
 // Shared memory of a block. The MMA operands first: each starts 32-byte
 // aligned, as WMMA loads and stores require.
@@ -55,6 +59,79 @@ struct alignas(128) Shared {
 static_assert(sizeof(fc::ChannelSetup::pcat) == sizeof(Shared::pcat) &&
                   sizeof(fc::ChannelSetup::ecat) == sizeof(Shared::ecat),
               "P and E are copied as one block");
+
+// The kShiftMma variant's shared memory (kernels/h3_chunked.h): A_r, the
+// taps' Toeplitz blocks A_r[i][j] = taps[16 r + i - j] / 2^et (zero outside
+// taps 0..kHistory-1), the tile's k and its history in fp16 / 2^ek, and the
+// MMA's output in token order.
+struct alignas(128) ShiftShared {
+  __half a[kShiftBlocks][kColumn][kColumn];
+  __half kh[fc::kHistory + kTile];
+  float y[kTile];
+  int et;  // the taps' scale exponent
+};
+
+// 2^e > |x| (e = 0 for x = 0): frexp's exponent.
+__device__ __forceinline__ int ScaleExponent(float x) {
+  int e = 0;
+  frexpf(x, &e);
+  return x > 0 ? e : 0;
+}
+
+// The channel's A_r from s.taps (loaded), and its scale exponent.
+__device__ void LoadShiftBlocks(Shared& s, ShiftShared& t) {
+  const int tid = threadIdx.x;
+  float most = 0.0f;
+  for (int j = tid; j < fc::kHistory; j += kThreads) {
+    most = fmaxf(most, fabsf(s.taps[j]));
+  }
+  const int et = ScaleExponent(fc::BlockMax<kWarps>(most, s.slots));
+  const float down = ldexpf(1.0f, -et);
+  constexpr int kElements = kShiftBlocks * kColumn * kColumn;
+  for (int e = tid; e < kElements; e += kThreads) {
+    const int r = e / (kColumn * kColumn), i = e / kColumn % kColumn,
+              j = e % kColumn;
+    const int tap = ShiftBlockTap(r, i, j);
+    const float x = tap >= 0 ? s.taps[tap] * down : 0.0f;
+    (&t.a[0][0][0])[e] = __float2half_rn(x);
+  }
+  if (tid == 0) t.et = et;
+  __syncthreads();
+}
+
+// The shift convolution of the tile's 256 tokens on tensor cores, from
+// s.kf (history and tile, fp32): t.y[t] = sum_j taps[j] k[t - j] /
+// 2^(ek + et); returns 2^(ek + et).
+__device__ float ShiftByMma(Shared& s, ShiftShared& t) {
+  const int tid = threadIdx.x, warp = tid / 32;
+  constexpr int kAll = fc::kHistory + kTile;
+  float most = 0.0f;
+  for (int i = tid; i < kAll; i += kThreads) most = fmaxf(most, fabsf(s.kf[i]));
+  const int ek = ScaleExponent(fc::BlockMax<kWarps>(most, s.slots));
+  const float down = ldexpf(1.0f, -ek);
+  for (int i = tid; i < kAll; i += kThreads) {
+    t.kh[i] = __float2half_rn(s.kf[i] * down);
+  }
+  __syncthreads();
+  if (warp == 0) {
+    // Output column g (tokens 16 g ..) = sum_r A_r K_(g - r), K_c the k
+    // column c (negative: the history): as a col-major B with ldm 16,
+    // (j, g) = kh[kHistory - 16 r + 16 g + j].
+    fc::FragAcc y;
+    wmma::fill_fragment(y, 0.0f);
+#pragma unroll
+    for (int r = 0; r < kShiftBlocks; ++r) {
+      fc::FragARow a;
+      fc::FragBCol b;
+      wmma::load_matrix_sync(a, &t.a[r][0][0], kColumn);
+      wmma::load_matrix_sync(b, t.kh + fc::kHistory - kColumn * r, kColumn);
+      wmma::mma_sync(y, a, b, y);
+    }
+    wmma::store_matrix_sync(t.y, y, kColumn, wmma::mem_col_major);
+  }
+  __syncthreads();
+  return ldexpf(1.0f, ek + t.et);
+}
 
 // The channel's tables, taps, history (the ring read in position order:
 // history[kHistory - m] = k at position start - m, zero before position 0
@@ -157,10 +234,12 @@ __device__ void Scan(const ChunkedArgs& a, int c, int len, float u_max,
   if (m == 0) s.x_max = most;
 }
 
-template <typename T>
+template <typename T, bool kShiftMma>
 __global__ void __launch_bounds__(kThreads)
     ChunkedPrefillKernel(const __grid_constant__ ChunkedArgs a) {
   __shared__ Shared s;
+  // Only the kShiftMma instances use (and so allocate) it.
+  __shared__ ShiftShared shift;
   const fc::BlockSegment& seg = a.seg[blockIdx.x];
   const int64_t start = seg.start, length = seg.length;
   const int c = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
@@ -175,6 +254,7 @@ __global__ void __launch_bounds__(kThreads)
   const float shift_d = a.w.shift_D[c], skip = a.w.D[c];
 
   LoadChannel(a, start, c, ring, diag, s);
+  if constexpr (kShiftMma) LoadShiftBlocks(s, shift);
   constexpr int kH = fc::kHistory;
   for (int64_t offset = 0; offset < length; offset += kTile) {
     const int len =
@@ -190,17 +270,23 @@ __global__ void __launch_bounds__(kThreads)
     // were a 2-way bank conflict. Sums in tap order, as before.
     const int t0 = 2 * tid;
     const float2* kf2 = reinterpret_cast<const float2*>(s.kf);
-    const float2* taps2 = reinterpret_cast<const float2*>(s.taps);
     float2 pair = kf2[(kH + t0) / 2];  // inputs t0 - j, t0 - j + 1
     float sum0 = shift_d * pair.x, sum1 = shift_d * pair.y;
-    for (int j = 0; j < ns; j += 2) {
-      const float2 tap = taps2[j / 2];                   // taps j, j + 1
-      const float2 before = kf2[(kH + t0 - j) / 2 - 1];  // t0 - j - 2, - 1
-      sum0 += tap.x * pair.x;
-      sum1 += tap.x * pair.y;
-      sum0 += tap.y * before.y;
-      sum1 += tap.y * pair.x;
-      pair = before;
+    if constexpr (kShiftMma) {
+      const float up = ShiftByMma(s, shift);
+      sum0 += up * shift.y[t0];
+      sum1 += up * shift.y[t0 + 1];
+    } else {
+      const float2* taps2 = reinterpret_cast<const float2*>(s.taps);
+      for (int j = 0; j < ns; j += 2) {
+        const float2 tap = taps2[j / 2];                   // taps j, j + 1
+        const float2 before = kf2[(kH + t0 - j) / 2 - 1];  // t0 - j - 2, - 1
+        sum0 += tap.x * pair.x;
+        sum1 += tap.x * pair.y;
+        sum0 += tap.y * before.y;
+        sum1 += tap.y * pair.x;
+        pair = before;
+      }
     }
     const float u0 = t0 < len ? sum0 * fc::ToFloat(v[offset + t0]) : 0.0f;
     const float u1 =
@@ -279,17 +365,23 @@ __global__ void __launch_bounds__(kThreads)
   fc::WriteRing(s.history, start, length, ns, tid, kThreads, ring);
 }
 
-}  // namespace
-
-void* ChunkedPrefillKernelFor(ElementType type) {
+template <bool kShiftMma>
+void* KernelFor(ElementType type) {
   switch (type) {
     case ElementType::kF32:
-      return reinterpret_cast<void*>(&ChunkedPrefillKernel<float>);
+      return reinterpret_cast<void*>(&ChunkedPrefillKernel<float, kShiftMma>);
     case ElementType::kF16:
-      return reinterpret_cast<void*>(&ChunkedPrefillKernel<__half>);
+      return reinterpret_cast<void*>(&ChunkedPrefillKernel<__half, kShiftMma>);
     default:
-      return reinterpret_cast<void*>(&ChunkedPrefillKernel<__nv_bfloat16>);
+      return reinterpret_cast<void*>(
+          &ChunkedPrefillKernel<__nv_bfloat16, kShiftMma>);
   }
+}
+
+}  // namespace
+
+void* ChunkedPrefillKernelFor(ElementType type, bool shift_mma) {
+  return shift_mma ? KernelFor<true>(type) : KernelFor<false>(type);
 }
 
 }  // namespace h3::kernels::chunked

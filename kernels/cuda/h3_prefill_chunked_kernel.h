@@ -34,9 +34,11 @@ struct ChunkedArgs {
 };
 static_assert(sizeof(ChunkedArgs) <= 4096, "kernel parameters over 4 KB");
 
-// ChunkedPrefillKernel<T> for the element type (fp32, fp16, else bf16);
-// launch it with one ChunkedArgs and kThreads threads (static shared memory).
-void* ChunkedPrefillKernelFor(ElementType type);
+// ChunkedPrefillKernel<T, shift_mma> for the element type (fp32, fp16, else
+// bf16): shift_mma, the shift convolution on tensor cores (kernels/
+// h3_chunked.h); launch it with one ChunkedArgs and kThreads threads (static
+// shared memory).
+void* ChunkedPrefillKernelFor(ElementType type, bool shift_mma);
 
 }  // namespace h3::kernels::chunked
 

@@ -203,7 +203,10 @@ INSTANTIATE_TEST_SUITE_P(
         PackedCase{ElementType::kF32, H3PrefillPath::kChunked, true},
         PackedCase{ElementType::kF16, H3PrefillPath::kChunked, true},
         PackedCase{ElementType::kBF16, H3PrefillPath::kChunked, true},
-        PackedCase{ElementType::kF16, H3PrefillPath::kChunked, false}),
+        PackedCase{ElementType::kF16, H3PrefillPath::kChunked, false},
+        PackedCase{ElementType::kF32, H3PrefillPath::kChunkedMma, true},
+        PackedCase{ElementType::kF16, H3PrefillPath::kChunkedMma, true},
+        PackedCase{ElementType::kBF16, H3PrefillPath::kChunkedMma, true}),
     CaseName);
 
 class H3PrefillPackedLimitsGpuTest : public h3::testing::GpuTest {};
@@ -251,7 +254,8 @@ TEST_P(H3PrefillPackedGraphGpuTest, SplitsLargeGroupsAndCapturesInAGraph) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, H3PrefillPackedGraphGpuTest,
                          ::testing::Values(H3PrefillPath::kFused,
-                                           H3PrefillPath::kChunked),
+                                           H3PrefillPath::kChunked,
+                                           H3PrefillPath::kChunkedMma),
                          [](const ::testing::TestParamInfo<H3PrefillPath>& i) {
                            return std::string(H3PrefillPathName(i.param));
                          });

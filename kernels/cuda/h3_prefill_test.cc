@@ -194,8 +194,9 @@ std::vector<Case> Cases() {
   // second for the largest case on two cores.
   const int dims[] = {96, 16, 1};
   std::vector<Case> cases;
-  for (H3PrefillPath prefer : {H3PrefillPath::kCufft, H3PrefillPath::kFused,
-                               H3PrefillPath::kChunked}) {
+  for (H3PrefillPath prefer :
+       {H3PrefillPath::kCufft, H3PrefillPath::kFused, H3PrefillPath::kChunked,
+        H3PrefillPath::kChunkedMma}) {
     for (int li = 0; li < 10; ++li) {
       for (bool channel_major : {true, false}) {
         for (int ti = 0; ti < 3; ++ti) {
@@ -328,7 +329,9 @@ INSTANTIATE_TEST_SUITE_P(
                       ChunkCase{H3PrefillPath::kFused, true, 1},
                       ChunkCase{H3PrefillPath::kFused, false, 1},
                       ChunkCase{H3PrefillPath::kChunked, true, 1},
-                      ChunkCase{H3PrefillPath::kChunked, false, 1}),
+                      ChunkCase{H3PrefillPath::kChunked, false, 1},
+                      ChunkCase{H3PrefillPath::kChunkedMma, true, 1},
+                      ChunkCase{H3PrefillPath::kChunkedMma, false, 1}),
     [](const ::testing::TestParamInfo<ChunkCase>& info) {
       return std::string(H3PrefillPathName(std::get<0>(info.param))) +
              (std::get<1>(info.param) ? "_channel" : "_token") + "_p" +

@@ -307,7 +307,7 @@ class GpuCheckTest(unittest.TestCase):
             self.assertIn(f"shard {shard} of 4", log)
         # The bench scripts get the wrappers' tree and the serving shape.
         bench = m.read("bench.log")
-        self.assertIn("--shapes 64x768 --types fp16 --paths fused,chunked,cufft", bench)
+        self.assertIn("--shapes 64x768 --types fp16 --paths fused,chunked,chunked_mma,cufft", bench)
         self.assertIn("--engine-flags=--half-activations --attention flash --h3-prefill chunked",
                       bench)
         self.assertIn("--device cuda", bench)
@@ -389,10 +389,10 @@ class GpuCheckTest(unittest.TestCase):
                          "3 kernel reports in profile.txt")
         report = m.read("profile.txt")
         self.assertIn("--clock-control none -k regex:FusedPrefill|ChunkedPrefill "
-                      "--launch-count 2", report)
+                      "--launch-count 3", report)
         for length in (1024, 4096):
             self.assertIn(f"flashconv bench --shapes 64x768 --lengths {length} --types fp16 "
-                          "--paths fused,chunked --warmup 1", report)
+                          "--paths fused,chunked,chunked_mma --warmup 1", report)
         self.assertIn("--launch-skip 28 --launch-count 28", report)
         self.assertTrue(os.path.exists(m.model), "the decode profile writes the model")
         self.assertEqual(set(os.listdir(m.out)),
