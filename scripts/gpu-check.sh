@@ -37,12 +37,14 @@
 #                     (--engine-flags "--half-activations --attention flash
 #                     --h3-prefill chunked")
 #   flashconv 120/30  bench/flashconv_bench.py: B64 H768 fp16, lengths 256 to
-#                     32K, fused FlashConv, chunked and cuFFT
+#                     32K, fused FlashConv, chunked (and its shift-MMA
+#                     variant) and cuFFT
 #   profile    90/30  Nsight Compute (ncu --clock-control none) on the fused
 #                     FlashConv and the chunked H3 prefill kernels (B64 H768
-#                     fp16, L 1024 and 4096; their guard calls) and
-#                     on the kernels of one batch-64 decode step (H3-1.3B
-#                     shape, --half-activations): profile.txt
+#                     fp16, L 1024 and 4096; their guard calls), on the
+#                     kernels of one batch-64 decode step (H3-1.3B shape,
+#                     --half-activations), and on one H3 step with every
+#                     section: profile.txt
 #   breakdown 240/60  bench/engine_breakdown.py (h3_engine_bench --what
 #                     breakdown): per-op times of a decode step and a
 #                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
@@ -668,13 +670,24 @@ phase_profile() {
   fi
   echo "=== ncu: one batch-64 decode step's H3-step and attention kernels" >>"$report"
   bounded "$report" "$ncu" --clock-control none \
-    -k 'regex:H3Step|DecodePiece|DecodeCombine|DecodeWriteKv' --launch-skip 28 \
+    -k 'regex:H3Step|DecodePiece|DecodeCombine|DecodeWriteKv|AddLayerNorm' --launch-skip 28 \
     --launch-count 28 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     "$shim/bench/h3_engine_bench" --what decode --model "$model" --device cuda \
     --dtype fp16 --half-activations --graphs off --batch 64 --decode-context 512 \
     --decode-steps 3 --reps 1
   rc=$?
   parts+=("decode $(profile_result $rc)")
+  (( rc == 0 )) || status=failed
+  # The batch-64 H3 step is a third of a decode step, compute-bound at 45%
+  # of DRAM (2026-11-26, H200): one launch with every section, to see which
+  # instructions and stalls bound it.
+  echo "=== ncu: one batch-64 H3 step, every section" >>"$report"
+  bounded "$report" "$ncu" --clock-control none -k 'regex:H3Step' --launch-skip 28 \
+    --launch-count 1 "${sections[@]}" "$shim/bench/h3_engine_bench" --what decode \
+    --model "$model" --device cuda --dtype fp16 --half-activations --graphs off \
+    --batch 64 --decode-context 512 --decode-steps 3 --reps 1
+  rc=$?
+  parts+=("h3 step $(profile_result $rc)")
   (( rc == 0 )) || status=failed
   # ncu's report header of a kernel ends with its grid and block: (x, y, z)x(x, y, z).
   parts+=("$(grep -cE '\([0-9]+, [0-9]+, [0-9]+\)x\([0-9]+, [0-9]+, [0-9]+\)' "$report") kernel reports in profile.txt")

@@ -386,7 +386,7 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(m.phases["profile"]["status"], "passed")
         self.assertEqual(m.phases["profile"]["detail"],
                          "flashconv L1024 ran; flashconv L4096 ran; decode ran; "
-                         "3 kernel reports in profile.txt")
+                         "h3 step ran; 4 kernel reports in profile.txt")
         report = m.read("profile.txt")
         self.assertIn("--clock-control none -k regex:FusedPrefill|ChunkedPrefill "
                       "--launch-count 3", report)
@@ -394,6 +394,7 @@ class GpuCheckTest(unittest.TestCase):
             self.assertIn(f"flashconv bench --shapes 64x768 --lengths {length} --types fp16 "
                           "--paths fused,chunked,chunked_mma --warmup 1", report)
         self.assertIn("--launch-skip 28 --launch-count 28", report)
+        self.assertIn("-k regex:H3Step --launch-skip 28 --launch-count 1", report)
         self.assertTrue(os.path.exists(m.model), "the decode profile writes the model")
         self.assertEqual(set(os.listdir(m.out)),
                          {"summary.txt", "check.json", "tests.log", "bench.log", "profile.txt"})
