@@ -146,8 +146,10 @@ absl::Status Run(const EngineBenchFlags& flags) {
   }
   H3_ASSIGN_OR_RETURN(std::unique_ptr<loader::ModelFile> file,
                       loader::ModelFile::Open(flags.model));
+  H3_ASSIGN_OR_RETURN(const engine::BackendOptions backend_options,
+                      BenchBackendOptions(flags));
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
-                      MakeBenchBackend(flags));
+                      engine::MakeBackend(backend_options));
   const std::string backend_name = backend->name();
   const Clock::time_point load_start = Clock::now();
   H3_ASSIGN_OR_RETURN(
@@ -192,9 +194,9 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"backend", backend_name},
       {"dtype", ElementTypeName(model->backend().weight_type())},
       {"attention", flags.attention},
-      {"h3_prefill", engine::H3PrefillKernelName(engine::ResolveH3Prefill(
-                         *engine::ParseH3PrefillKernel(flags.h3_prefill),
-                         model->backend().weight_type()))},
+      {"h3_prefill",
+       engine::H3PrefillKernelName(engine::ResolveH3Prefill(
+           backend_options.h3_prefill, model->backend().weight_type()))},
       {"batch_invariant", flags.batch_invariant},
       {"batch_invariant_kernel", flags.batch_invariant_kernel},
       {"half_activations", flags.half_activations},

@@ -62,7 +62,7 @@ absl::Status PrefillContexts(engine::Runner& runner,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
+absl::StatusOr<engine::BackendOptions> BenchBackendOptions(
     const EngineBenchFlags& flags) {
   engine::BackendOptions options;
   options.device = flags.device;
@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
       options.batch_invariant_kernel,
       engine::ParseBatchInvariantKernel(flags.batch_invariant_kernel));
   options.half_activations = flags.half_activations;
-  return engine::MakeBackend(options);
+  return options;
 }
 
 namespace {

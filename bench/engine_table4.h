@@ -65,8 +65,9 @@ absl::Status PrefillContexts(engine::Runner& runner,
                              const EngineBenchFlags& flags,
                              std::vector<engine::SlotId>* slots);
 
-// The backend --device, --dtype and --attention name (engine::MakeBackend).
-absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(
+// The options of the backend the flags name (--device, --dtype,
+// --attention, --h3-prefill, ...), for engine::MakeBackend.
+absl::StatusOr<engine::BackendOptions> BenchBackendOptions(
     const EngineBenchFlags& flags);
 
 // What the numbers were measured on: the CPU's model name, and for a CUDA

@@ -1,6 +1,7 @@
 #include "engine/devices.h"
 
 #include <algorithm>
+#include <string>
 
 #include "base/build_info.h"
 #include "engine/backend.h"
@@ -137,16 +138,15 @@ TEST(MakeBackendTest, TheDefaultH3PrefillServesOnTheCpu) {
   EXPECT_TRUE(MakeBackend(options).ok());
 }
 
-// The chunked H3 prefill is a GPU kernel with fp16 operands: the CPU and
-// fp32 weights refuse it, naming the flag.
-TEST(MakeBackendTest, RefusesTheChunkedPrefillWithoutItsPrerequisites) {
-  BackendOptions options;
+// MakeBackend refuses `options` (a GPU path that computes in 16 bits) on
+// the CPU, with a message naming `flag`, and, where there is a GPU, with
+// fp32 weights on it, with a message naming --dtype.
+void ExpectRefusedOnTheCpuAndWithFp32(BackendOptions options,
+                                      const std::string& flag) {
   options.device = "cpu";
-  options.h3_prefill = H3PrefillKernel::kChunked;
   const absl::Status cpu = MakeBackend(options).status();
   EXPECT_EQ(cpu.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(cpu.message().find("--h3-prefill chunked"), absl::string_view::npos)
-      << cpu;
+  EXPECT_NE(cpu.message().find(flag), absl::string_view::npos) << cpu;
   const CudaInventory inventory = ListCudaDevices();
   if (inventory.devices.empty()) return;  // "cuda" fails before the dtype
   options.device = "cuda";
@@ -154,43 +154,31 @@ TEST(MakeBackendTest, RefusesTheChunkedPrefillWithoutItsPrerequisites) {
   const absl::Status fp32 = MakeBackend(options).status();
   EXPECT_EQ(fp32.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(fp32.message().find("--dtype"), absl::string_view::npos) << fp32;
+}
+
+// The chunked H3 prefill is a GPU kernel with fp16 operands: the CPU and
+// fp32 weights refuse it, naming the flag.
+TEST(MakeBackendTest, RefusesTheChunkedPrefillWithoutItsPrerequisites) {
+  BackendOptions options;
+  options.h3_prefill = H3PrefillKernel::kChunked;
+  ExpectRefusedOnTheCpuAndWithFp32(options, "--h3-prefill chunked");
 }
 
 // The tensor-core attention needs a GPU and 16-bit weights; asking for it
 // elsewhere says so rather than silently running the fp32 kernel.
 TEST(MakeBackendTest, RefusesFlashAttentionWithoutItsPrerequisites) {
-  const absl::Status cpu =
-      MakeBackend({"cpu", std::nullopt, AttentionKernel::kFlash}).status();
-  EXPECT_EQ(cpu.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(cpu.message().find("--attention flash"), absl::string_view::npos)
-      << cpu;
-  const CudaInventory inventory = ListCudaDevices();
-  if (inventory.devices.empty()) return;  // "cuda" fails before the dtype
-  const absl::Status fp32 =
-      MakeBackend({"cuda", ElementType::kF32, AttentionKernel::kFlash})
-          .status();
-  EXPECT_EQ(fp32.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(fp32.message().find("--dtype"), absl::string_view::npos) << fp32;
+  BackendOptions options;
+  options.attention = AttentionKernel::kFlash;
+  ExpectRefusedOnTheCpuAndWithFp32(options, "--attention flash");
 }
 
 // Half activations take the weights' 16-bit type: the CPU (fp32 weights
 // only) and fp32 weights on a GPU refuse them, naming the flag.
 TEST(MakeBackendTest, RefusesHalfActivationsWithoutSixteenBitWeights) {
-  BackendOptions options;
-  options.device = "cpu";
-  options.half_activations = true;
-  const absl::Status cpu = MakeBackend(options).status();
-  EXPECT_EQ(cpu.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(cpu.message().find("--half-activations"), absl::string_view::npos)
-      << cpu;
   EXPECT_FALSE(BackendOptions{}.half_activations);  // off by default
-  const CudaInventory inventory = ListCudaDevices();
-  if (inventory.devices.empty()) return;  // "cuda" fails before the dtype
-  options.device = "cuda";
-  options.weight_type = ElementType::kF32;
-  const absl::Status fp32 = MakeBackend(options).status();
-  EXPECT_EQ(fp32.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(fp32.message().find("--dtype"), absl::string_view::npos) << fp32;
+  BackendOptions options;
+  options.half_activations = true;
+  ExpectRefusedOnTheCpuAndWithFp32(options, "--half-activations");
 }
 
 }  // namespace

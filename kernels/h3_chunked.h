@@ -38,6 +38,7 @@
 // 2^(ek + et): five 16 x 16 x 16 MMAs a tile instead of 64 fp32 FMAs a
 // token.
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -51,6 +52,14 @@ constexpr int kColumns = 16;               // columns per tile
 constexpr int kTile = kColumn * kColumns;  // tokens per tile
 constexpr int kShiftBlocks = 5;            // A_0 .. A_4 (64 taps)
 constexpr int kShiftTaps = 64;             // taps the blocks cover
+
+// The exponent e of the power of two that scales x into fp16 for the shift
+// MMAs: 2^e > x >= 0 (frexp's exponent); 0 for x = 0.
+H3_HOST_DEVICE inline int ScaleExponent(float x) {
+  int e = 0;
+  frexpf(x, &e);
+  return x > 0 ? e : 0;
+}
 
 // The tap in row i, column j of A_r, or -1 where A_r is zero.
 H3_HOST_DEVICE constexpr int ShiftBlockTap(int r, int i, int j) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend.h"
@@ -39,6 +40,11 @@ inline loader::ModelConfig SmallConfig(int64_t head_dim, int64_t n_heads = 4) {
   c.rotary_dim = 8;
   return c;
 }
+
+// The 16-bit weight types and the normalised logit error each may reach
+// against the CPU's fp32 (SixteenBitWeightsStayCloseToTheCpu says why).
+inline constexpr std::pair<ElementType, double> kSixteenBitBounds[] = {
+    {ElementType::kF16, 1e-2}, {ElementType::kBF16, 5e-2}};
 
 inline std::vector<int32_t> Tokens(int n, int seed, int64_t vocab) {
   std::mt19937 rng(seed);

@@ -59,8 +59,7 @@ TEST_F(CudaEngineTest, SixteenBitWeightsStayCloseToTheCpu) {
   const std::vector<int32_t> prompt = Tokens(150, 2, config_.vocab_size);
   const std::vector<float> want = CpuGreedy(prompt, 8);
   ASSERT_FALSE(want.empty());
-  for (auto [type, bound] : {std::pair{ElementType::kF16, 1e-2},
-                             std::pair{ElementType::kBF16, 5e-2}}) {
+  for (auto [type, bound] : kSixteenBitBounds) {
     auto gpu = Load("cuda", type);
     ASSERT_NE(gpu, nullptr);
     std::vector<int32_t> tokens;
@@ -80,8 +79,7 @@ TEST_F(CudaEngineTest, FlashAttentionStaysCloseToTheCpu) {
   const std::vector<int32_t> prompt = Tokens(150, 3, config_.vocab_size);
   const std::vector<float> want = CpuGreedy(prompt, 8);
   ASSERT_FALSE(want.empty());
-  for (auto [type, bound] : {std::pair{ElementType::kF16, 1e-2},
-                             std::pair{ElementType::kBF16, 5e-2}}) {
+  for (auto [type, bound] : kSixteenBitBounds) {
     auto flash = Load("cuda", type, true, 48, AttentionKernel::kFlash);
     auto fma = Load("cuda", type, true, 48, AttentionKernel::kFma);
     ASSERT_NE(flash, nullptr);
@@ -104,8 +102,7 @@ TEST_F(CudaEngineTest, ChunkedH3PrefillStaysCloseToTheCpu) {
   const std::vector<int32_t> prompt = Tokens(150, 4, config_.vocab_size);
   const std::vector<float> want = CpuGreedy(prompt, 8);
   ASSERT_FALSE(want.empty());
-  for (auto [type, bound] : {std::pair{ElementType::kF16, 1e-2},
-                             std::pair{ElementType::kBF16, 5e-2}}) {
+  for (auto [type, bound] : kSixteenBitBounds) {
     BackendOptions options{"cuda", type};
     options.h3_prefill = H3PrefillKernel::kChunked;
     auto chunked = Load(options);
@@ -224,9 +221,9 @@ TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
 
 // --batch-invariant (BackendOptions::batch_invariant): every product is the
 // skinny kernel (or, with batch_invariant_kernel kCublasLt, cuBLASLt on one
-// pinned algorithm per shape), and the other ops of a decode step are per row already
-// (docs/cuda-engine.md), so a sequence's logits are bitwise those it gets
-// alone, in a batch of 7 or 64 (buckets 8 and 64, graphs on) at any row;
+// pinned algorithm per shape), and the other ops of a decode step are per row
+// already (docs/cuda-engine.md), so a sequence's logits are bitwise those it
+// gets alone, in a batch of 7 or 64 (buckets 8 and 64, graphs on) at any row;
 // with 16-bit activations too (--half-activations).
 TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
   Open(1);

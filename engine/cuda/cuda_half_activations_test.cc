@@ -41,8 +41,7 @@ TEST_F(CudaHalfActivationsTest, StayCloseToTheCpuAndToFp32Activations) {
   const std::vector<int32_t> prompt = Tokens(150, 2, config_.vocab_size);
   const std::vector<float> want = CpuGreedy(prompt, 8);
   ASSERT_FALSE(want.empty());
-  for (auto [type, bound] : {std::pair{ElementType::kF16, 1e-2},
-                             std::pair{ElementType::kBF16, 5e-2}}) {
+  for (auto [type, bound] : kSixteenBitBounds) {
     auto half = Load(Options(type, true));
     auto full = Load(Options(type, false));
     ASSERT_NE(half, nullptr);

@@ -30,13 +30,6 @@ using cfloat = std::complex<float>;
 
 float Half(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
 
-// 2^e > |x| for x > 0 (frexp's exponent); 0 for x = 0: the kernel's
-// ScaleExponent.
-int ScaleExponent(float x) {
-  int e = 0;
-  std::frexp(x, &e);
-  return x > 0 ? e : 0;
-}
 float FromBits(uint16_t bits) { return HalfToFloat(bits); }
 
 // One channel's prefill of `length` tokens at positions [start, start +
@@ -59,7 +52,7 @@ class Emulator {
     for (int j = 0; j < ns; ++j) {
       most = std::max(most, std::abs(w.shift_kernel[c * ns + j]));
     }
-    et_ = ScaleExponent(most);
+    et_ = ch::ScaleExponent(most);
     for (int j = 0; j < ns; ++j) {
       taps_h_[j] = Half(std::ldexp(w.shift_kernel[c * ns + j], -et_));
     }
@@ -86,7 +79,7 @@ class Emulator {
       std::vector<float> kh(kf.size());
       float k_most = 0;
       for (float x : kf) k_most = std::max(k_most, std::abs(x));
-      const int ek = ScaleExponent(k_most);
+      const int ek = ch::ScaleExponent(k_most);
       for (size_t i = 0; i < kf.size(); ++i)
         kh[i] = Half(std::ldexp(kf[i], -ek));
       float u_max = 0;

@@ -1,8 +1,9 @@
 #ifndef H3_KERNELS_CUDA_FLASHCONV_DEVICE_CUH_
 #define H3_KERNELS_CUDA_FLASHCONV_DEVICE_CUH_
 
-// Device helpers of the fused H3 prefill kernel (h3_prefill_fused_kernel.cu):
-// element conversion, complex arithmetic, block reductions, tensor-core
+// Device helpers of the fused H3 prefill kernel (h3_prefill_fused_kernel.cu),
+// some shared with the chunked one (h3_prefill_chunked_kernel.cu): element
+// conversion, complex arithmetic, block reductions, tensor-core
 // fragments, and the shared-memory map of one thread block (with the
 // channel's record from kernels/flashconv_setup.h).
 
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/h3_prefill_fused_kernel.h"
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/flashconv.h"
 #include "kernels/flashconv_setup.h"
@@ -70,6 +72,38 @@ __device__ inline float BlockMax(float v, float* slots) {
   return result;
 }
 
+// ---- one block's (segment, channel) of a packed launch (both kernels)
+
+// Channel c of segment `seg`: its q, k, v and out at the segment's first
+// token (time stride 1, channel stride a.channel), its shift ring [N] and
+// diagonal state [M] complex, and its shift_D and D. Args: the fused or the
+// chunked kernel's launch arguments.
+template <typename T>
+struct SegmentChannel {
+  const T* q;
+  const T* k;
+  const T* v;
+  T* out;
+  float* ring;
+  float* diag;
+  float shift_d, skip;
+};
+
+template <typename T, typename Args>
+__device__ inline SegmentChannel<T> ChannelOf(const Args& a,
+                                              const BlockSegment& seg, int c) {
+  const int ns = a.w.shape.d_state, modes = ns / 2;
+  const int64_t base = seg.offset + c * a.channel;
+  return {static_cast<const T*>(a.q) + base,
+          static_cast<const T*>(a.k) + base,
+          static_cast<const T*>(a.v) + base,
+          static_cast<T*>(a.out) + base,
+          seg.shift_state + static_cast<int64_t>(c) * ns,
+          seg.diag_state + 2 * static_cast<int64_t>(c) * modes,
+          a.w.shift_D[c],
+          a.w.D[c]};
+}
+
 // ---- the shift SSM's inputs around a call (both prefill kernels)
 
 // history[kHistory - m] = k at position start - m, from the shift state's
@@ -85,6 +119,20 @@ __device__ inline void LoadHistory(const float* ring, const float* kernel,
     const int64_t position = start - m;
     history[i] = m <= ns && position >= 0 ? ring[position % ns] : 0.0f;
     taps[i] = i < ns ? kernel[i] : 0.0f;
+  }
+}
+
+// The shift convolution's inputs for tokens offset .. offset + len - 1 of
+// `k` (zeros up to `tokens`), after their history: kf[kHistory + t] = k of
+// token offset + t, kf[0 .. kHistory) = history. Threads tid, tid + threads,
+// ... of the block; the caller synchronises before reading kf.
+template <typename T>
+__device__ inline void StageInputs(const float* history, const T* k,
+                                   int64_t offset, int len, int tokens, int tid,
+                                   int threads, float* kf) {
+  for (int i = tid; i < kHistory; i += threads) kf[i] = history[i];
+  for (int t = tid; t < tokens; t += threads) {
+    kf[kHistory + t] = t < len ? ToFloat(k[offset + t]) : 0.0f;
   }
 }
 

@@ -71,13 +71,6 @@ struct alignas(128) ShiftShared {
   int et;  // the taps' scale exponent
 };
 
-// 2^e > |x| (e = 0 for x = 0): frexp's exponent.
-__device__ __forceinline__ int ScaleExponent(float x) {
-  int e = 0;
-  frexpf(x, &e);
-  return x > 0 ? e : 0;
-}
-
 // The channel's A_r from s.taps (loaded), and its scale exponent.
 __device__ void LoadShiftBlocks(Shared& s, ShiftShared& t) {
   const int tid = threadIdx.x;
@@ -244,14 +237,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t start = seg.start, length = seg.length;
   const int c = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
   const int ns = a.w.shape.d_state, modes = ns / 2;
-  const int64_t base = seg.offset + c * a.channel;
-  const T* q = static_cast<const T*>(a.q) + base;
-  const T* k = static_cast<const T*>(a.k) + base;
-  const T* v = static_cast<const T*>(a.v) + base;
-  T* out = static_cast<T*>(a.out) + base;
-  float* ring = seg.shift_state + static_cast<int64_t>(c) * ns;
-  float* diag = seg.diag_state + 2 * static_cast<int64_t>(c) * modes;
-  const float shift_d = a.w.shift_D[c], skip = a.w.D[c];
+  const auto [q, k, v, out, ring, diag, shift_d, skip] =
+      fc::ChannelOf<T>(a, seg, c);
 
   LoadChannel(a, start, c, ring, diag, s);
   if constexpr (kShiftMma) LoadShiftBlocks(s, shift);
@@ -260,10 +247,7 @@ __global__ void __launch_bounds__(kThreads)
     const int len =
         static_cast<int>(length - offset < kTile ? length - offset : kTile);
     // 1. k with its history; u = kbar v for tokens t0 and t0 + 1.
-    for (int i = tid; i < kH; i += kThreads) s.kf[i] = s.history[i];
-    for (int t = tid; t < kTile; t += kThreads) {
-      s.kf[kH + t] = t < len ? fc::ToFloat(k[offset + t]) : 0.0f;
-    }
+    fc::StageInputs(s.history, k, offset, len, kTile, tid, kThreads, s.kf);
     __syncthreads();
     // Pairs of inputs and of taps as float2 (kH, t0 and j even): one
     // 8-byte load serves two taps of both tokens; 4-byte loads at stride 2

@@ -338,14 +338,8 @@ __global__ void __launch_bounds__(fc::kThreads, MinBlocks(N1* N2))
   const int64_t start = seg.start, length = seg.length;
   const int c = blockIdx.y, tid = threadIdx.x;
   const int ns = a.w.shape.d_state, modes = a.w.shape.d_state / 2;
-  const int64_t base = seg.offset + c * a.channel;
-  const T* q = static_cast<const T*>(a.q) + base;
-  const T* k = static_cast<const T*>(a.k) + base;
-  const T* v = static_cast<const T*>(a.v) + base;
-  T* out = static_cast<T*>(a.out) + base;
-  float* ring = seg.shift_state + static_cast<int64_t>(c) * ns;
-  float* diag = seg.diag_state + 2 * static_cast<int64_t>(c) * modes;
-  const float shift_d = a.w.shift_D[c], skip = a.w.D[c];
+  const auto [q, k, v, out, ring, diag, shift_d, skip] =
+      fc::ChannelOf<T>(a, seg, c);
   const float2* spectrum = a.t.spectrum + static_cast<int64_t>(c) * kN;
   const float2* powers =
       a.t.chunk_powers + static_cast<int64_t>(c) * fc::kCarrySegments * modes;
@@ -359,10 +353,7 @@ __global__ void __launch_bounds__(fc::kThreads, MinBlocks(N1* N2))
         static_cast<int>(length - offset < kChunk ? length - offset : kChunk);
     // 1. k with its history, kbar, kv.
     float* kf = scratch;  // kf[kHistory + t] = k[offset + t]
-    for (int i = tid; i < fc::kHistory; i += fc::kThreads) kf[i] = s.history[i];
-    for (int t = tid; t < kChunk; t += fc::kThreads) {
-      kf[fc::kHistory + t] = t < len ? fc::ToFloat(k[offset + t]) : 0.0f;
-    }
+    fc::StageInputs(s.history, k, offset, len, kChunk, tid, fc::kThreads, kf);
     __syncthreads();
     float kv_max = 0.0f;
     for (int t = tid; t < kChunk; t += fc::kThreads) {
