@@ -9,7 +9,8 @@
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
 //       [--attention fma|flash] [--h3-prefill auto|fft|chunked]
 //       [--graphs on|off] [--batch-invariant]
-//       [--batch-invariant-kernel skinny|cublaslt] [--half-activations]
+//       [--batch-invariant-kernel skinny|cublaslt|stream]
+//       [--decode-products cublaslt|stream] [--half-activations]
 //       [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
 //       [--batch 1] [--decode-context 128] [--decode-steps 32]
@@ -199,6 +200,7 @@ absl::Status Run(const EngineBenchFlags& flags) {
            backend_options.h3_prefill, model->backend().weight_type()))},
       {"batch_invariant", flags.batch_invariant},
       {"batch_invariant_kernel", flags.batch_invariant_kernel},
+      {"decode_products", flags.decode_products},
       {"half_activations", flags.half_activations},
       {"graphs",
        {{"requested", flags.graphs},
@@ -246,9 +248,14 @@ int main(int argc, char** argv) {
                "CUDA: every product by the batch-invariant kernel "
                "(kernels/skinny_gemm.h) instead of cuBLASLt");
   app.add_option("--batch-invariant-kernel", flags.batch_invariant_kernel,
-                 "with --batch-invariant: skinny, or cublaslt (one pinned "
-                 "algorithm per shape; BackendOptions::batch_invariant_kernel)")
-      ->check(CLI::IsMember({"skinny", "cublaslt"}));
+                 "with --batch-invariant: skinny, cublaslt (one pinned "
+                 "algorithm per shape) or stream (tensor cores, 16-bit "
+                 "--dtype; BackendOptions::batch_invariant_kernel)")
+      ->check(CLI::IsMember({"skinny", "cublaslt", "stream"}));
+  app.add_option("--decode-products", flags.decode_products,
+                 "CUDA without --batch-invariant: products of at most 64 rows "
+                 "by cublaslt or stream (BackendOptions::decode_products)")
+      ->check(CLI::IsMember({"cublaslt", "stream"}));
   app.add_flag("--half-activations", flags.half_activations,
                "CUDA, 16-bit --dtype: activations that feed products in that "
                "type (BackendOptions::half_activations)");

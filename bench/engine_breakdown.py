@@ -7,7 +7,11 @@ each run's decode and prefill ops, and writes {"benchmark", "commands",
   bench/engine_breakdown.py --model M.h3 [--build DIR] [--device cpu]
       [--dtype fp32] [--batches 1,8] [--prompt-len 512]
       [--decode-context 128] [--decode-steps 32] [--reps 3]
-      [--half-activations] [--timeout 600] [--out FILE]
+      [--half-activations] [--engine-flags "..."] [--timeout 600]
+      [--out FILE]
+
+--engine-flags: more h3_engine_bench flags for every run (for example
+"--attention flash --decode-products stream").
 
 Each run is bounded by --timeout seconds; a run that fails or runs out of
 time ends the script with status 1, after writing the runs that finished.
@@ -54,6 +58,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--half-activations", action="store_true",
                     help="CUDA, 16-bit --dtype: activations in that type")
+    ap.add_argument("--engine-flags", default="",
+                    help="more h3_engine_bench flags for every run")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args()
@@ -67,6 +73,7 @@ def main():
                "--prefill-batch", str(min(args.prefill_batch, int(batch)))]
         if args.half_activations:
             cmd.append("--half-activations")
+        cmd += args.engine_flags.split()
         commands.append(" ".join(["h3_engine_bench", *cmd[1:]]))
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)

@@ -76,6 +76,8 @@ absl::StatusOr<engine::BackendOptions> BenchBackendOptions(
   H3_ASSIGN_OR_RETURN(
       options.batch_invariant_kernel,
       engine::ParseBatchInvariantKernel(flags.batch_invariant_kernel));
+  H3_ASSIGN_OR_RETURN(options.decode_products,
+                      engine::ParseDecodeProducts(flags.decode_products));
   options.half_activations = flags.half_activations;
   return options;
 }

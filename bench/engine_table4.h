@@ -31,7 +31,8 @@ struct EngineBenchFlags {
   std::string h3_prefill = "auto";  // H3 prefill kernel: auto, fft or chunked
   std::string graphs = "on";
   bool batch_invariant = false;  // BackendOptions::batch_invariant
-  std::string batch_invariant_kernel = "skinny";  // skinny or cublaslt
+  std::string batch_invariant_kernel = "skinny";  // skinny, cublaslt, stream
+  std::string decode_products = "cublaslt";       // cublaslt or stream
   bool half_activations = false;  // BackendOptions::half_activations
   int64_t prompt_len = 512;
   int64_t decode_context = 128;

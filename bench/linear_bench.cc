@@ -2,7 +2,8 @@
 // by SkinnyGemmCuda (the batch-invariant kernel, kernels/skinny_gemm.h) and by
 // LinearCuda (cuBLASLt, the default path; and "cublaslt_pinned", one
 // algorithm per shape for every row count: LinearCuda::Options::
-// pinned_algorithms), against the device-to-device copy
+// pinned_algorithms) and by StreamGemmCuda ("stream": the decode product on
+// tensor cores, kernels/stream_gemm.h), against the device-to-device copy
 // bandwidth measured in the same run, with fp32 activations (x and y fp32:
 // LinearCuda first rounds x to W's type) and with 16-bit ones (x in W's type,
 // and y too where the model's half activations keep it 16-bit: the qkv and
@@ -47,6 +48,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/skinny_gemm.h"
+#include "kernels/cuda/stream_gemm.h"
 #include "nlohmann/json.hpp"
 
 namespace h3::bench {
@@ -202,6 +204,8 @@ int Run(const Flags& f) {
               params(kernels::SkinnyGemmParams{});
           kernels::LinearCudaParams lt_params =
               params(kernels::LinearCudaParams{});
+          kernels::StreamGemmParams stream_params =
+              params(kernels::StreamGemmParams{});
           const std::vector<double> skinny =
               TimeRounds(f, copies, stream, [&](int c) {
                 skinny_params.w = w[c].get();
@@ -218,6 +222,12 @@ int Run(const Flags& f) {
               }
             });
           };
+          const std::vector<double> streamed =
+              TimeRounds(f, copies, stream, [&](int c) {
+                stream_params.w = w[c].get();
+                H3_BENCH_CUDA_CHECK(
+                    kernels::StreamGemmCuda(stream_params, stream));
+              });
           const std::vector<double> cublas = time_lt(*lt);
           const std::vector<double> cublas_pinned = time_lt(*pinned);
           const double bytes =
@@ -226,7 +236,8 @@ int Run(const Flags& f) {
               (p.bias ? double(ElementSize(bias_type)) * p.n : 0.0);
           for (auto [kernel, ms] :
                {std::pair{"skinny", skinny}, std::pair{"cublaslt", cublas},
-                std::pair{"cublaslt_pinned", cublas_pinned}}) {
+                std::pair{"cublaslt_pinned", cublas_pinned},
+                std::pair{"stream", streamed}}) {
             const TimeStats s = Summarize(ms);
             const double gbps = bytes / (s.min * 1e-3) / 1e9;
             records.push_back({{"product", p.name},

@@ -38,8 +38,16 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
     const std::string& name) {
   if (name == "skinny") return BatchInvariantKernel::kSkinny;
   if (name == "cublaslt") return BatchInvariantKernel::kCublasLt;
+  if (name == "stream") return BatchInvariantKernel::kStream;
   return absl::InvalidArgumentError("unknown batch-invariant kernel \"" + name +
-                                    "\"; use skinny or cublaslt");
+                                    "\"; use skinny, cublaslt or stream");
+}
+
+absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name) {
+  if (name == "cublaslt") return DecodeProducts::kCublasLt;
+  if (name == "stream") return DecodeProducts::kStream;
+  return absl::InvalidArgumentError("unknown decode-products kernel \"" + name +
+                                    "\"; use cublaslt or stream");
 }
 
 H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type) {

@@ -327,14 +327,28 @@ const char* H3PrefillKernelName(H3PrefillKernel kernel);
 // its CPU emulation reproduces bit for bit; on an H200 its products take 1.4
 // times cuBLASLt's time at 1 row and 17 times at 64. kCublasLt: cuBLASLt
 // with one algorithm per shape for every row count
-// (LinearCuda::Options::pinned_algorithms), meant to cost about what
-// cuBLASLt does; its invariance is checked by gpu tests that have not yet
-// run on a GPU, so it is not the default.
-enum class BatchInvariantKernel { kSkinny, kCublasLt };
+// (LinearCuda::Options::pinned_algorithms); on an H200 its products cost
+// 0.2 to 1.3% more than cuBLASLt's at 64 rows, 6 to 20% more at 1 and 8
+// rows, and its invariance held in every gpu test. kStream: StreamGemmCuda
+// (kernels/stream_gemm.h), the decode product on tensor cores, invariant by
+// construction, in pieces of 64 rows (so a long prefill reads the weights
+// once per 64 tokens); 16-bit weights only.
+enum class BatchInvariantKernel { kSkinny, kCublasLt, kStream };
 
-// "skinny" or "cublaslt"; InvalidArgument for anything else.
+// "skinny", "cublaslt" or "stream"; InvalidArgument for anything else.
 absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
     const std::string& name);
+
+// Which kernel a CUDA backend without `batch_invariant` runs the products of
+// at most 64 rows (decode steps, short prefills) on. kCublasLt: cuBLASLt, as
+// every larger product. kStream: StreamGemmCuda (kernels/stream_gemm.h),
+// which streams 16-bit weights through tensor cores and gives a row the same
+// bits in any batch of up to 64; products it does not take (fp32 weights, k
+// not a multiple of 8) stay on cuBLASLt.
+enum class DecodeProducts { kCublasLt, kStream };
+
+// "cublaslt" or "stream"; InvalidArgument for anything else.
+absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name);
 
 struct BackendOptions {
   // "cpu", "cuda" (the first GPU), "cuda:N", or "auto": the first GPU when
@@ -352,6 +366,8 @@ struct BackendOptions {
   bool batch_invariant = false;
   // With batch_invariant: which products (BatchInvariantKernel).
   BatchInvariantKernel batch_invariant_kernel = BatchInvariantKernel::kSkinny;
+  // Without batch_invariant: the products of at most 64 rows.
+  DecodeProducts decode_products = DecodeProducts::kCublasLt;
   // CUDA with 16-bit weights: the activations that feed products, and the
   // attention layers' K/V cache, in the weights' type
   // (Backend::activation_type), so products read them without a conversion

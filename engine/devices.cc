@@ -126,6 +126,13 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
         "--half-activations keeps activations in the weights' 16-bit type: "
         "use --dtype fp16 or bf16");
   }
+  if (options.batch_invariant &&
+      options.batch_invariant_kernel == BatchInvariantKernel::kStream &&
+      type == ElementType::kF32) {
+    return absl::InvalidArgumentError(
+        "--batch-invariant-kernel stream streams 16-bit weights: use --dtype "
+        "fp16 or bf16, or --batch-invariant-kernel skinny with fp32");
+  }
 #if H3_WITH_CUDA
   return cuda::MakeCudaBackend(device, type, options);
 #else

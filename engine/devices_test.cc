@@ -106,10 +106,20 @@ TEST(MakeBackendTest, ParsesBatchInvariantKernels) {
             BatchInvariantKernel::kSkinny);
   EXPECT_EQ(*ParseBatchInvariantKernel("cublaslt"),
             BatchInvariantKernel::kCublasLt);
+  EXPECT_EQ(*ParseBatchInvariantKernel("stream"),
+            BatchInvariantKernel::kStream);
   EXPECT_EQ(ParseBatchInvariantKernel("cublas").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BackendOptions{}.batch_invariant_kernel,
             BatchInvariantKernel::kSkinny);
+}
+
+TEST(MakeBackendTest, ParsesDecodeProducts) {
+  EXPECT_EQ(*ParseDecodeProducts("cublaslt"), DecodeProducts::kCublasLt);
+  EXPECT_EQ(*ParseDecodeProducts("stream"), DecodeProducts::kStream);
+  EXPECT_EQ(ParseDecodeProducts("skinny").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BackendOptions{}.decode_products, DecodeProducts::kCublasLt);
 }
 
 // auto takes the chunked kernel where the weights are 16-bit, the cuFFT
@@ -179,6 +189,21 @@ TEST(MakeBackendTest, RefusesHalfActivationsWithoutSixteenBitWeights) {
   BackendOptions options;
   options.half_activations = true;
   ExpectRefusedOnTheCpuAndWithFp32(options, "--half-activations");
+}
+
+// The stream kernel takes 16-bit weights: fp32 weights on a GPU refuse it
+// as the batch-invariant kernel, naming the flag (the CPU is batch-invariant
+// without a kernel, and ignores the choice).
+TEST(MakeBackendTest, RefusesTheStreamInvariantKernelWithFp32Weights) {
+  if (ListCudaDevices().devices.empty()) GTEST_SKIP() << "no GPU";
+  BackendOptions options{.device = "cuda", .weight_type = ElementType::kF32};
+  options.batch_invariant = true;
+  options.batch_invariant_kernel = BatchInvariantKernel::kStream;
+  const absl::Status status = MakeBackend(options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("--batch-invariant-kernel stream"),
+            absl::string_view::npos)
+      << status;
 }
 
 }  // namespace

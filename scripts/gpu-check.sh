@@ -22,6 +22,10 @@
 #   --breakdown-prompt-len N, --breakdown-prefill-batch N  its prefill step:
 #                      N prompts (at most the batch) of that length (default
 #                      1 of 512)
+#   --breakdown-flags F  more h3_engine_bench flags for both breakdown runs
+#   --fast-flags F     Table 4's second run of our engine (default
+#                      "--half-activations --attention flash --h3-prefill
+#                      chunked")
 #   --serve-budgets L  serve_64's --prefill-tokens values (default: default)
 #   --test-shards N    gtest shards run at once per test program (default 4)
 #
@@ -113,11 +117,12 @@ test_shards=4
 # The engine's paths that are off by default until a GPU has measured them;
 # table4 times them beside the defaults.
 fast_flags="--half-activations --attention flash --h3-prefill chunked"
+breakdown_flags=""
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --total|--phases|--limit|--build|--python|--model|--prompt-lens|--serve-budgets|\
-    --breakdown-batches|--breakdown-prompt-len|--breakdown-prefill-batch|--test-shards)
+    --total|--phases|--limit|--build|--python|--model|--prompt-lens|--fast-flags|--serve-budgets|\
+    --breakdown-flags|--breakdown-batches|--breakdown-prompt-len|--breakdown-prefill-batch|--test-shards)
       [ $# -ge 2 ] || die "$1 needs a value" ;;&
     --total) total=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
@@ -132,6 +137,8 @@ while [ $# -gt 0 ]; do
     --python) python=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --prompt-lens) prompt_lens=$2; shift 2 ;;
+    --fast-flags) fast_flags=$2; shift 2 ;;
+    --breakdown-flags) breakdown_flags=$2; shift 2 ;;
     --serve-budgets) serve_budgets=$2; shift 2 ;;
     --breakdown-batches) breakdown_batches=$2; shift 2 ;;
     --breakdown-prompt-len) breakdown_prompt_len=$2; shift 2 ;;
@@ -376,11 +383,14 @@ elif kind == "linear":
         s, c = step.get(f"fp16_rows{rows}_skinny"), step.get(f"fp16_rows{rows}_cublaslt")
         h = step.get(f"fp16_rows{rows}_cublaslt_half")
         pinned = step.get(f"fp16_rows{rows}_cublaslt_pinned")
+        st, sth = step.get(f"fp16_rows{rows}_stream"), step.get(f"fp16_rows{rows}_stream_half")
         if s and c:
             parts.append(f"fp16 rows {rows}: products of a step {s:.3f} ms skinny, "
                          f"{c:.3f} ms cuBLASLt" +
                          (f" ({h:.3f} ms with half activations)" if h else "") +
-                         (f", {pinned:.3f} ms pinned" if pinned else ""))
+                         (f", {pinned:.3f} ms pinned" if pinned else "") +
+                         (f", {st:.3f} ms stream" if st else "") +
+                         (f" ({sth:.3f} ms half)" if sth else ""))
     print("; ".join(parts) or "no fp16 timings")
 elif kind.startswith("serve"):
     print("; ".join(
@@ -603,7 +613,8 @@ breakdown_run() {  # NAME [FLAG]
   bounded "$bench_log" "$python" "$root/bench/engine_breakdown.py" --build "$shim" \
     --model "$model" --device cuda --dtype fp16 --batches "$breakdown_batches" \
     --prompt-len "$breakdown_prompt_len" --prefill-batch "$breakdown_prefill_batch" \
-    --decode-context 512 --decode-steps 32 --reps 5 --out "$res/$1.json" "${@:2}"
+    --decode-context 512 --decode-steps 32 --reps 5 --out "$res/$1.json" \
+    --engine-flags="$breakdown_flags" "${@:2}"
 }
 
 serve() {  # NAME CONCURRENCY NUM_PROMPTS BUDGETS

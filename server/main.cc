@@ -228,10 +228,18 @@ int main(int argc, char** argv) {
                "invariance\"). The CPU is batch-invariant without it");
   std::string batch_invariant_kernel = "skinny";
   app.add_option("--batch-invariant-kernel", batch_invariant_kernel,
-                 "with --batch-invariant: skinny (CUDA-core kernel, checked "
-                 "on a GPU, slow at large batches) or cublaslt (one pinned "
-                 "cuBLASLt algorithm per shape; not yet run on a GPU)")
-      ->check(CLI::IsMember({"skinny", "cublaslt"}))
+                 "with --batch-invariant: skinny (CUDA-core kernel, slow at "
+                 "large batches), cublaslt (one pinned cuBLASLt algorithm per "
+                 "shape) or stream (tensor-core decode kernel, 16-bit --dtype)")
+      ->check(CLI::IsMember({"skinny", "cublaslt", "stream"}))
+      ->capture_default_str();
+  std::string decode_products = "cublaslt";
+  app.add_option("--decode-products", decode_products,
+                 "GPU without --batch-invariant: the products of at most 64 "
+                 "rows by cublaslt or by stream (tensor-core kernel that "
+                 "streams 16-bit weights; docs/cuda-engine.md, \"Decode "
+                 "products\")")
+      ->check(CLI::IsMember({"cublaslt", "stream"}))
       ->capture_default_str();
   app.add_flag("--half-activations", options.backend.half_activations,
                "GPU with --dtype fp16/bf16: the activations that feed matrix "
@@ -259,6 +267,8 @@ int main(int argc, char** argv) {
   options.backend.h3_prefill = *h3::engine::ParseH3PrefillKernel(h3_prefill);
   options.backend.batch_invariant_kernel =
       *h3::engine::ParseBatchInvariantKernel(batch_invariant_kernel);
+  options.backend.decode_products =
+      *h3::engine::ParseDecodeProducts(decode_products);
   auto cache =
       h3::server::ParseMemoryAmount(cache_memory, "--prefix-cache-memory");
   if (!cache.ok()) {

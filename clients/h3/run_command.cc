@@ -43,6 +43,7 @@ struct RunFlags {
   std::string h3_prefill = "auto";
   bool batch_invariant = false;
   std::string batch_invariant_kernel = "skinny";
+  std::string decode_products = "cublaslt";
   bool half_activations = false;
   bool json = false;
   bool logits = false;
@@ -128,6 +129,8 @@ absl::Status Run(const RunFlags& flags) {
   H3_ASSIGN_OR_RETURN(
       backend_options.batch_invariant_kernel,
       engine::ParseBatchInvariantKernel(flags.batch_invariant_kernel));
+  H3_ASSIGN_OR_RETURN(backend_options.decode_products,
+                      engine::ParseDecodeProducts(flags.decode_products));
   backend_options.half_activations = flags.half_activations;
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       engine::MakeBackend(backend_options));
@@ -273,9 +276,14 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                 "GPU: matrix products whose per-row results do not depend "
                 "on the batch (docs/cuda-engine.md)");
   cmd->add_option("--batch-invariant-kernel", flags->batch_invariant_kernel,
-                  "with --batch-invariant: skinny or cublaslt (pinned "
-                  "cuBLASLt algorithms; not yet run on a GPU)")
-      ->check(CLI::IsMember({"skinny", "cublaslt"}))
+                  "with --batch-invariant: skinny, cublaslt (pinned cuBLASLt "
+                  "algorithms) or stream (16-bit --dtype)")
+      ->check(CLI::IsMember({"skinny", "cublaslt", "stream"}))
+      ->capture_default_str();
+  cmd->add_option("--decode-products", flags->decode_products,
+                  "GPU: products of at most 64 rows by cublaslt or stream "
+                  "(docs/cuda-engine.md)")
+      ->check(CLI::IsMember({"cublaslt", "stream"}))
       ->capture_default_str();
   cmd->add_flag("--half-activations", flags->half_activations,
                 "GPU, 16-bit --dtype: activations that feed products in that "

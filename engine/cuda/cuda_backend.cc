@@ -16,6 +16,7 @@
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/skinny_gemm.h"
+#include "kernels/cuda/stream_gemm.h"
 #include "loader/dtype.h"
 
 namespace h3::engine::cuda {
@@ -39,9 +40,11 @@ class CudaBackend final : public Backend {
         flash_attention_(options.attention == AttentionKernel::kFlash),
         h3_prefill_(options.h3_prefill),
         batch_invariant_(options.batch_invariant),
+        invariant_kernel_(options.batch_invariant_kernel),
         pinned_linear_(options.batch_invariant &&
                        options.batch_invariant_kernel ==
-                           BatchInvariantKernel::kCublasLt) {}
+                           BatchInvariantKernel::kCublasLt),
+        stream_decode_(options.decode_products == DecodeProducts::kStream) {}
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
@@ -153,7 +156,20 @@ class CudaBackend final : public Backend {
     if (const std::string error = p.BiasTypeError(); !error.empty()) {
       return absl::InvalidArgumentError(error);
     }
-    if (batch_invariant_ && !pinned_linear_) return SkinnyLinear(p);
+    if (batch_invariant_ &&
+        invariant_kernel_ == BatchInvariantKernel::kSkinny) {
+      return SkinnyLinear(p);
+    }
+    if (batch_invariant_ &&
+        invariant_kernel_ == BatchInvariantKernel::kStream) {
+      return StreamLinear(p, /*required=*/true);
+    }
+    if (!batch_invariant_ && stream_decode_ &&
+        p.rows <= kernels::kStreamMaxRows) {
+      bool taken = false;
+      H3_RETURN_IF_ERROR(StreamLinear(p, /*required=*/false, &taken));
+      if (taken) return absl::OkStatus();
+    }
     kernels::LinearCudaParams params;
     params.x = p.x;
     params.x_type = p.x_type;
@@ -338,6 +354,40 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  // The product by StreamGemmCuda, rows in pieces of kStreamMaxRows. When
+  // the kernel does not take it (StreamGemmCheck): an error if `required`,
+  // else nothing enqueued and *taken false.
+  absl::Status StreamLinear(const LinearParams& p, bool required,
+                            bool* taken = nullptr) {
+    kernels::StreamGemmParams params;
+    params.x_type = p.x_type;
+    params.w = p.w->data();
+    params.w_type = p.w->type();
+    params.bias = p.bias;
+    params.bias_type = p.bias_type;
+    params.y_type = p.y_type;
+    params.n = p.w->rows();
+    params.k = p.w->cols();
+    params.gelu = p.epilogue == Epilogue::kGeluTanh;
+    const int64_t x_size = ElementSize(p.x_type),
+                  y_size = ElementSize(p.y_type);
+    for (int64_t first = 0; first < p.rows; first += kernels::kStreamMaxRows) {
+      params.x = static_cast<const char*>(p.x) + first * params.k * x_size;
+      params.y = static_cast<char*>(p.y) + first * params.n * y_size;
+      params.rows = std::min(kernels::kStreamMaxRows, p.rows - first);
+      const char* broken = kernels::StreamGemmCheck(params, true);
+      if (broken[0] != '\0') {
+        if (!required && first == 0) return absl::OkStatus();
+        return absl::InvalidArgumentError(
+            absl::StrCat("stream linear (", params.n, " x ", params.k, ", ",
+                         ElementTypeName(params.w_type), "): ", broken));
+      }
+      H3_CUDA_RETURN_IF_ERROR(kernels::StreamGemmCuda(params, stream_));
+    }
+    if (taken != nullptr) *taken = true;
+    return absl::OkStatus();
+  }
+
   absl::Status DeviceAlloc(int64_t bytes, void** p) {
     const cudaError_t err = cudaMalloc(p, bytes);
     if (err == cudaErrorMemoryAllocation) {
@@ -391,8 +441,11 @@ class CudaBackend final : public Backend {
   std::vector<kernels::AttentionSegmentCall> fma_segs_;
   std::unique_ptr<PrefillScratch> prefill_scratch_;  // the H3 layers'
   bool batch_invariant_;
-  // batch_invariant_ on cuBLASLt with pinned algorithms, not SkinnyGemmCuda.
+  BatchInvariantKernel invariant_kernel_;  // with batch_invariant_
+  // batch_invariant_ on cuBLASLt with pinned algorithms.
   bool pinned_linear_;
+  // Without batch_invariant_: products of <= 64 rows by StreamGemmCuda.
+  bool stream_decode_;
   cudaStream_t stream_ = nullptr;
   std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current
   int64_t linear_k_ = 0, linear_n_ = 0;  // the last LinearCuda's scratch

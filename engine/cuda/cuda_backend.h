@@ -19,7 +19,10 @@ namespace h3::engine::cuda {
 // `attention`, the prefill attention kernel (kFlash uses `type`, fp16 or
 // bf16, for its operands); `batch_invariant`, every Linear by SkinnyGemmCuda
 // (in pieces of at most 64 rows), or with `batch_invariant_kernel` kCublasLt
-// by cuBLASLt with one pinned algorithm per shape; `half_activations`, the
+// by cuBLASLt with one pinned algorithm per shape, or with kStream by
+// StreamGemmCuda in pieces of 64 rows (REQUIRES: 16-bit `type`);
+// `decode_products` kStream, without batch_invariant, the products of at most
+// 64 rows by StreamGemmCuda where it takes them; `half_activations`, the
 // activations that feed products in `type` (REQUIRES: 16-bit `type`). The
 // device and the weight type in `options` are not read.
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(

@@ -92,6 +92,35 @@ TEST_F(CudaEngineTest, FlashAttentionStaysCloseToTheCpu) {
   }
 }
 
+// The same with --decode-products stream: the decode steps' products (and
+// the prompt chunks' of at most 64 rows) by StreamGemmCuda, which rounds x
+// to the weights' type as cuBLASLt's route does, so the same bounds; with
+// half activations too. Its logits differ from cuBLASLt's (another
+// summation order), which shows the kernel ran.
+TEST_F(CudaEngineTest, StreamDecodeProductsStayCloseToTheCpu) {
+  Open(1);
+  const std::vector<int32_t> prompt = Tokens(150, 4, config_.vocab_size);
+  const std::vector<float> want = CpuGreedy(prompt, 8);
+  ASSERT_FALSE(want.empty());
+  for (auto [type, bound] : kSixteenBitBounds) {
+    for (bool half : {false, true}) {
+      BackendOptions options{.device = "cuda", .weight_type = type};
+      options.half_activations = half;
+      auto cublas = Load(options, true, 48);
+      options.decode_products = DecodeProducts::kStream;
+      auto stream = Load(options, true, 48);
+      ASSERT_NE(cublas, nullptr);
+      ASSERT_NE(stream, nullptr);
+      std::vector<int32_t> tokens;
+      const std::vector<float> got = Greedy(*stream, prompt, 8, &tokens);
+      const std::vector<float> lt = Greedy(*cublas, prompt, 8, &tokens);
+      EXPECT_LT(NormalisedError(got, want), bound)
+          << ElementTypeName(type) << (half ? " half activations" : "");
+      EXPECT_NE(got, lt) << ElementTypeName(type);
+    }
+  }
+}
+
 // The same with each H3 prefill kernel named: chunked (what the default,
 // auto, takes with 16-bit weights) and the fused FlashConv kernel (fft).
 // Both have fp16 tensor operands (kernels/h3_chunked.h), so the same bounds;
@@ -221,10 +250,10 @@ TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
 
 // --batch-invariant (BackendOptions::batch_invariant): every product is the
 // skinny kernel (or, with batch_invariant_kernel kCublasLt, cuBLASLt on one
-// pinned algorithm per shape), and the other ops of a decode step are per row
-// already (docs/cuda-engine.md), so a sequence's logits are bitwise those it
-// gets alone, in a batch of 7 or 64 (buckets 8 and 64, graphs on) at any row;
-// with 16-bit activations too (--half-activations).
+// pinned algorithm per shape; with kStream, StreamGemmCuda), and the other ops
+// of a decode step are per row already (docs/cuda-engine.md), so a sequence's
+// logits are bitwise those it gets alone, in a batch of 7 or 64 (buckets 8 and
+// 64, graphs on) at any row; with 16-bit activations too (--half-activations).
 TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
   Open(1);
   constexpr int kSteps = 3;
@@ -236,8 +265,9 @@ TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
         std::tuple{ElementType::kBF16, false, BatchInvariantKernel::kSkinny},
         std::tuple{ElementType::kF16, true, BatchInvariantKernel::kSkinny},
         std::tuple{ElementType::kF16, false, BatchInvariantKernel::kCublasLt},
-        std::tuple{ElementType::kBF16, true,
-                   BatchInvariantKernel::kCublasLt}}) {
+        std::tuple{ElementType::kBF16, true, BatchInvariantKernel::kCublasLt},
+        std::tuple{ElementType::kF16, false, BatchInvariantKernel::kStream},
+        std::tuple{ElementType::kBF16, true, BatchInvariantKernel::kStream}}) {
     auto backend = MakeBackend({.device = "cuda",
                                 .weight_type = type,
                                 .batch_invariant = true,
@@ -273,7 +303,9 @@ TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
                               row * sizeof(float)),
                   0)
             << ElementTypeName(type) << (half ? " half activations" : "")
-            << (kernel == BatchInvariantKernel::kCublasLt ? " cublaslt" : "")
+            << (kernel == BatchInvariantKernel::kCublasLt ? " cublaslt"
+                : kernel == BatchInvariantKernel::kStream ? " stream"
+                                                          : "")
             << ": row " << at << " of " << batch << ", step " << step;
       }
       for (SlotId s : slots) gpu.memory().Release(s);
@@ -327,8 +359,10 @@ TEST_F(CudaEngineTest, BatchInvariantMixedStepEqualsEachSequenceAloneBitwise) {
     }
   };
   for (BatchInvariantKernel kernel :
-       {BatchInvariantKernel::kSkinny, BatchInvariantKernel::kCublasLt}) {
+       {BatchInvariantKernel::kSkinny, BatchInvariantKernel::kCublasLt,
+        BatchInvariantKernel::kStream}) {
     SCOPED_TRACE(kernel == BatchInvariantKernel::kCublasLt ? "cublaslt"
+                 : kernel == BatchInvariantKernel::kStream ? "stream"
                                                            : "skinny");
     check(kernel);
   }

@@ -378,6 +378,16 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("prefill 20.0 ms (1 x 1536; attention_prefill 50%)", detail)
         self.assertIn("prefill 20.0 ms (10 x 1536; attention_prefill 50%)", detail)
 
+    def test_the_engine_flags_of_table4_and_the_breakdown_can_be_named(self):
+        m = FakeMachine(self.tmp)
+        m.run("--phases", "table4,breakdown", "--fast-flags", "--decode-products stream",
+              "--breakdown-flags", "--attention flash")
+        self.assertEqual(m.returncode, 0, m.stderr)
+        bench = m.read("bench.log")
+        self.assertIn("--engine-flags=--decode-products stream", bench)
+        self.assertNotIn("--engine-flags=--half-activations", bench)
+        self.assertIn("--engine-flags=--attention flash --half-activations", bench)
+
     def test_the_profile_runs_ncu_on_flashconv_and_a_decode_step(self):
         m = FakeMachine(self.tmp)
         m.add_ncu()

@@ -1,0 +1,213 @@
+// StreamGemmCuda: the algorithm of kernels/stream_gemm.h.
+//
+// A block owns 16 output columns and all rows; its 8 warps take the k steps
+// in turn (warp w: steps w, w + 8, ...), so at any moment the block reads
+// 8 x 128 contiguous bytes of each of its 16 W rows. A lane loads its 16
+// elements of 2 W rows (4 x 16 bytes, streamed past L1) and of each of its
+// x rows (through L1/L2: every block reads x), kUnroll steps ahead of the
+// MMAs, so that 8 to 16 KiB of W per warp are in flight. After the loop the
+// warps' accumulators meet in shared memory and warp 0 sums them in warp
+// order, adds the bias, applies GELU and stores y.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/mma_half.cuh"
+#include "kernels/cuda/stream_gemm.h"
+#include "kernels/skinny_gemm.h"
+
+namespace h3::kernels {
+namespace {
+
+constexpr int kThreads = kStreamWarps * 32;
+
+// The 8 elements [e, e + 8) of a 16-bit row as 4 fragment registers.
+template <typename T>
+__device__ __forceinline__ uint4 LoadStreamed(const T* row, int64_t e) {
+  return __ldcs(reinterpret_cast<const uint4*>(row + e));
+}
+
+template <typename T>
+__device__ __forceinline__ uint4 LoadX(const T* row, int64_t e) {
+  return __ldg(reinterpret_cast<const uint4*>(row + e));
+}
+
+// fp32 x: 8 values rounded to T's type, packed as LoadX packs 16-bit ones.
+template <typename T>
+__device__ __forceinline__ uint4 LoadX(const float* row, int64_t e) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(row + e));
+  const float4 b = __ldg(reinterpret_cast<const float4*>(row + e + 4));
+  return make_uint4(
+      HalfOps<T>::PackFloats(a.x, a.y), HalfOps<T>::PackFloats(a.z, a.w),
+      HalfOps<T>::PackFloats(b.x, b.y), HalfOps<T>::PackFloats(b.z, b.w));
+}
+
+__device__ __forceinline__ uint32_t Word(const uint4& v, int q) {
+  return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
+}
+
+// bias[j] of bias_type, widened exactly.
+__device__ float BiasAt(const StreamGemmParams& p, int64_t j) {
+  if (p.bias_type == ElementType::kF16) {
+    return __half2float(static_cast<const __half*>(p.bias)[j]);
+  }
+  if (p.bias_type == ElementType::kBF16) {
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[j]);
+  }
+  return static_cast<const float*>(p.bias)[j];
+}
+
+// y[row, col] = epilogue(v), rounded once to y_type.
+__device__ void Finish(const StreamGemmParams& p, int64_t row, int64_t col,
+                       float v) {
+  if (row >= p.rows || col >= p.n) return;
+  if (p.bias != nullptr) v = __fadd_rn(v, BiasAt(p, col));
+  if (p.gelu) v = SkinnyGeluTanh(v);
+  const int64_t at = row * p.n + col;
+  if (p.y_type == ElementType::kF16) {
+    static_cast<__half*>(p.y)[at] = __float2half_rn(v);
+  } else if (p.y_type == ElementType::kBF16) {
+    static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16_rn(v);
+  } else {
+    static_cast<float*>(p.y)[at] = v;
+  }
+}
+
+// T: W's type; X: x's (float or T); kTiles: tiles of 8 x rows.
+template <typename T, typename X, int kTiles>
+__global__ void __launch_bounds__(kThreads)
+    StreamGemmKernel(StreamGemmParams p, int64_t steps) {
+  // Steps loaded before the first of them is multiplied.
+  constexpr int kUnroll = kTiles == 1 ? 4 : kTiles == 2 ? 2 : 1;
+  __shared__ float partial[kStreamWarps - 1][kTiles][4][32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t col0 = int64_t{blockIdx.x} * kStreamCols;
+  const T* w = static_cast<const T*>(p.w);
+  const X* x = static_cast<const X*>(p.x);
+  // W's rows col0 + g + 8 h, or null past n (their values count as 0).
+  const T* w_row[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t col = col0 + g + 8 * h;
+    w_row[h] = col < p.n ? w + col * p.k : nullptr;
+  }
+  const X* x_row[kTiles];
+#pragma unroll
+  for (int r = 0; r < kTiles; ++r) {
+    const int64_t row = kStreamRowTile * r + g;
+    x_row[r] = row < p.rows ? x + row * p.k : nullptr;
+  }
+
+  float acc[kTiles][4] = {};
+  for (int64_t s0 = warp; s0 < steps; s0 += kStreamWarps * kUnroll) {
+    uint4 wv[kUnroll][2][2], xv[kUnroll][kTiles][2];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t e0 = (s0 + kStreamWarps * u) * kStreamStep + 16 * t;
+#pragma unroll
+      for (int v = 0; v < 2; ++v) {
+        // k % 8 == 0: a vector is wholly inside k or wholly past it.
+        const int64_t e = e0 + 8 * v;
+        const bool in = e < p.k;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          wv[u][h][v] = in && w_row[h] != nullptr ? LoadStreamed(w_row[h], e)
+                                                  : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int r = 0; r < kTiles; ++r) {
+          xv[u][r][v] = in && x_row[r] != nullptr ? LoadX<T>(x_row[r], e)
+                                                  : make_uint4(0, 0, 0, 0);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (s0 + kStreamWarps * u >= steps) break;  // the same for the warp
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        // StreamElement(t, j, half): vector j / 2, word 2 (j % 2) + half.
+        const int v = j / 2, q = 2 * (j % 2);
+        const uint32_t a[4] = {Word(wv[u][0][v], q), Word(wv[u][1][v], q),
+                               Word(wv[u][0][v], q + 1),
+                               Word(wv[u][1][v], q + 1)};
+#pragma unroll
+        for (int r = 0; r < kTiles; ++r) {
+          HalfOps<T>::Mma(acc[r], a, Word(xv[u][r][v], q),
+                          Word(xv[u][r][v], q + 1));
+        }
+      }
+    }
+  }
+
+  if (warp > 0) {
+#pragma unroll
+    for (int r = 0; r < kTiles; ++r) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) partial[warp - 1][r][c][lane] = acc[r][c];
+    }
+  }
+  __syncthreads();
+  if (warp > 0) return;
+#pragma unroll
+  for (int r = 0; r < kTiles; ++r) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      float v = acc[r][c];
+      for (int from = 0; from < kStreamWarps - 1; ++from) {
+        v = __fadd_rn(v, partial[from][r][c][lane]);
+      }
+      // C fragment: c0, c1 at W row g, x rows 2t, 2t + 1; c2, c3 at g + 8.
+      const int64_t col = col0 + g + 8 * (c / 2);
+      const int64_t row = kStreamRowTile * r + 2 * t + c % 2;
+      Finish(p, row, col, v);
+    }
+  }
+}
+
+template <typename T, typename X, int kTiles>
+cudaError_t Launch(const StreamGemmParams& p, cudaStream_t stream) {
+  const int64_t blocks = (p.n + kStreamCols - 1) / kStreamCols;
+  if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  const int64_t steps = (p.k + kStreamStep - 1) / kStreamStep;
+  StreamGemmKernel<T, X, kTiles>
+      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, steps);
+  return cudaGetLastError();
+}
+
+template <typename T, typename X>
+cudaError_t LaunchForRows(const StreamGemmParams& p, cudaStream_t stream) {
+  if (p.rows <= 8) return Launch<T, X, 1>(p, stream);
+  if (p.rows <= 16) return Launch<T, X, 2>(p, stream);
+  if (p.rows <= 32) return Launch<T, X, 4>(p, stream);
+  return Launch<T, X, 8>(p, stream);
+}
+
+template <typename T>
+cudaError_t LaunchForX(const StreamGemmParams& p, cudaStream_t stream) {
+  if (p.x_type == ElementType::kF32) return LaunchForRows<T, float>(p, stream);
+  return LaunchForRows<T, T>(p, stream);
+}
+
+}  // namespace
+
+cudaError_t StreamGemmCuda(const StreamGemmParams& p, cudaStream_t stream) {
+  if (StreamGemmCheck(p, true)[0] != '\0') return cudaErrorInvalidValue;
+  if (p.rows == 0 || p.n == 0) return cudaSuccess;
+  int device = 0, major = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                 device);
+  }
+  if (err != cudaSuccess) return err;
+  if (major < 8) return cudaErrorNotSupported;  // mma.sync with bf16
+  if (p.w_type == ElementType::kBF16) {
+    return LaunchForX<__nv_bfloat16>(p, stream);
+  }
+  return LaunchForX<__half>(p, stream);
+}
+
+}  // namespace h3::kernels

@@ -1,0 +1,19 @@
+#ifndef H3_KERNELS_CUDA_STREAM_GEMM_H_
+#define H3_KERNELS_CUDA_STREAM_GEMM_H_
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/stream_gemm.h"
+
+namespace h3::kernels {
+
+// The decode product of kernels/stream_gemm.h on tensor cores (sm_80 and
+// later): the same Params, pointers in device memory. Enqueues on `stream`;
+// allocates nothing (graph-capturable). cudaErrorInvalidValue, with nothing
+// enqueued, when StreamGemmCheck(params, true) is not ""; empty outputs
+// launch nothing.
+cudaError_t StreamGemmCuda(const StreamGemmParams& params, cudaStream_t stream);
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_CUDA_STREAM_GEMM_H_

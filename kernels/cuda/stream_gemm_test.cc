@@ -1,0 +1,107 @@
+// StreamGemmCuda (label gpu: skipped without a device) against the plain
+// product, and a row's bits alone against the same row in batches of 7 and
+// 64 at the first, a middle and the last position.
+#include "kernels/cuda/stream_gemm.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/device_buffer.h"
+#include "tests/support/gpu_test.h"
+#include "tests/support/normalised_error.h"
+#include "tests/support/stream_gemm_case.h"
+
+namespace h3::kernels {
+namespace {
+
+using h3::testing::StreamCase;
+using h3::testing::StreamOperands;
+
+#define ASSERT_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess)
+
+// y's bytes for case c (c.rows rows of o.x) from the device.
+void RunOnDevice(const StreamCase& c, const StreamOperands& o,
+                 std::vector<uint8_t>* y) {
+  const ElementType y_type = h3::testing::YType(c);
+  DeviceBuffer dx, dw, db, dy;
+  ASSERT_CUDA_OK(dx.Reserve(o.x.size()));
+  ASSERT_CUDA_OK(dw.Reserve(o.w.size()));
+  ASSERT_CUDA_OK(db.Reserve(o.bias.size()));
+  y->assign(c.rows * c.n * ElementSize(y_type), 0xff);
+  ASSERT_CUDA_OK(dy.Reserve(y->size()));
+  ASSERT_CUDA_OK(
+      cudaMemcpy(dx.get(), o.x.data(), o.x.size(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(
+      cudaMemcpy(dw.get(), o.w.data(), o.w.size(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(cudaMemcpy(db.get(), o.bias.data(), o.bias.size(),
+                            cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(cudaMemset(dy.get(), 0xff, y->size()));  // NaNs
+  ASSERT_CUDA_OK(StreamGemmCuda(
+      h3::testing::StreamParams(c, dx.get(), dw.get(), db.get(), dy.get()),
+      nullptr));
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
+  ASSERT_CUDA_OK(
+      cudaMemcpy(y->data(), dy.get(), y->size(), cudaMemcpyDeviceToHost));
+}
+
+class StreamGemmGpuTest : public h3::testing::GpuTestWithParam<StreamCase> {};
+
+TEST_P(StreamGemmGpuTest, MatchesThePlainProduct) {
+  const StreamCase& c = GetParam();
+  const StreamOperands o = h3::testing::MakeStreamOperands(c, 11);
+  std::vector<uint8_t> y;
+  RunOnDevice(c, o, &y);
+  EXPECT_LE(h3::testing::NormalisedError(h3::testing::DecodeY(c, y),
+                                         h3::testing::StreamReference(c, o)),
+            h3::testing::StreamTolerance(c));
+}
+
+TEST_P(StreamGemmGpuTest, ARowGetsTheSameBitsInAnyBatch) {
+  StreamCase c = GetParam();
+  c.rows = 64;
+  const StreamOperands all = h3::testing::MakeStreamOperands(c, 23);
+  const size_t x_row = c.k * ElementSize(h3::testing::XType(c));
+  const size_t y_row = c.n * ElementSize(h3::testing::YType(c));
+  constexpr int64_t kRow = 5;  // the row under test
+  StreamCase one = c;
+  one.rows = 1;
+  StreamOperands alone = all;
+  alone.x.assign(all.x.begin() + kRow * x_row,
+                 all.x.begin() + (kRow + 1) * x_row);
+  std::vector<uint8_t> want;
+  RunOnDevice(one, alone, &want);
+  for (const int64_t size : {7, 64}) {
+    for (const int64_t at : {int64_t{0}, size / 2, size - 1}) {
+      StreamCase batch = c;
+      batch.rows = size;
+      StreamOperands in = all;
+      in.x.resize(size * x_row);
+      std::copy(alone.x.begin(), alone.x.end(), in.x.begin() + at * x_row);
+      std::vector<uint8_t> got;
+      RunOnDevice(batch, in, &got);
+      ASSERT_EQ(std::memcmp(got.data() + at * y_row, want.data(), y_row), 0)
+          << "row at " << at << " of " << size;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, StreamGemmGpuTest,
+                         ::testing::ValuesIn(h3::testing::StreamCases()),
+                         [](const ::testing::TestParamInfo<StreamCase>& info) {
+                           return h3::testing::StreamCaseName(info.param);
+                         });
+
+TEST(StreamGemmRefusalTest, RefusesWithoutEnqueuing) {
+  uint16_t w[8];
+  float x[8], y[1];
+  StreamGemmParams p{.x = x, .w = w, .y = y, .rows = 1, .n = 1, .k = 12};
+  EXPECT_EQ(StreamGemmCuda(p, nullptr), cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace h3::kernels
