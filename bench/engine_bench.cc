@@ -7,10 +7,11 @@
 //       [--what both|prefill|decode|table4|latency|prefix-cache|breakdown|
 //               write-random]
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
-//       [--attention fma|flash] [--h3-prefill auto|fft|chunked]
+//       [--attention auto|fma|flash] [--h3-prefill auto|fft|chunked]
 //       [--graphs on|off] [--batch-invariant]
 //       [--batch-invariant-kernel skinny|cublaslt|stream]
-//       [--decode-products cublaslt|stream] [--half-activations]
+//       [--decode-products cublaslt|stream]
+//       [--half-activations | --fp32-activations]
 //       [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
 //       [--batch 1] [--decode-context 128] [--decode-steps 32]
@@ -194,14 +195,17 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"what", flags.what},
       {"backend", backend_name},
       {"dtype", ElementTypeName(model->backend().weight_type())},
-      {"attention", flags.attention},
+      {"attention",
+       engine::AttentionKernelName(engine::ResolveAttention(
+           backend_options.attention, model->backend().weight_type()))},
       {"h3_prefill",
        engine::H3PrefillKernelName(engine::ResolveH3Prefill(
            backend_options.h3_prefill, model->backend().weight_type()))},
       {"batch_invariant", flags.batch_invariant},
       {"batch_invariant_kernel", flags.batch_invariant_kernel},
       {"decode_products", flags.decode_products},
-      {"half_activations", flags.half_activations},
+      {"half_activations",
+       model->backend().activation_type() != ElementType::kF32},
       {"graphs",
        {{"requested", flags.graphs},
         {"applied", options.graphs && model->backend().SupportsGraphs()}}},
@@ -239,9 +243,10 @@ int main(int argc, char** argv) {
                  "auto (the default: chunked; docs/flashconv.md)")
       ->check(CLI::IsMember({"auto", "fft", "chunked"}));
   app.add_option("--attention", flags.attention,
-                 "prefill attention on CUDA: fma (fp32, the default) or "
-                 "flash (tensor cores, 16-bit --dtype; docs/cuda-engine.md)")
-      ->check(CLI::IsMember({"fma", "flash"}));
+                 "prefill attention on CUDA: fma (fp32), flash (tensor "
+                 "cores, 16-bit --dtype) or auto (the default: flash with "
+                 "16-bit weights; docs/cuda-engine.md)")
+      ->check(CLI::IsMember({"auto", "fma", "flash"}));
   app.add_option("--graphs", flags.graphs, "CUDA graphs for decode steps")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--batch-invariant", flags.batch_invariant,
@@ -256,9 +261,13 @@ int main(int argc, char** argv) {
                  "CUDA without --batch-invariant: products of at most 64 rows "
                  "by cublaslt or stream (BackendOptions::decode_products)")
       ->check(CLI::IsMember({"cublaslt", "stream"}));
-  app.add_flag("--half-activations", flags.half_activations,
-               "CUDA, 16-bit --dtype: activations that feed products in that "
-               "type (BackendOptions::half_activations)");
+  CLI::Option* half = app.add_flag(
+      "--half-activations", flags.half_activations,
+      "CUDA, 16-bit --dtype: activations that feed products in that type "
+      "(BackendOptions::half_activations; the default there)");
+  app.add_flag("--fp32-activations", flags.fp32_activations,
+               "CUDA, 16-bit --dtype: fp32 activations instead")
+      ->excludes(half);
   app.add_option("--prompt-len", flags.prompt_len)->check(CLI::PositiveNumber);
   app.add_option("--decode-context", flags.decode_context)
       ->check(CLI::PositiveNumber);

@@ -78,7 +78,9 @@ absl::StatusOr<engine::BackendOptions> BenchBackendOptions(
       engine::ParseBatchInvariantKernel(flags.batch_invariant_kernel));
   H3_ASSIGN_OR_RETURN(options.decode_products,
                       engine::ParseDecodeProducts(flags.decode_products));
-  options.half_activations = flags.half_activations;
+  if (flags.half_activations || flags.fp32_activations) {
+    options.half_activations = flags.half_activations;
+  }
   return options;
 }
 

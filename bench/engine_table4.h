@@ -27,13 +27,15 @@ struct EngineBenchFlags {
   std::string what = "both";
   std::string device = "cpu";
   std::string dtype = "fp32";
-  std::string attention = "fma";    // prefill attention: fma or flash
+  std::string attention = "auto";   // prefill attention: auto, fma or flash
   std::string h3_prefill = "auto";  // H3 prefill kernel: auto, fft or chunked
   std::string graphs = "on";
   bool batch_invariant = false;  // BackendOptions::batch_invariant
-  std::string batch_invariant_kernel = "skinny";  // skinny, cublaslt, stream
-  std::string decode_products = "cublaslt";       // cublaslt or stream
-  bool half_activations = false;  // BackendOptions::half_activations
+  std::string batch_invariant_kernel = "cublaslt";  // skinny, cublaslt, stream
+  std::string decode_products = "cublaslt";         // cublaslt or stream
+  // BackendOptions::half_activations: true, false, or neither (unset).
+  bool half_activations = false;
+  bool fp32_activations = false;
   int64_t prompt_len = 512;
   int64_t decode_context = 128;
   int64_t decode_steps = 32;

@@ -19,10 +19,33 @@ absl::StatusOr<std::optional<ElementType>> ParseWeightType(
 }
 
 absl::StatusOr<AttentionKernel> ParseAttentionKernel(const std::string& name) {
-  if (name == "fma") return AttentionKernel::kFma;
-  if (name == "flash") return AttentionKernel::kFlash;
+  for (AttentionKernel kernel : {AttentionKernel::kAuto, AttentionKernel::kFma,
+                                 AttentionKernel::kFlash}) {
+    if (name == AttentionKernelName(kernel)) return kernel;
+  }
   return absl::InvalidArgumentError("unknown attention kernel \"" + name +
-                                    "\"; use fma or flash");
+                                    "\"; use auto, fma or flash");
+}
+
+AttentionKernel ResolveAttention(AttentionKernel kernel, ElementType type) {
+  if (kernel != AttentionKernel::kAuto) return kernel;
+  return type == ElementType::kF32 ? AttentionKernel::kFma
+                                   : AttentionKernel::kFlash;
+}
+
+const char* AttentionKernelName(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kFma:
+      return "fma";
+    case AttentionKernel::kFlash:
+      return "flash";
+    default:
+      return "auto";
+  }
+}
+
+bool ResolveHalfActivations(std::optional<bool> half, ElementType type) {
+  return half.value_or(type != ElementType::kF32);
 }
 
 absl::StatusOr<H3PrefillKernel> ParseH3PrefillKernel(const std::string& name) {

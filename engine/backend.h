@@ -291,18 +291,29 @@ std::unique_ptr<Backend> MakeCpuBackend(
 // read.
 absl::StatusOr<int64_t> HostAvailableBytes();
 
-// Which kernel a CUDA backend runs prefill attention on (decode attention
-// is fp32 either way). kFma: the fp32 kernel, the default, checked on an
-// H100. kFlash: the tensor-core FlashAttention-2 kernel
+// Which kernel a CUDA backend runs prefill attention on. kFma: the fp32
+// kernel. kFlash: the tensor-core FlashAttention-2 kernel
 // (kernels/cuda/flash_attention.h) with operands in the weights' 16-bit
 // type; shapes it has no instance for (head_dim other than 64 and 128) take
-// the fp32 kernel. Measured on an H200 with half_activations (Table 4 at
-// prompt 1536: 8,564 tokens/s against 6,960 with neither); off by default
-// until the tests that use the defaults have run with both on a GPU.
-enum class AttentionKernel { kFma, kFlash };
+// the fp32 kernel. kAuto, the default: kFlash with 16-bit weights, kFma with
+// fp32 ones (and on the CPU). Measured on an H200 with half_activations
+// (Table 4 at prompt 1536: 8,564 tokens/s against 6,960 with neither), and
+// every gpu test passed with both.
+enum class AttentionKernel { kAuto, kFma, kFlash };
 
-// "fma" or "flash"; InvalidArgument for anything else.
+// "auto", "fma" or "flash"; InvalidArgument for anything else.
 absl::StatusOr<AttentionKernel> ParseAttentionKernel(const std::string& name);
+
+// The kernel `kernel` names for weights of `type`: kAuto resolved.
+AttentionKernel ResolveAttention(AttentionKernel kernel, ElementType type);
+
+// "auto", "fma" or "flash".
+const char* AttentionKernelName(AttentionKernel kernel);
+
+// Whether a backend with weights of `type` keeps half activations
+// (BackendOptions::half_activations): as asked, or unset, exactly when the
+// weights are 16-bit.
+bool ResolveHalfActivations(std::optional<bool> half, ElementType type);
 
 // Which kernel a CUDA backend with 16-bit weights prefills H3 layers on
 // (fp32 weights take the cuFFT path either way). kFft: the fused FlashConv
@@ -322,17 +333,18 @@ H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type);
 // "auto", "fft" or "chunked".
 const char* H3PrefillKernelName(H3PrefillKernel kernel);
 
-// Which products a CUDA backend with `batch_invariant` runs. kSkinny, the
-// default: SkinnyGemmCuda (kernels/skinny_gemm.h), CUDA-core FMAs in an order
-// its CPU emulation reproduces bit for bit; on an H200 its products take 1.4
-// times cuBLASLt's time at 1 row and 17 times at 64. kCublasLt: cuBLASLt
-// with one algorithm per shape for every row count
+// Which products a CUDA backend with `batch_invariant` runs. kCublasLt, the
+// default: cuBLASLt with one algorithm per shape for every row count
 // (LinearCuda::Options::pinned_algorithms); on an H200 its products cost
-// 0.2 to 1.3% more than cuBLASLt's at 64 rows, 6 to 20% more at 1 and 8
-// rows, and its invariance held in every gpu test. kStream: StreamGemmCuda
-// (kernels/stream_gemm.h), the decode product on tensor cores, invariant by
-// construction, in pieces of 64 rows (so a long prefill reads the weights
-// once per 64 tokens); 16-bit weights only.
+// 0.2 to 1.3% more than cuBLASLt's at 64 rows and 6 to 20% more at 1 and 8
+// rows (bench/results/2026-11-26-h200-c4e6927_linear.json), and its
+// invariance held in every gpu test. kSkinny: SkinnyGemmCuda
+// (kernels/skinny_gemm.h), CUDA-core FMAs in an order its CPU emulation
+// reproduces bit for bit; 1.5 times cuBLASLt's time at 1 row, 16 times at
+// 64. kStream: StreamGemmCuda (kernels/stream_gemm.h), the decode product on
+// tensor cores, invariant by construction, in pieces of 64 rows (so a long
+// prefill reads the weights once per 64 tokens); 16-bit weights only; as
+// fast as cuBLASLt at 1 row, 2 to 5 times slower at 64.
 enum class BatchInvariantKernel { kSkinny, kCublasLt, kStream };
 
 // "skinny", "cublaslt" or "stream"; InvalidArgument for anything else.
@@ -356,28 +368,28 @@ struct BackendOptions {
   std::string device = "auto";
   // Unset: fp16 on a GPU, fp32 on the CPU.
   std::optional<ElementType> weight_type;
-  AttentionKernel attention = AttentionKernel::kFma;
+  AttentionKernel attention = AttentionKernel::kAuto;
   H3PrefillKernel h3_prefill = H3PrefillKernel::kAuto;
-  // CUDA: every matrix product by the batch-invariant kernel
-  // (kernels/skinny_gemm.h), so that a row's results never depend on the
+  // CUDA: every matrix product by a batch-invariant kernel
+  // (batch_invariant_kernel), so that a row's results never depend on the
   // other rows of its step (docs/cuda-engine.md, "Batch invariance"). Off:
   // cuBLASLt, whose algorithm (and summation order) depends on the row
   // count. The CPU backend is row-invariant either way.
   bool batch_invariant = false;
   // With batch_invariant: which products (BatchInvariantKernel).
-  BatchInvariantKernel batch_invariant_kernel = BatchInvariantKernel::kSkinny;
+  BatchInvariantKernel batch_invariant_kernel = BatchInvariantKernel::kCublasLt;
   // Without batch_invariant: the products of at most 64 rows.
   DecodeProducts decode_products = DecodeProducts::kCublasLt;
   // CUDA with 16-bit weights: the activations that feed products, and the
   // attention layers' K/V cache, in the weights' type
   // (Backend::activation_type), so products read them without a conversion
   // kernel, q|k|v and the MLP's hidden layer are written in 16 bits and
-  // decode attention reads half the bytes. Off: fp32 activations and K/V,
-  // activations rounded to the weights' type before each product. Off by
-  // default until the tests that use the defaults (e2e_concurrent_gpu_test's
-  // --batch-invariant among them) have run with it on a GPU; measured on an
-  // H200 with kFlash (see AttentionKernel).
-  bool half_activations = false;
+  // decode attention reads half the bytes. false: fp32 activations and K/V,
+  // activations rounded to the weights' type before each product. Unset, the
+  // default: true with 16-bit weights, false with fp32 ones (and on the CPU);
+  // ResolveHalfActivations. Measured on an H200 with kFlash (see
+  // AttentionKernel).
+  std::optional<bool> half_activations;
 };
 
 // The backend `options` name. InvalidArgument for an unknown device name,

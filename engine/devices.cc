@@ -95,7 +95,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
           "--attention flash runs on a GPU; the CPU backend has the fp32 "
           "attention only (--attention fma)");
     }
-    if (options.half_activations) {
+    if (options.half_activations.value_or(false)) {
       return absl::InvalidArgumentError(
           "--half-activations keeps activations in the weights' 16-bit type; "
           "the CPU backend keeps its weights in fp32");
@@ -121,7 +121,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
         "--h3-prefill chunked computes with fp16 operands: use --dtype fp16 "
         "or bf16 (fp32 weights take the exact cuFFT prefill)");
   }
-  if (options.half_activations && type == ElementType::kF32) {
+  if (options.half_activations.value_or(false) && type == ElementType::kF32) {
     return absl::InvalidArgumentError(
         "--half-activations keeps activations in the weights' 16-bit type: "
         "use --dtype fp16 or bf16");

@@ -97,7 +97,8 @@ TEST(MakeBackendTest, ParsesAttentionKernels) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseAttentionKernel("wgmma").status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(BackendOptions{}.attention, AttentionKernel::kFma);
+  EXPECT_EQ(BackendOptions{}.attention, AttentionKernel::kAuto);
+  EXPECT_EQ(*ParseAttentionKernel("auto"), AttentionKernel::kAuto);
   EXPECT_EQ(BackendOptions{}.h3_prefill, H3PrefillKernel::kAuto);
 }
 
@@ -111,7 +112,7 @@ TEST(MakeBackendTest, ParsesBatchInvariantKernels) {
   EXPECT_EQ(ParseBatchInvariantKernel("cublas").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BackendOptions{}.batch_invariant_kernel,
-            BatchInvariantKernel::kSkinny);
+            BatchInvariantKernel::kCublasLt);
 }
 
 TEST(MakeBackendTest, ParsesDecodeProducts) {
@@ -182,10 +183,27 @@ TEST(MakeBackendTest, RefusesFlashAttentionWithoutItsPrerequisites) {
   ExpectRefusedOnTheCpuAndWithFp32(options, "--attention flash");
 }
 
+// auto: the tensor-core attention and half activations with 16-bit weights,
+// the fp32 kernel and activations with fp32 ones; named, as named.
+TEST(MakeBackendTest, ResolvesTheAutoAttentionAndActivations) {
+  for (ElementType type : {ElementType::kF16, ElementType::kBF16}) {
+    EXPECT_EQ(ResolveAttention(AttentionKernel::kAuto, type),
+              AttentionKernel::kFlash);
+    EXPECT_EQ(ResolveAttention(AttentionKernel::kFma, type),
+              AttentionKernel::kFma);
+    EXPECT_TRUE(ResolveHalfActivations(std::nullopt, type));
+    EXPECT_FALSE(ResolveHalfActivations(false, type));
+  }
+  EXPECT_EQ(ResolveAttention(AttentionKernel::kAuto, ElementType::kF32),
+            AttentionKernel::kFma);
+  EXPECT_FALSE(ResolveHalfActivations(std::nullopt, ElementType::kF32));
+  EXPECT_STREQ(AttentionKernelName(AttentionKernel::kAuto), "auto");
+}
+
 // Half activations take the weights' 16-bit type: the CPU (fp32 weights
 // only) and fp32 weights on a GPU refuse them, naming the flag.
 TEST(MakeBackendTest, RefusesHalfActivationsWithoutSixteenBitWeights) {
-  EXPECT_FALSE(BackendOptions{}.half_activations);  // off by default
+  EXPECT_FALSE(BackendOptions{}.half_activations.has_value());  // auto
   BackendOptions options;
   options.half_activations = true;
   ExpectRefusedOnTheCpuAndWithFp32(options, "--half-activations");

@@ -24,8 +24,9 @@
 #                      1 of 512)
 #   --breakdown-flags F  more h3_engine_bench flags for both breakdown runs
 #   --fast-flags F     Table 4's second run of our engine (default
-#                      "--half-activations --attention flash --h3-prefill
-#                      chunked")
+#                      "--decode-products stream")
+#   --table4-sides L   Table 4's sides (default engine,torch_h3,gpt2: our
+#                      engine, the eager PyTorch H3 and GPT-2)
 #   --serve-budgets L  serve_64's --prefill-tokens values (default: default)
 #   --test-shards N    gtest shards run at once per test program (default 4)
 #
@@ -37,9 +38,8 @@
 #                     --test-shards gtest shards at once
 #   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
 #                     GPT-2 at batch 64, then batch-1 latency; our engine
-#                     also with the paths that are off by default
-#                     (--engine-flags "--half-activations --attention flash
-#                     --h3-prefill chunked")
+#                     also with a path that is off by default
+#                     (--fast-flags)
 #   flashconv 120/30  bench/flashconv_bench.py: B64 H768 fp16, lengths 256 to
 #                     32K, fused FlashConv, chunked (and its shift-MMA
 #                     variant) and cuFFT
@@ -52,8 +52,8 @@
 #   breakdown 240/60  bench/engine_breakdown.py (h3_engine_bench --what
 #                     breakdown): per-op times of a decode step and a
 #                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
-#                     64 (graphs off, forced); then the same with
-#                     --half-activations (breakdown_half)
+#                     64 (graphs off, forced), with --fp32-activations; then
+#                     the same with --half-activations (breakdown_half)
 #   linear     90/20  h3_linear_bench: the batch-invariant skinny GEMM against
 #                     cuBLASLt on the H3-1.3B decode products, rows 1, 8, 64,
 #                     with fp32 and with 16-bit (half) activations
@@ -114,14 +114,16 @@ breakdown_prompt_len=512
 breakdown_prefill_batch=1
 serve_budgets=default
 test_shards=4
-# The engine's paths that are off by default until a GPU has measured them;
-# table4 times them beside the defaults.
-fast_flags="--half-activations --attention flash --h3-prefill chunked"
+# An engine path that is off by default; table4 times it beside the
+# defaults (half activations and the tensor-core attention with 16-bit
+# weights).
+fast_flags="--decode-products stream"
 breakdown_flags=""
+table4_sides=engine,torch_h3,gpt2
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --total|--phases|--limit|--build|--python|--model|--prompt-lens|--fast-flags|--serve-budgets|\
+    --total|--phases|--limit|--build|--python|--model|--prompt-lens|--fast-flags|--table4-sides|--serve-budgets|\
     --breakdown-flags|--breakdown-batches|--breakdown-prompt-len|--breakdown-prefill-batch|--test-shards)
       [ $# -ge 2 ] || die "$1 needs a value" ;;&
     --total) total=$2; shift 2 ;;
@@ -138,6 +140,7 @@ while [ $# -gt 0 ]; do
     --model) model=$2; shift 2 ;;
     --prompt-lens) prompt_lens=$2; shift 2 ;;
     --fast-flags) fast_flags=$2; shift 2 ;;
+    --table4-sides) table4_sides=$2; shift 2 ;;
     --breakdown-flags) breakdown_flags=$2; shift 2 ;;
     --serve-budgets) serve_budgets=$2; shift 2 ;;
     --breakdown-batches) breakdown_batches=$2; shift 2 ;;
@@ -587,7 +590,7 @@ phase_table4() {
   if [ $rc -eq 0 ]; then
     bounded "$bench_log" "$python" "$root/bench/table4_bench.py" --no-build --build "$shim" \
       --model "$model" --prompt-lens "$prompt_lens" --out "$res/table4.json" \
-      --engine-flags="$fast_flags"
+      --engine-flags="$fast_flags" --sides "$table4_sides"
     rc=$?
   fi
   bench_result $rc table4
@@ -599,7 +602,7 @@ phase_breakdown() {
   local rc half=""
   ensure_model
   rc=$?
-  [ $rc -eq 0 ] && { breakdown_run breakdown; rc=$?; }
+  [ $rc -eq 0 ] && { breakdown_run breakdown --fp32-activations; rc=$?; }
   if [ $rc -eq 0 ]; then
     breakdown_run breakdown_half --half-activations
     bench_result $? breakdown_half
@@ -609,12 +612,12 @@ phase_breakdown() {
   [ -z "$half" ] || detail="$detail | --half-activations $half"
   [ -z "$half" ] || [[ $half == passed* ]] || status=failed
 }
-breakdown_run() {  # NAME [FLAG]
+breakdown_run() {  # NAME ENGINE_FLAG
   bounded "$bench_log" "$python" "$root/bench/engine_breakdown.py" --build "$shim" \
     --model "$model" --device cuda --dtype fp16 --batches "$breakdown_batches" \
     --prompt-len "$breakdown_prompt_len" --prefill-batch "$breakdown_prefill_batch" \
     --decode-context 512 --decode-steps 32 --reps 5 --out "$res/$1.json" \
-    --engine-flags="$breakdown_flags" "${@:2}"
+    --engine-flags="${breakdown_flags:+$breakdown_flags }$2"
 }
 
 serve() {  # NAME CONCURRENCY NUM_PROMPTS BUDGETS

@@ -203,13 +203,14 @@ int main(int argc, char** argv) {
                  "a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
       ->capture_default_str();
-  std::string attention = "fma";
+  std::string attention = "auto";
   app.add_option("--attention", attention,
-                 "Prefill attention on a GPU: fma (fp32 kernel) or flash "
-                 "(tensor cores in the --dtype's 16-bit type; with "
-                 "--half-activations, 23% more Table 4 throughput on an H200; "
+                 "Prefill attention on a GPU: fma (fp32 kernel), flash "
+                 "(tensor cores in the --dtype's 16-bit type; with half "
+                 "activations, 23% more Table 4 throughput on an H200) or "
+                 "auto (flash with a 16-bit --dtype, else fma; "
                  "docs/cuda-engine.md)")
-      ->check(CLI::IsMember({"fma", "flash"}))
+      ->check(CLI::IsMember({"auto", "fma", "flash"}))
       ->capture_default_str();
   std::string h3_prefill = "auto";
   app.add_option("--h3-prefill", h3_prefill,
@@ -226,7 +227,7 @@ int main(int argc, char** argv) {
                "(slower prefill; prompts are cut at fixed positions and the "
                "prefix cache is off; docs/cuda-engine.md, \"Batch "
                "invariance\"). The CPU is batch-invariant without it");
-  std::string batch_invariant_kernel = "skinny";
+  std::string batch_invariant_kernel = "cublaslt";
   app.add_option("--batch-invariant-kernel", batch_invariant_kernel,
                  "with --batch-invariant: skinny (CUDA-core kernel, slow at "
                  "large batches), cublaslt (one pinned cuBLASLt algorithm per "
@@ -241,11 +242,17 @@ int main(int argc, char** argv) {
                  "products\")")
       ->check(CLI::IsMember({"cublaslt", "stream"}))
       ->capture_default_str();
-  app.add_flag("--half-activations", options.backend.half_activations,
-               "GPU with --dtype fp16/bf16: the activations that feed matrix "
-               "products in that 16-bit type (no conversion kernels; faster "
-               "on an H200, with --attention flash; docs/cuda-engine.md, "
-               "\"Half activations\")");
+  bool half_activations = false, fp32_activations = false;
+  CLI::Option* half_flag = app.add_flag(
+      "--half-activations", half_activations,
+      "GPU: the activations that feed matrix products in the --dtype's "
+      "16-bit type (no conversion kernels; faster on an H200, with "
+      "--attention flash; docs/cuda-engine.md, \"Half activations\"). The "
+      "default with a 16-bit --dtype on a GPU");
+  app.add_flag("--fp32-activations", fp32_activations,
+               "GPU with a 16-bit --dtype: fp32 activations (and K/V cache) "
+               "instead of the default half ones")
+      ->excludes(half_flag);
   app.add_option("--threads", threads,
                  "CPU threads of the engine (default: $H3_NUM_THREADS, else "
                  "all hardware threads)")
@@ -264,6 +271,9 @@ int main(int argc, char** argv) {
   options.http.max_queued_connections = options.http.threads;
   options.backend.weight_type = *h3::engine::ParseWeightType(dtype);
   options.backend.attention = *h3::engine::ParseAttentionKernel(attention);
+  if (half_activations || fp32_activations) {
+    options.backend.half_activations = half_activations;
+  }
   options.backend.h3_prefill = *h3::engine::ParseH3PrefillKernel(h3_prefill);
   options.backend.batch_invariant_kernel =
       *h3::engine::ParseBatchInvariantKernel(batch_invariant_kernel);

@@ -39,12 +39,13 @@ struct RunFlags {
   int64_t prefill_chunk = 1024;
   std::string device = "auto";
   std::string dtype = "auto";
-  std::string attention = "fma";
+  std::string attention = "auto";
   std::string h3_prefill = "auto";
   bool batch_invariant = false;
-  std::string batch_invariant_kernel = "skinny";
+  std::string batch_invariant_kernel = "cublaslt";
   std::string decode_products = "cublaslt";
   bool half_activations = false;
+  bool fp32_activations = false;
   bool json = false;
   bool logits = false;
 };
@@ -131,7 +132,9 @@ absl::Status Run(const RunFlags& flags) {
       engine::ParseBatchInvariantKernel(flags.batch_invariant_kernel));
   H3_ASSIGN_OR_RETURN(backend_options.decode_products,
                       engine::ParseDecodeProducts(flags.decode_products));
-  backend_options.half_activations = flags.half_activations;
+  if (flags.half_activations || flags.fp32_activations) {
+    backend_options.half_activations = flags.half_activations;
+  }
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       engine::MakeBackend(backend_options));
   H3_ASSIGN_OR_RETURN(
@@ -263,9 +266,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--attention", flags->attention,
-                  "Prefill attention on a GPU: fma (fp32) or flash (tensor "
-                  "cores, 16-bit --dtype)")
-      ->check(CLI::IsMember({"fma", "flash"}))
+                  "Prefill attention on a GPU: fma (fp32), flash (tensor "
+                  "cores, 16-bit --dtype) or auto (flash with a 16-bit "
+                  "--dtype)")
+      ->check(CLI::IsMember({"auto", "fma", "flash"}))
       ->capture_default_str();
   cmd->add_option("--h3-prefill", flags->h3_prefill,
                   "H3 prefill on a GPU with 16-bit --dtype: chunked (chunked "
@@ -285,9 +289,13 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "(docs/cuda-engine.md)")
       ->check(CLI::IsMember({"cublaslt", "stream"}))
       ->capture_default_str();
-  cmd->add_flag("--half-activations", flags->half_activations,
-                "GPU, 16-bit --dtype: activations that feed products in that "
-                "type (docs/cuda-engine.md)");
+  CLI::Option* half = cmd->add_flag(
+      "--half-activations", flags->half_activations,
+      "GPU, 16-bit --dtype: activations that feed products in that type (the "
+      "default there; docs/cuda-engine.md)");
+  cmd->add_flag("--fp32-activations", flags->fp32_activations,
+                "GPU, 16-bit --dtype: fp32 activations instead")
+      ->excludes(half);
   cmd->add_option("--prefill-chunk", flags->prefill_chunk,
                   "Prompt tokens per prefill chunk (state passing)")
       ->capture_default_str()

@@ -36,8 +36,11 @@ class CudaBackend final : public Backend {
   CudaBackend(int device, ElementType type, const BackendOptions& options)
       : device_(device),
         type_(type),
-        activation_type_(options.half_activations ? type : ElementType::kF32),
-        flash_attention_(options.attention == AttentionKernel::kFlash),
+        activation_type_(ResolveHalfActivations(options.half_activations, type)
+                             ? type
+                             : ElementType::kF32),
+        flash_attention_(ResolveAttention(options.attention, type) ==
+                         AttentionKernel::kFlash),
         h3_prefill_(options.h3_prefill),
         batch_invariant_(options.batch_invariant),
         invariant_kernel_(options.batch_invariant_kernel),
@@ -458,7 +461,7 @@ class CudaBackend final : public Backend {
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
     int device, ElementType type, const BackendOptions& options) {
-  if (options.half_activations && type == ElementType::kF32) {
+  if (options.half_activations.value_or(false) && type == ElementType::kF32) {
     return absl::InvalidArgumentError(
         "half activations take the weights' 16-bit type; the weights are "
         "fp32");

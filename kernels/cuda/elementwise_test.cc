@@ -108,6 +108,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AddLayerNormGpuTest,
                                            NormCase{64, 768, false, true},
                                            NormCase{5, 2560, true, true},
                                            NormCase{97, 1025, false, false},
+                                           NormCase{4, 2048, true, false},
+                                           // Past the register kernels' 4096.
+                                           NormCase{2, 5000, true, true},
                                            NormCase{0, 768, true, false}),
                          NormName);
 

@@ -308,8 +308,7 @@ class GpuCheckTest(unittest.TestCase):
         # The bench scripts get the wrappers' tree and the serving shape.
         bench = m.read("bench.log")
         self.assertIn("--shapes 64x768 --types fp16 --paths fused,chunked,chunked_mma,cufft", bench)
-        self.assertIn("--engine-flags=--half-activations --attention flash --h3-prefill chunked",
-                      bench)
+        self.assertIn("--engine-flags=--decode-products stream", bench)
         self.assertIn("--device cuda", bench)
         self.assertIn("--concurrency 64 --num-prompts 128 --input-len 1536 --output-len 128",
                       bench)
@@ -386,6 +385,7 @@ class GpuCheckTest(unittest.TestCase):
         bench = m.read("bench.log")
         self.assertIn("--engine-flags=--decode-products stream", bench)
         self.assertNotIn("--engine-flags=--half-activations", bench)
+        self.assertIn("--engine-flags=--attention flash --fp32-activations", bench)
         self.assertIn("--engine-flags=--attention flash --half-activations", bench)
 
     def test_the_profile_runs_ncu_on_flashconv_and_a_decode_step(self):
