@@ -17,7 +17,7 @@ by default), reported as h3serve_flagged_graphs_on / h3serve_flagged.
       [--model /tmp/h3-table4/h3-1.3b.h3] [--prompt-lens 512,1024,1536]
       [--batch 64] [--new-tokens 128] [--reps 3] [--graphs-off]
       [--sides engine,torch_h3,gpt2] [--own-gpt2] [--latency-prompt 512]
-      [--engine-flags "--half-activations --attention flash --h3-prefill chunked"]
+      [--engine-flags "--decode-products stream"]
 
 Writes bench/results/table4_<device>.json (or --out). The model file is
 written once by h3_engine_bench --what write-random (5.3 GB, fp32) when

@@ -105,9 +105,10 @@ __global__ void __launch_bounds__(kNormThreads)
 // 4096), the row held in registers: every thread issues all its loads of x,
 // residual, gamma and beta before its first store, so a row costs one
 // memory round trip, where the loop above, whose stores to residual may
-// alias the next x, waits for each load in turn (9 us a row at d_model 2048
-// on an H200, where a round trip is about 1 us). Each thread sums the same
-// columns in the same order as above, so the two give the same bits.
+// alias the next x, waits for each load in turn (an H200's per-op breakdown
+// timed a norm of one 2048-wide row at 9.5 us with that loop, 5.2 with this
+// kernel, its events' overhead included). Each thread sums the same columns
+// in the same order as above: the same arithmetic.
 template <typename T, int kPer>
 __global__ void __launch_bounds__(kNormThreads)
     AddLayerNormRowKernel(AddLayerNormParams p) {
