@@ -36,6 +36,7 @@
 
 #include "base/element_type.h"
 #include "kernels/host_device.h"
+#include "kernels/skinny_gemm.h"
 
 namespace h3::kernels {
 
@@ -57,25 +58,13 @@ H3_HOST_DEVICE constexpr int StreamElement(int t, int j, int half) {
   return 16 * t + 4 * j + 2 * half;
 }
 
-// REQUIRES (else StreamGemmCheck names what is wrong): 0 <= rows <=
-// kStreamMaxRows, n >= 0, k >= 1 and k a multiple of 8; w_type kF16 or
-// kBF16; x_type kF32 or w_type; y_type kF32 or w_type; bias_type kF32, or
-// y_type when y_type is 16-bit; x, w and y 16-byte aligned; y overlaps
-// neither x, w nor bias.
-struct StreamGemmParams {
-  const void* x = nullptr;  // [rows, k] of x_type
-  ElementType x_type = ElementType::kF32;
-  const void* w = nullptr;  // [n, k] of w_type
-  ElementType w_type = ElementType::kF16;
-  const void* bias = nullptr;  // [n] of bias_type, or null
-  ElementType bias_type = ElementType::kF32;
-  void* y = nullptr;  // [rows, n] of y_type
-  ElementType y_type = ElementType::kF32;
-  int64_t rows = 0;
-  int64_t n = 0;
-  int64_t k = 0;
-  bool gelu = false;  // y = SkinnyGeluTanh(x W^T + bias)
-};
+// The skinny product's operands (kernels/skinny_gemm.h, SkinnyGemmParams:
+// x, W, bias, y with their types, rows, n, k, gelu). REQUIRES (else
+// StreamGemmCheck names what is wrong): 0 <= rows <= kStreamMaxRows, n >= 0,
+// k >= 1 and k a multiple of 8; w_type kF16 or kBF16; x_type kF32 or
+// w_type; y_type kF32 or w_type; bias_type kF32, or y_type when y_type is
+// 16-bit; x, w and y 16-byte aligned; y overlaps neither x, w nor bias.
+using StreamGemmParams = SkinnyGemmParams;
 
 // "" when `p` meets the REQUIRES above (the pointers' alignment is checked
 // only when `check_alignment`: the emulation takes any), else the broken

@@ -161,16 +161,17 @@ class CudaBackend final : public Backend {
     }
     if (batch_invariant_ &&
         invariant_kernel_ == BatchInvariantKernel::kSkinny) {
-      return SkinnyLinear(p);
+      return PiecewiseLinear(p, /*stream=*/false, /*required=*/true);
     }
     if (batch_invariant_ &&
         invariant_kernel_ == BatchInvariantKernel::kStream) {
-      return StreamLinear(p, /*required=*/true);
+      return PiecewiseLinear(p, /*stream=*/true, /*required=*/true);
     }
     if (!batch_invariant_ && stream_decode_ &&
         p.rows <= kernels::kStreamMaxRows) {
       bool taken = false;
-      H3_RETURN_IF_ERROR(StreamLinear(p, /*required=*/false, &taken));
+      H3_RETURN_IF_ERROR(
+          PiecewiseLinear(p, /*stream=*/true, /*required=*/false, &taken));
       if (taken) return absl::OkStatus();
     }
     kernels::LinearCudaParams params;
@@ -327,9 +328,13 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // The batch-invariant product: rows in pieces of kSkinnyMaxRows, each
-  // row's result the same whatever the piece holds.
-  absl::Status SkinnyLinear(const LinearParams& p) {
+  // The product by SkinnyGemmCuda (`stream` false) or StreamGemmCuda, rows
+  // in pieces of 64 (kSkinnyMaxRows = kStreamMaxRows), each row's result the
+  // same whatever the piece holds. When the kernel does not take it (its
+  // Check): an error if `required`, else nothing enqueued and *taken false.
+  absl::Status PiecewiseLinear(const LinearParams& p, bool stream,
+                               bool required, bool* taken = nullptr) {
+    static_assert(kernels::kSkinnyMaxRows == kernels::kStreamMaxRows);
     kernels::SkinnyGemmParams params;
     params.x_type = p.x_type;
     params.w = p.w->data();
@@ -346,46 +351,17 @@ class CudaBackend final : public Backend {
       params.x = static_cast<const char*>(p.x) + first * params.k * x_size;
       params.y = static_cast<char*>(p.y) + first * params.n * y_size;
       params.rows = std::min(kernels::kSkinnyMaxRows, p.rows - first);
-      const char* broken = kernels::SkinnyGemmCheck(params);
-      if (broken[0] != '\0') {
-        return absl::InvalidArgumentError(
-            absl::StrCat("batch-invariant linear (", params.n, " x ", params.k,
-                         ", ", ElementTypeName(params.w_type), "): ", broken));
-      }
-      H3_CUDA_RETURN_IF_ERROR(kernels::SkinnyGemmCuda(params, stream_));
-    }
-    return absl::OkStatus();
-  }
-
-  // The product by StreamGemmCuda, rows in pieces of kStreamMaxRows. When
-  // the kernel does not take it (StreamGemmCheck): an error if `required`,
-  // else nothing enqueued and *taken false.
-  absl::Status StreamLinear(const LinearParams& p, bool required,
-                            bool* taken = nullptr) {
-    kernels::StreamGemmParams params;
-    params.x_type = p.x_type;
-    params.w = p.w->data();
-    params.w_type = p.w->type();
-    params.bias = p.bias;
-    params.bias_type = p.bias_type;
-    params.y_type = p.y_type;
-    params.n = p.w->rows();
-    params.k = p.w->cols();
-    params.gelu = p.epilogue == Epilogue::kGeluTanh;
-    const int64_t x_size = ElementSize(p.x_type),
-                  y_size = ElementSize(p.y_type);
-    for (int64_t first = 0; first < p.rows; first += kernels::kStreamMaxRows) {
-      params.x = static_cast<const char*>(p.x) + first * params.k * x_size;
-      params.y = static_cast<char*>(p.y) + first * params.n * y_size;
-      params.rows = std::min(kernels::kStreamMaxRows, p.rows - first);
-      const char* broken = kernels::StreamGemmCheck(params, true);
+      const char* broken = stream ? kernels::StreamGemmCheck(params, true)
+                                  : kernels::SkinnyGemmCheck(params);
       if (broken[0] != '\0') {
         if (!required && first == 0) return absl::OkStatus();
-        return absl::InvalidArgumentError(
-            absl::StrCat("stream linear (", params.n, " x ", params.k, ", ",
-                         ElementTypeName(params.w_type), "): ", broken));
+        return absl::InvalidArgumentError(absl::StrCat(
+            stream ? "stream" : "batch-invariant", " linear (", params.n, " x ",
+            params.k, ", ", ElementTypeName(params.w_type), "): ", broken));
       }
-      H3_CUDA_RETURN_IF_ERROR(kernels::StreamGemmCuda(params, stream_));
+      H3_CUDA_RETURN_IF_ERROR(stream
+                                  ? kernels::StreamGemmCuda(params, stream_)
+                                  : kernels::SkinnyGemmCuda(params, stream_));
     }
     if (taken != nullptr) *taken = true;
     return absl::OkStatus();

@@ -7,6 +7,7 @@
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/flash_attention_launch.h"
+#include "kernels/cuda/mma_half.cuh"
 
 namespace h3::kernels {
 namespace {
@@ -30,17 +31,6 @@ __global__ void WriteKvKernel(const __grid_constant__ LaunchArgs args) {
 
 bool Aligned(const void* p, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
-cudaError_t CheckDevice() {
-  int device = 0, major = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                 device);
-  }
-  if (err != cudaSuccess) return err;
-  return major >= 8 ? cudaSuccess : cudaErrorNotSupported;  // mma.sync bf16
 }
 
 }  // namespace
@@ -78,7 +68,7 @@ cudaError_t FlashAttentionPrefillCuda(const flash::Params& p,
       !(p.io_type == ElementType::kF32 || p.io_type == p.type)) {
     return cudaErrorNotSupported;
   }
-  cudaError_t err = CheckDevice();
+  cudaError_t err = CheckMmaDevice();
   if (err != cudaSuccess) return err;
 
   LaunchArgs args;

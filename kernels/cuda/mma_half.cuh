@@ -5,7 +5,7 @@
 // (FlashAttention, the decode product): rounding, packing two values into a
 // 32-bit fragment register (the first in the low 16 bits, as memory order
 // puts it), and one mma.sync.m16n8k16 with fp32 accumulators. sm_80 and
-// later; the host entries refuse older devices.
+// later; the host entries refuse older devices (CheckMmaDevice).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,6 +14,20 @@
 #include <cstdint>
 
 namespace h3::kernels {
+
+// cudaSuccess when the current device runs HalfOps' MMAs (compute
+// capability 8.0 or later: mma.sync with bf16), cudaErrorNotSupported when
+// it does not, else the runtime's error.
+inline cudaError_t CheckMmaDevice() {
+  int device = 0, major = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                 device);
+  }
+  if (err != cudaSuccess) return err;
+  return major >= 8 ? cudaSuccess : cudaErrorNotSupported;
+}
 
 template <typename T>
 struct HalfOps;

@@ -196,14 +196,9 @@ cudaError_t LaunchForX(const StreamGemmParams& p, cudaStream_t stream) {
 cudaError_t StreamGemmCuda(const StreamGemmParams& p, cudaStream_t stream) {
   if (StreamGemmCheck(p, true)[0] != '\0') return cudaErrorInvalidValue;
   if (p.rows == 0 || p.n == 0) return cudaSuccess;
-  int device = 0, major = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                 device);
+  if (const cudaError_t err = CheckMmaDevice(); err != cudaSuccess) {
+    return err;
   }
-  if (err != cudaSuccess) return err;
-  if (major < 8) return cudaErrorNotSupported;  // mma.sync with bf16
   if (p.w_type == ElementType::kBF16) {
     return LaunchForX<__nv_bfloat16>(p, stream);
   }
