@@ -13,6 +13,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "base/element_type.h"
 
 namespace h3::kernels::io {
@@ -36,6 +38,30 @@ __device__ __forceinline__ __half FromFloat<__half>(float x) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
+}
+
+// Element i of `data`, whose type is known only at run time (kF32, kF16 or
+// kBF16; anything else reads as fp32), widened exactly; and its store,
+// rounded once to nearest even.
+__device__ __forceinline__ float LoadAs(const void* data, ElementType type,
+                                        int64_t i) {
+  if (type == ElementType::kF16) {
+    return __half2float(static_cast<const __half*>(data)[i]);
+  }
+  if (type == ElementType::kBF16) {
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]);
+  }
+  return static_cast<const float*>(data)[i];
+}
+__device__ __forceinline__ void StoreAs(void* data, ElementType type, int64_t i,
+                                        float v) {
+  if (type == ElementType::kF16) {
+    static_cast<__half*>(data)[i] = __float2half_rn(v);
+  } else if (type == ElementType::kBF16) {
+    static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16_rn(v);
+  } else {
+    static_cast<float*>(data)[i] = v;
+  }
 }
 
 // Calls f(T{}) with T the element type of `type` (kF32, kF16 or kBF16);

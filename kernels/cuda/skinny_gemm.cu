@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/skinny_gemm.h"
 
 namespace h3::kernels {
@@ -160,28 +161,6 @@ __device__ void LoadX(const SkinnyGemmParams& p, int64_t row, int64_t i0,
   }
 }
 
-// y[at] = v rounded once (to nearest even) to y_type.
-__device__ void StoreY(const SkinnyGemmParams& p, int64_t at, float v) {
-  if (p.y_type == ElementType::kF16) {
-    static_cast<__half*>(p.y)[at] = __float2half_rn(v);
-  } else if (p.y_type == ElementType::kBF16) {
-    static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16_rn(v);
-  } else {
-    static_cast<float*>(p.y)[at] = v;
-  }
-}
-
-// bias[j] of bias_type, widened exactly.
-__device__ float BiasAt(const SkinnyGemmParams& p, int64_t j) {
-  if (p.bias_type == ElementType::kF16) {
-    return __half2float(static_cast<const __half*>(p.bias)[j]);
-  }
-  if (p.bias_type == ElementType::kBF16) {
-    return __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[j]);
-  }
-  return static_cast<const float*>(p.bias)[j];
-}
-
 // Rows [r0, r0 + kRows) against the tile's columns: steps 2-4 of the
 // header's algorithm, lane = slice.
 template <typename T, int kRows>
@@ -226,9 +205,11 @@ __device__ void MultiplyTile(const SkinnyGemmParams& p, const uint4* tile,
       }
       const int64_t j = j0 + c;
       if (lane == 0 && r0 + r < p.rows && j < p.n) {
-        if (p.bias != nullptr) v = SkinnyAdd(v, BiasAt(p, j));
+        if (p.bias != nullptr) {
+          v = SkinnyAdd(v, io::LoadAs(p.bias, p.bias_type, j));
+        }
         if (p.gelu) v = SkinnyGeluTanh(v);
-        StoreY(p, (r0 + r) * p.n + j, v);
+        io::StoreAs(p.y, p.y_type, (r0 + r) * p.n + j, v);
       }
     }
   }

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/mma_half.cuh"
 #include "kernels/cuda/stream_gemm.h"
 #include "kernels/skinny_gemm.h"
@@ -47,31 +48,13 @@ __device__ __forceinline__ uint32_t Word(const uint4& v, int q) {
   return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
 }
 
-// bias[j] of bias_type, widened exactly.
-__device__ float BiasAt(const StreamGemmParams& p, int64_t j) {
-  if (p.bias_type == ElementType::kF16) {
-    return __half2float(static_cast<const __half*>(p.bias)[j]);
-  }
-  if (p.bias_type == ElementType::kBF16) {
-    return __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[j]);
-  }
-  return static_cast<const float*>(p.bias)[j];
-}
-
 // y[row, col] = epilogue(v), rounded once to y_type.
 __device__ void Finish(const StreamGemmParams& p, int64_t row, int64_t col,
                        float v) {
   if (row >= p.rows || col >= p.n) return;
-  if (p.bias != nullptr) v = __fadd_rn(v, BiasAt(p, col));
+  if (p.bias != nullptr) v = __fadd_rn(v, io::LoadAs(p.bias, p.bias_type, col));
   if (p.gelu) v = SkinnyGeluTanh(v);
-  const int64_t at = row * p.n + col;
-  if (p.y_type == ElementType::kF16) {
-    static_cast<__half*>(p.y)[at] = __float2half_rn(v);
-  } else if (p.y_type == ElementType::kBF16) {
-    static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16_rn(v);
-  } else {
-    static_cast<float*>(p.y)[at] = v;
-  }
+  io::StoreAs(p.y, p.y_type, row * p.n + col, v);
 }
 
 // T: W's type; X: x's (float or T); kTiles: tiles of 8 x rows.
