@@ -337,7 +337,7 @@ const char* H3PrefillKernelName(H3PrefillKernel kernel);
 // default: cuBLASLt with one algorithm per shape for every row count
 // (LinearCuda::Options::pinned_algorithms); on an H200 its products cost
 // 0.2 to 1.3% more than cuBLASLt's at 64 rows and 6 to 20% more at 1 and 8
-// rows (bench/results/2026-11-26-h200-c4e6927_linear.json), and its
+// rows (bench/results/2026-11-26-h200-4e3f2ad_linear.json), and its
 // invariance held in every gpu test. kSkinny: SkinnyGemmCuda
 // (kernels/skinny_gemm.h), CUDA-core FMAs in an order its CPU emulation
 // reproduces bit for bit; 1.5 times cuBLASLt's time at 1 row, 16 times at

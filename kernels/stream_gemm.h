@@ -15,7 +15,7 @@
 //
 // The order of every output's sum depends on k alone, never on rows, the
 // row's index or n, so a row's result is bitwise the same alone or in any
-// batch and position (batch invariance without a cost):
+// batch and position (batch invariance by construction):
 //   1. k is cut into steps of kStreamStep = 64 elements; step s belongs to
 //      warp s mod kStreamWarps of the block that owns the output's 16
 //      columns. Elements past k count as x = W = 0.

@@ -4,7 +4,6 @@
 #include "kernels/stream_gemm.h"
 
 #include <cstdint>
-#include <vector>
 
 #include "base/half_float.h"
 #include "kernels/skinny_gemm.h"

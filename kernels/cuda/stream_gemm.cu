@@ -5,7 +5,8 @@
 // 8 x 128 contiguous bytes of each of its 16 W rows. A lane loads its 16
 // elements of 2 W rows (4 x 16 bytes, streamed past L1) and of each of its
 // x rows (through L1/L2: every block reads x), kUnroll steps ahead of the
-// MMAs, so that 8 to 16 KiB of W per warp are in flight. After the loop the
+// MMAs: 4, 2 or 1 steps (8, 4 or 2 KiB of W a warp in flight) as more x
+// rows take more registers. After the loop the
 // warps' accumulators meet in shared memory and warp 0 sums them in warp
 // order, adds the bias, applies GELU and stores y.
 #include <cuda_bf16.h>
