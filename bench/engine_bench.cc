@@ -149,7 +149,7 @@ absl::Status Run(const EngineBenchFlags& flags) {
   H3_ASSIGN_OR_RETURN(std::unique_ptr<loader::ModelFile> file,
                       loader::ModelFile::Open(flags.model));
   H3_ASSIGN_OR_RETURN(const engine::BackendOptions backend_options,
-                      BenchBackendOptions(flags));
+                      engine::ParseBackendFlags(flags.backend));
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       engine::MakeBackend(backend_options));
   const std::string backend_name = backend->name();
@@ -201,9 +201,9 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"h3_prefill",
        engine::H3PrefillKernelName(engine::ResolveH3Prefill(
            backend_options.h3_prefill, model->backend().weight_type()))},
-      {"batch_invariant", flags.batch_invariant},
-      {"batch_invariant_kernel", flags.batch_invariant_kernel},
-      {"decode_products", flags.decode_products},
+      {"batch_invariant", flags.backend.batch_invariant},
+      {"batch_invariant_kernel", flags.backend.batch_invariant_kernel},
+      {"decode_products", flags.backend.decode_products},
       {"half_activations",
        model->backend().activation_type() != ElementType::kF32},
       {"graphs",
@@ -233,39 +233,41 @@ int main(int argc, char** argv) {
   app.add_option("--what", flags.what)
       ->check(CLI::IsMember({"both", "prefill", "decode", "table4", "latency",
                              "prefix-cache", "breakdown", "write-random"}));
-  app.add_option("--device", flags.device,
+  app.add_option("--device", flags.backend.device,
                  "cpu, cuda, cuda:N or auto (the first usable GPU, else cpu)");
-  app.add_option("--dtype", flags.dtype, "how weight matrices are stored")
+  app.add_option("--dtype", flags.backend.dtype,
+                 "how weight matrices are stored")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  app.add_option("--h3-prefill", flags.h3_prefill,
+  app.add_option("--h3-prefill", flags.backend.h3_prefill,
                  "H3 prefill on CUDA with 16-bit --dtype: chunked (the "
                  "chunked-scan kernel), fft (the fused FlashConv kernel) or "
                  "auto (the default: chunked; docs/flashconv.md)")
       ->check(CLI::IsMember({"auto", "fft", "chunked"}));
-  app.add_option("--attention", flags.attention,
+  app.add_option("--attention", flags.backend.attention,
                  "prefill attention on CUDA: fma (fp32), flash (tensor "
                  "cores, 16-bit --dtype) or auto (the default: flash with "
                  "16-bit weights; docs/cuda-engine.md)")
       ->check(CLI::IsMember({"auto", "fma", "flash"}));
   app.add_option("--graphs", flags.graphs, "CUDA graphs for decode steps")
       ->check(CLI::IsMember({"on", "off"}));
-  app.add_flag("--batch-invariant", flags.batch_invariant,
+  app.add_flag("--batch-invariant", flags.backend.batch_invariant,
                "CUDA: every product by the batch-invariant kernel "
                "(kernels/skinny_gemm.h) instead of cuBLASLt");
-  app.add_option("--batch-invariant-kernel", flags.batch_invariant_kernel,
+  app.add_option("--batch-invariant-kernel",
+                 flags.backend.batch_invariant_kernel,
                  "with --batch-invariant: skinny, cublaslt (one pinned "
                  "algorithm per shape) or stream (tensor cores, 16-bit "
                  "--dtype; BackendOptions::batch_invariant_kernel)")
       ->check(CLI::IsMember({"skinny", "cublaslt", "stream"}));
-  app.add_option("--decode-products", flags.decode_products,
+  app.add_option("--decode-products", flags.backend.decode_products,
                  "CUDA without --batch-invariant: products of at most 64 rows "
                  "by cublaslt or stream (BackendOptions::decode_products)")
       ->check(CLI::IsMember({"cublaslt", "stream"}));
   CLI::Option* half = app.add_flag(
-      "--half-activations", flags.half_activations,
+      "--half-activations", flags.backend.half_activations,
       "CUDA, 16-bit --dtype: activations that feed products in that type "
       "(BackendOptions::half_activations; the default there)");
-  app.add_flag("--fp32-activations", flags.fp32_activations,
+  app.add_flag("--fp32-activations", flags.backend.fp32_activations,
                "CUDA, 16-bit --dtype: fp32 activations instead")
       ->excludes(half);
   app.add_option("--prompt-len", flags.prompt_len)->check(CLI::PositiveNumber);

@@ -62,28 +62,6 @@ absl::Status PrefillContexts(engine::Runner& runner,
   return absl::OkStatus();
 }
 
-absl::StatusOr<engine::BackendOptions> BenchBackendOptions(
-    const EngineBenchFlags& flags) {
-  engine::BackendOptions options;
-  options.device = flags.device;
-  H3_ASSIGN_OR_RETURN(options.weight_type,
-                      engine::ParseWeightType(flags.dtype));
-  H3_ASSIGN_OR_RETURN(options.attention,
-                      engine::ParseAttentionKernel(flags.attention));
-  H3_ASSIGN_OR_RETURN(options.h3_prefill,
-                      engine::ParseH3PrefillKernel(flags.h3_prefill));
-  options.batch_invariant = flags.batch_invariant;
-  H3_ASSIGN_OR_RETURN(
-      options.batch_invariant_kernel,
-      engine::ParseBatchInvariantKernel(flags.batch_invariant_kernel));
-  H3_ASSIGN_OR_RETURN(options.decode_products,
-                      engine::ParseDecodeProducts(flags.decode_products));
-  if (flags.half_activations || flags.fp32_activations) {
-    options.half_activations = flags.half_activations;
-  }
-  return options;
-}
-
 namespace {
 
 std::string CpuModelName() {

@@ -25,17 +25,9 @@ using Clock = std::chrono::steady_clock;
 struct EngineBenchFlags {
   std::string model;
   std::string what = "both";
-  std::string device = "cpu";
-  std::string dtype = "fp32";
-  std::string attention = "auto";   // prefill attention: auto, fma or flash
-  std::string h3_prefill = "auto";  // H3 prefill kernel: auto, fft or chunked
+  // --device, --dtype, --attention, ... (engine::ParseBackendFlags).
+  engine::BackendFlags backend{.device = "cpu", .dtype = "fp32"};
   std::string graphs = "on";
-  bool batch_invariant = false;  // BackendOptions::batch_invariant
-  std::string batch_invariant_kernel = "cublaslt";  // skinny, cublaslt, stream
-  std::string decode_products = "cublaslt";         // cublaslt or stream
-  // BackendOptions::half_activations: true, false, or neither (unset).
-  bool half_activations = false;
-  bool fp32_activations = false;
   int64_t prompt_len = 512;
   int64_t decode_context = 128;
   int64_t decode_steps = 32;
@@ -67,11 +59,6 @@ void GreedyNext(const loader::ModelConfig& config,
 absl::Status PrefillContexts(engine::Runner& runner,
                              const EngineBenchFlags& flags,
                              std::vector<engine::SlotId>* slots);
-
-// The options of the backend the flags name (--device, --dtype,
-// --attention, --h3-prefill, ...), for engine::MakeBackend.
-absl::StatusOr<engine::BackendOptions> BenchBackendOptions(
-    const EngineBenchFlags& flags);
 
 // What the numbers were measured on: the CPU's model name, and for a CUDA
 // backend (name "cuda" or "cuda:N") that GPU's name, compute capability and

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace h3::engine {
 
@@ -42,6 +43,24 @@ const char* AttentionKernelName(AttentionKernel kernel) {
     default:
       return "auto";
   }
+}
+
+absl::StatusOr<BackendOptions> ParseBackendFlags(const BackendFlags& flags) {
+  BackendOptions options;
+  options.device = flags.device;
+  H3_ASSIGN_OR_RETURN(options.weight_type, ParseWeightType(flags.dtype));
+  H3_ASSIGN_OR_RETURN(options.attention, ParseAttentionKernel(flags.attention));
+  H3_ASSIGN_OR_RETURN(options.h3_prefill,
+                      ParseH3PrefillKernel(flags.h3_prefill));
+  options.batch_invariant = flags.batch_invariant;
+  H3_ASSIGN_OR_RETURN(options.batch_invariant_kernel,
+                      ParseBatchInvariantKernel(flags.batch_invariant_kernel));
+  H3_ASSIGN_OR_RETURN(options.decode_products,
+                      ParseDecodeProducts(flags.decode_products));
+  if (flags.half_activations || flags.fp32_activations) {
+    options.half_activations = flags.half_activations;
+  }
+  return options;
 }
 
 bool ResolveHalfActivations(std::optional<bool> half, ElementType type) {

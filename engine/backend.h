@@ -392,6 +392,27 @@ struct BackendOptions {
   std::optional<bool> half_activations;
 };
 
+// The backend's flags as h3serve, h3 run and h3_engine_bench take them
+// (--device, --dtype, --attention, --h3-prefill, --batch-invariant,
+// --batch-invariant-kernel, --decode-products, --half-activations,
+// --fp32-activations), before they are parsed.
+struct BackendFlags {
+  std::string device = "auto";
+  std::string dtype = "auto";
+  std::string attention = "auto";
+  std::string h3_prefill = "auto";
+  bool batch_invariant = false;
+  std::string batch_invariant_kernel = "cublaslt";
+  std::string decode_products = "cublaslt";
+  // Neither: BackendOptions::half_activations stays unset (the default).
+  bool half_activations = false;
+  bool fp32_activations = false;
+};
+
+// The options `flags` name; InvalidArgument naming the flag and its choices
+// for an unknown name (the Parse* functions above).
+absl::StatusOr<BackendOptions> ParseBackendFlags(const BackendFlags& flags);
+
 // The backend `options` name. InvalidArgument for an unknown device name,
 // FailedPrecondition for "cuda" without a usable GPU (the reason in words),
 // InvalidArgument for 16-bit weights on the CPU, and for kFlash attention,

@@ -183,6 +183,28 @@ TEST(MakeBackendTest, RefusesFlashAttentionWithoutItsPrerequisites) {
   ExpectRefusedOnTheCpuAndWithFp32(options, "--attention flash");
 }
 
+// The programs' flags: neither activations flag leaves the choice unset (the
+// weights decide); each names its own; an unknown kernel name is refused.
+TEST(MakeBackendTest, ParsesTheBackendFlags) {
+  const BackendOptions defaults = *ParseBackendFlags({});
+  EXPECT_EQ(defaults.device, "auto");
+  EXPECT_FALSE(defaults.weight_type.has_value());
+  EXPECT_EQ(defaults.attention, AttentionKernel::kAuto);
+  EXPECT_EQ(defaults.batch_invariant_kernel, BatchInvariantKernel::kCublasLt);
+  EXPECT_EQ(defaults.decode_products, DecodeProducts::kCublasLt);
+  EXPECT_FALSE(defaults.half_activations.has_value());
+  EXPECT_EQ(ParseBackendFlags({.half_activations = true})->half_activations,
+            true);
+  EXPECT_EQ(ParseBackendFlags({.fp32_activations = true})->half_activations,
+            false);
+  const BackendOptions named = *ParseBackendFlags(
+      {.device = "cpu", .dtype = "fp16", .decode_products = "stream"});
+  EXPECT_EQ(named.weight_type, ElementType::kF16);
+  EXPECT_EQ(named.decode_products, DecodeProducts::kStream);
+  EXPECT_EQ(ParseBackendFlags({.attention = "wgmma"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // auto: the tensor-core attention and half activations with 16-bit weights,
 // the fp32 kernel and activations with fp32 ones; named, as named.
 TEST(MakeBackendTest, ResolvesTheAutoAttentionAndActivations) {

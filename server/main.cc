@@ -194,17 +194,16 @@ int main(int argc, char** argv) {
                  "prefills (0: only at prompt ends and branch points)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->capture_default_str();
-  std::string dtype = "auto";
-  app.add_option("--device", options.backend.device,
+  h3::engine::BackendFlags backend;  // parsed after CLI11_PARSE
+  app.add_option("--device", backend.device,
                  "cpu, cuda, cuda:N, or auto (the first GPU if there is one)")
       ->capture_default_str();
-  app.add_option("--dtype", dtype,
+  app.add_option("--dtype", backend.dtype,
                  "Weight matrices on the GPU: fp16, bf16, fp32 (auto: fp16 on "
                  "a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
       ->capture_default_str();
-  std::string attention = "auto";
-  app.add_option("--attention", attention,
+  app.add_option("--attention", backend.attention,
                  "Prefill attention on a GPU: fma (fp32 kernel), flash "
                  "(tensor cores in the --dtype's 16-bit type; with half "
                  "activations, 23% more Table 4 throughput on an H200) or "
@@ -212,44 +211,40 @@ int main(int argc, char** argv) {
                  "docs/cuda-engine.md)")
       ->check(CLI::IsMember({"auto", "fma", "flash"}))
       ->capture_default_str();
-  std::string h3_prefill = "auto";
-  app.add_option("--h3-prefill", h3_prefill,
+  app.add_option("--h3-prefill", backend.h3_prefill,
                  "H3 prefill on a GPU with 16-bit --dtype: chunked (the "
                  "chunked-scan kernel), fft (the fused FlashConv kernel) or "
                  "auto (chunked; fp32 weights take the cuFFT path either way; "
                  "docs/flashconv.md)")
       ->check(CLI::IsMember({"auto", "fft", "chunked"}))
       ->capture_default_str();
-  app.add_flag("--batch-invariant", options.backend.batch_invariant,
+  app.add_flag("--batch-invariant", backend.batch_invariant,
                "GPU: every matrix product by a kernel whose per-row result "
                "does not depend on the other rows of the step, so a "
                "sequence's logits are bitwise the same alone or batched "
                "(slower prefill; prompts are cut at fixed positions and the "
                "prefix cache is off; docs/cuda-engine.md, \"Batch "
                "invariance\"). The CPU is batch-invariant without it");
-  std::string batch_invariant_kernel = "cublaslt";
-  app.add_option("--batch-invariant-kernel", batch_invariant_kernel,
+  app.add_option("--batch-invariant-kernel", backend.batch_invariant_kernel,
                  "with --batch-invariant: skinny (CUDA-core kernel, slow at "
                  "large batches), cublaslt (one pinned cuBLASLt algorithm per "
                  "shape) or stream (tensor-core decode kernel, 16-bit --dtype)")
       ->check(CLI::IsMember({"skinny", "cublaslt", "stream"}))
       ->capture_default_str();
-  std::string decode_products = "cublaslt";
-  app.add_option("--decode-products", decode_products,
+  app.add_option("--decode-products", backend.decode_products,
                  "GPU without --batch-invariant: the products of at most 64 "
                  "rows by cublaslt or by stream (tensor-core kernel that "
                  "streams 16-bit weights; docs/cuda-engine.md, \"Decode "
                  "products\")")
       ->check(CLI::IsMember({"cublaslt", "stream"}))
       ->capture_default_str();
-  bool half_activations = false, fp32_activations = false;
   CLI::Option* half_flag = app.add_flag(
-      "--half-activations", half_activations,
+      "--half-activations", backend.half_activations,
       "GPU: the activations that feed matrix products in the --dtype's "
       "16-bit type (no conversion kernels; faster on an H200, with "
       "--attention flash; docs/cuda-engine.md, \"Half activations\"). The "
       "default with a 16-bit --dtype on a GPU");
-  app.add_flag("--fp32-activations", fp32_activations,
+  app.add_flag("--fp32-activations", backend.fp32_activations,
                "GPU with a 16-bit --dtype: fp32 activations (and K/V cache) "
                "instead of the default half ones")
       ->excludes(half_flag);
@@ -269,16 +264,8 @@ int main(int argc, char** argv) {
   }
   options.default_model = !no_model;
   options.http.max_queued_connections = options.http.threads;
-  options.backend.weight_type = *h3::engine::ParseWeightType(dtype);
-  options.backend.attention = *h3::engine::ParseAttentionKernel(attention);
-  if (half_activations || fp32_activations) {
-    options.backend.half_activations = half_activations;
-  }
-  options.backend.h3_prefill = *h3::engine::ParseH3PrefillKernel(h3_prefill);
-  options.backend.batch_invariant_kernel =
-      *h3::engine::ParseBatchInvariantKernel(batch_invariant_kernel);
-  options.backend.decode_products =
-      *h3::engine::ParseDecodeProducts(decode_products);
+  // CLI11 checked every name already.
+  options.backend = *h3::engine::ParseBackendFlags(backend);
   auto cache =
       h3::server::ParseMemoryAmount(cache_memory, "--prefix-cache-memory");
   if (!cache.ok()) {

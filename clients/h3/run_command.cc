@@ -37,15 +37,7 @@ struct RunFlags {
   uint64_t seed = 0;
   bool ignore_eos = false;
   int64_t prefill_chunk = 1024;
-  std::string device = "auto";
-  std::string dtype = "auto";
-  std::string attention = "auto";
-  std::string h3_prefill = "auto";
-  bool batch_invariant = false;
-  std::string batch_invariant_kernel = "cublaslt";
-  std::string decode_products = "cublaslt";
-  bool half_activations = false;
-  bool fp32_activations = false;
+  engine::BackendFlags backend;  // --device, --dtype, --attention, ...
   bool json = false;
   bool logits = false;
 };
@@ -119,22 +111,8 @@ absl::Status Run(const RunFlags& flags) {
   H3_RETURN_IF_ERROR(engine::ValidateSamplingParams(request.sampling));
   request.seed = request.sampling.seed.has_value() ? *request.sampling.seed
                                                    : engine::RandomSeed();
-  engine::BackendOptions backend_options{flags.device};
-  H3_ASSIGN_OR_RETURN(backend_options.weight_type,
-                      engine::ParseWeightType(flags.dtype));
-  H3_ASSIGN_OR_RETURN(backend_options.attention,
-                      engine::ParseAttentionKernel(flags.attention));
-  H3_ASSIGN_OR_RETURN(backend_options.h3_prefill,
-                      engine::ParseH3PrefillKernel(flags.h3_prefill));
-  backend_options.batch_invariant = flags.batch_invariant;
-  H3_ASSIGN_OR_RETURN(
-      backend_options.batch_invariant_kernel,
-      engine::ParseBatchInvariantKernel(flags.batch_invariant_kernel));
-  H3_ASSIGN_OR_RETURN(backend_options.decode_products,
-                      engine::ParseDecodeProducts(flags.decode_products));
-  if (flags.half_activations || flags.fp32_activations) {
-    backend_options.half_activations = flags.half_activations;
-  }
+  H3_ASSIGN_OR_RETURN(const engine::BackendOptions backend_options,
+                      engine::ParseBackendFlags(flags.backend));
   H3_ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                       engine::MakeBackend(backend_options));
   H3_ASSIGN_OR_RETURN(
@@ -257,43 +235,44 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "Seed of the sampler (default: random)");
   cmd->add_flag("--ignore-eos", flags->ignore_eos,
                 "Do not stop at the end-of-text token");
-  cmd->add_option("--device", flags->device,
+  cmd->add_option("--device", flags->backend.device,
                   "cpu, cuda, cuda:N, or auto (the first GPU if there is one)")
       ->capture_default_str();
-  cmd->add_option("--dtype", flags->dtype,
+  cmd->add_option("--dtype", flags->backend.dtype,
                   "Weight matrices on the GPU: fp16, bf16, fp32 (auto: fp16 "
                   "on a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--attention", flags->attention,
+  cmd->add_option("--attention", flags->backend.attention,
                   "Prefill attention on a GPU: fma (fp32), flash (tensor "
                   "cores, 16-bit --dtype) or auto (flash with a 16-bit "
                   "--dtype)")
       ->check(CLI::IsMember({"auto", "fma", "flash"}))
       ->capture_default_str();
-  cmd->add_option("--h3-prefill", flags->h3_prefill,
+  cmd->add_option("--h3-prefill", flags->backend.h3_prefill,
                   "H3 prefill on a GPU with 16-bit --dtype: chunked (chunked "
                   "scan), fft (FlashConv) or auto (chunked)")
       ->check(CLI::IsMember({"auto", "fft", "chunked"}))
       ->capture_default_str();
-  cmd->add_flag("--batch-invariant", flags->batch_invariant,
+  cmd->add_flag("--batch-invariant", flags->backend.batch_invariant,
                 "GPU: matrix products whose per-row results do not depend "
                 "on the batch (docs/cuda-engine.md)");
-  cmd->add_option("--batch-invariant-kernel", flags->batch_invariant_kernel,
+  cmd->add_option("--batch-invariant-kernel",
+                  flags->backend.batch_invariant_kernel,
                   "with --batch-invariant: skinny, cublaslt (pinned cuBLASLt "
                   "algorithms) or stream (16-bit --dtype)")
       ->check(CLI::IsMember({"skinny", "cublaslt", "stream"}))
       ->capture_default_str();
-  cmd->add_option("--decode-products", flags->decode_products,
+  cmd->add_option("--decode-products", flags->backend.decode_products,
                   "GPU: products of at most 64 rows by cublaslt or stream "
                   "(docs/cuda-engine.md)")
       ->check(CLI::IsMember({"cublaslt", "stream"}))
       ->capture_default_str();
   CLI::Option* half = cmd->add_flag(
-      "--half-activations", flags->half_activations,
+      "--half-activations", flags->backend.half_activations,
       "GPU, 16-bit --dtype: activations that feed products in that type (the "
       "default there; docs/cuda-engine.md)");
-  cmd->add_flag("--fp32-activations", flags->fp32_activations,
+  cmd->add_flag("--fp32-activations", flags->backend.fp32_activations,
                 "GPU, 16-bit --dtype: fp32 activations instead")
       ->excludes(half);
   cmd->add_option("--prefill-chunk", flags->prefill_chunk,

@@ -161,18 +161,20 @@ class CudaBackend final : public Backend {
     }
     if (batch_invariant_ &&
         invariant_kernel_ == BatchInvariantKernel::kSkinny) {
-      return PiecewiseLinear(p, /*stream=*/false, /*required=*/true);
+      return PiecewiseLinear(p, /*stream=*/false);
     }
     if (batch_invariant_ &&
         invariant_kernel_ == BatchInvariantKernel::kStream) {
-      return PiecewiseLinear(p, /*stream=*/true, /*required=*/true);
+      return PiecewiseLinear(p, /*stream=*/true);
     }
     if (!batch_invariant_ && stream_decode_ &&
         p.rows <= kernels::kStreamMaxRows) {
-      bool taken = false;
-      H3_RETURN_IF_ERROR(
-          PiecewiseLinear(p, /*stream=*/true, /*required=*/false, &taken));
-      if (taken) return absl::OkStatus();
+      // One piece; products the kernel does not take stay on cuBLASLt.
+      const kernels::SkinnyGemmParams params = ProductParams(p);
+      if (kernels::StreamGemmCheck(params, true)[0] == '\0') {
+        H3_CUDA_RETURN_IF_ERROR(kernels::StreamGemmCuda(params, stream_));
+        return absl::OkStatus();
+      }
     }
     kernels::LinearCudaParams params;
     params.x = p.x;
@@ -328,23 +330,31 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // The product by SkinnyGemmCuda (`stream` false) or StreamGemmCuda, rows
-  // in pieces of 64 (kSkinnyMaxRows = kStreamMaxRows), each row's result the
-  // same whatever the piece holds. When the kernel does not take it (its
-  // Check): an error if `required`, else nothing enqueued and *taken false.
-  absl::Status PiecewiseLinear(const LinearParams& p, bool stream,
-                               bool required, bool* taken = nullptr) {
-    static_assert(kernels::kSkinnyMaxRows == kernels::kStreamMaxRows);
+  // The operands of `p` for SkinnyGemmCuda or StreamGemmCuda, all its rows.
+  static kernels::SkinnyGemmParams ProductParams(const LinearParams& p) {
     kernels::SkinnyGemmParams params;
+    params.x = p.x;
     params.x_type = p.x_type;
     params.w = p.w->data();
     params.w_type = p.w->type();
     params.bias = p.bias;
     params.bias_type = p.bias_type;
+    params.y = p.y;
     params.y_type = p.y_type;
+    params.rows = p.rows;
     params.n = p.w->rows();
     params.k = p.w->cols();
     params.gelu = p.epilogue == Epilogue::kGeluTanh;
+    return params;
+  }
+
+  // The batch-invariant product by SkinnyGemmCuda (`stream` false) or
+  // StreamGemmCuda, rows in pieces of 64 (kSkinnyMaxRows = kStreamMaxRows),
+  // each row's result the same whatever the piece holds. InvalidArgument,
+  // naming the product and the rule, where the kernel does not take it.
+  absl::Status PiecewiseLinear(const LinearParams& p, bool stream) {
+    static_assert(kernels::kSkinnyMaxRows == kernels::kStreamMaxRows);
+    kernels::SkinnyGemmParams params = ProductParams(p);
     const int64_t x_size = ElementSize(p.x_type),
                   y_size = ElementSize(p.y_type);
     for (int64_t first = 0; first < p.rows; first += kernels::kSkinnyMaxRows) {
@@ -354,7 +364,6 @@ class CudaBackend final : public Backend {
       const char* broken = stream ? kernels::StreamGemmCheck(params, true)
                                   : kernels::SkinnyGemmCheck(params);
       if (broken[0] != '\0') {
-        if (!required && first == 0) return absl::OkStatus();
         return absl::InvalidArgumentError(absl::StrCat(
             stream ? "stream" : "batch-invariant", " linear (", params.n, " x ",
             params.k, ", ", ElementTypeName(params.w_type), "): ", broken));
@@ -363,7 +372,6 @@ class CudaBackend final : public Backend {
                                   ? kernels::StreamGemmCuda(params, stream_)
                                   : kernels::SkinnyGemmCuda(params, stream_));
     }
-    if (taken != nullptr) *taken = true;
     return absl::OkStatus();
   }
 

@@ -71,11 +71,10 @@ class LinearCuda {
     // alignments, told up to 16 bytes) gets ONE cuBLASLt algorithm, chosen
     // for kPinnedRows (64) rows among those that need no workspace and no
     // reduction scheme (no split-K, no stream-K), and every row count runs on
-    // it. Such an
-    // algorithm reduces each output over k in an order its tile fixes, so a
-    // row's result is meant to be bitwise the same whatever the other rows
-    // (kernels/cuda/linear_pinned_test.cc checks it on a GPU; not yet run
-    // there). The route (fused epilogue or not) never depends on the rows
+    // it. Such an algorithm reduces each output over k in an order its tile
+    // fixes, so a row's result is bitwise the same whatever the other rows
+    // (kernels/cuda/linear_pinned_test.cc checks it; it passed on an H200).
+    // The route (fused epilogue or not) never depends on the rows
     // either; a row count the pinned algorithm does not take fails with a
     // message instead of falling back to another algorithm.
     bool pinned_algorithms = false;
