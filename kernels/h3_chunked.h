@@ -67,6 +67,62 @@ H3_HOST_DEVICE constexpr int ShiftBlockTap(int r, int i, int j) {
   return tap >= 0 && tap < kShiftTaps ? tap : -1;
 }
 
+// ---- The packed-rows kernel's shift convolution (h3_prefill_rows_kernel.cu)
+
+constexpr int kLaneTokens = kTile / 32;  // adjacent tokens a lane sums
+
+// Four floats from p: one 16-byte load on the GPU (p 16-byte aligned).
+struct Four {
+  float v[4];
+};
+H3_HOST_DEVICE inline Four LoadFour(const float* p) {
+#if defined(__CUDA_ARCH__)
+  const float4 f = *reinterpret_cast<const float4*>(p);
+  return {{f.x, f.y, f.z, f.w}};
+#else
+  return {{p[0], p[1], p[2], p[3]}};
+#endif
+}
+
+// The shift SSM's kbar for the kLaneTokens adjacent tokens t0 .. t0 + 7 of a
+// tile (t0 a multiple of 8): sum[i] = shift_D k[t0 + i] + sum_{j < ns}
+// taps[j] k[t0 + i - j], each sum in tap order (as the channel-major kernel
+// sums: the same rounding), from kf[kShiftTaps + t] = k of the tile's token
+// t, the kShiftTaps inputs before the tile first. Reads inputs and taps four
+// at a time, keeping a sliding window of inputs in registers: kf and taps
+// 16-byte aligned, ns a multiple of 4 up to kShiftTaps.
+H3_HOST_DEVICE inline void ShiftSums(const float* kf, const float* taps, int ns,
+                                     float shift_d, int t0,
+                                     float (&sum)[kLaneTokens]) {
+  const float* at = kf + kShiftTaps + t0;  // the lane's first token
+  float win[kLaneTokens];                  // inputs t0 - 4 jb + i
+  const Four lo = LoadFour(at), hi = LoadFour(at + 4);
+  H3_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    win[i] = lo.v[i];
+    win[4 + i] = hi.v[i];
+  }
+  H3_UNROLL
+  for (int i = 0; i < kLaneTokens; ++i) sum[i] = shift_d * win[i];
+  for (int jb = 0; jb < ns / 4; ++jb) {  // taps 4 jb .. 4 jb + 3
+    const Four tap = LoadFour(taps + 4 * jb);
+    const Four before = LoadFour(at - 4 * jb - 4);
+    // e[q] = input t0 - 4 jb - 4 + q; tap 4 jb + r meets e[4 + i - r].
+    float e[kLaneTokens + 4];
+    H3_UNROLL
+    for (int q = 0; q < 4; ++q) e[q] = before.v[q];
+    H3_UNROLL
+    for (int i = 0; i < kLaneTokens; ++i) e[4 + i] = win[i];
+    H3_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      H3_UNROLL
+      for (int i = 0; i < kLaneTokens; ++i) sum[i] += tap.v[r] * e[4 + i - r];
+    }
+    H3_UNROLL
+    for (int i = 0; i < kLaneTokens; ++i) win[i] = e[i];
+  }
+}
+
 // One channel's T = Toeplitz(K[0 .. 15]) / scale_t in fp16 bits, row j,
 // column i (zero above the diagonal), and scale_t, the largest |K[i]|,
 // i < 16 (0 when K is zero there). 528 bytes, a multiple of 16, so that the

@@ -43,6 +43,17 @@ bool CheckPacked(const H3Shape& shape, const H3PrefillPackedParams& p,
   if (p.channel <= 0) {
     return Refuse(why, "channel stride " + std::to_string(p.channel) + " <= 0");
   }
+  if (p.out_time < 0) {
+    return Refuse(why,
+                  "out time stride " + std::to_string(p.out_time) + " < 0");
+  }
+  const bool rows = OutTime(p) != p.time;
+  if (rows && p.channel != 1) {
+    return Refuse(why, "out time stride " + std::to_string(p.out_time) +
+                           " differs from the time stride " +
+                           std::to_string(p.time) +
+                           ": only packed rows (channel stride 1) may");
+  }
   if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.out == nullptr) {
     return Refuse(why, std::string(p.q == nullptr   ? "q"
                                    : p.k == nullptr ? "k"
@@ -68,6 +79,21 @@ bool CheckPacked(const H3Shape& shape, const H3PrefillPackedParams& p,
     if (!ExtentFits(s, p.time, p.channel, shape.d_model)) {
       return Refuse(why, at + "offset + (length - 1) * time + (d_model - 1) * "
                               "channel overflows int64");
+    }
+    if (rows && s.offset % p.time != 0) {
+      return Refuse(why, at + "offset " + std::to_string(s.offset) +
+                             " is not a whole number of rows of " +
+                             std::to_string(p.time) +
+                             " (out has a time stride of its own)");
+    }
+    if (rows) {  // the segment's extent in out
+      H3PrefillSegment in_out = s;
+      in_out.offset = s.offset / p.time;
+      if (__builtin_mul_overflow(in_out.offset, p.out_time, &in_out.offset) ||
+          !ExtentFits(in_out, p.out_time, 1, shape.d_model)) {
+        return Refuse(why, at + "its rows in out (out time stride " +
+                               std::to_string(p.out_time) + ") overflow int64");
+      }
     }
   }
   return true;

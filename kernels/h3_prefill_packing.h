@@ -29,12 +29,19 @@ struct H3PrefillSegment {
 // start, length, place in the tensors and states. Token t, channel c of
 // segment i lives at seqs[i].offset + t * time + c * channel in q, k, v and
 // out (device memory of `type`).
+//
+// Packed rows (what the q|k|v product writes: channel 1, every offset a
+// whole number of rows, offset = row * time) may give out a row stride of
+// its own, out_time: token t, channel c of segment i is then at
+// (seqs[i].offset / time + t) * out_time + c in out. Only the chunked
+// kernel's token-major form takes such calls (H3PrefillCuda::RunsRows).
 // REQUIRES: distinct segments have distinct states and non-overlapping output
 // elements (not checked); out does not alias q, k or v.
 struct H3PrefillPackedParams {
   ElementType type = ElementType::kF32;
   int64_t time = 0;  // element strides inside a chunk, > 0
   int64_t channel = 0;
+  int64_t out_time = 0;  // out's time stride; 0: time (see above)
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
@@ -49,9 +56,15 @@ struct H3PrefillPackedParams {
 // benchmarks and of Table 4, so a batch-64 call is one launch.
 constexpr int kMaxPackedSegments = 64;
 
+// out's time stride: out_time, or time where it is 0.
+inline int64_t OutTime(const H3PrefillPackedParams& p) {
+  return p.out_time != 0 ? p.out_time : p.time;
+}
+
 // Whether `p` is a well-formed packed call for a layer of `shape`; if not,
 // *why names the field and the limit it breaks. segments == 0 is well formed
-// whatever the other fields hold.
+// whatever the other fields hold. An out_time other than 0 and time needs
+// channel 1 and whole-row offsets.
 bool CheckPacked(const H3Shape& shape, const H3PrefillPackedParams& p,
                  std::string* why);
 

@@ -185,5 +185,38 @@ TEST_F(CheckPackedTest, RefusesBrokenSegmentsNamingThem) {
       "offset + (length - 1) * time");
 }
 
+// Packed rows with an out stride of their own (the engine's q|k|v rows,
+// [R, 3d], into out [R, d]): accepted with channel 1 and whole-row
+// offsets, refused otherwise, naming the field.
+TEST_F(CheckPackedTest, TakesAnOutStrideOnlyForPackedRows) {
+  std::vector<H3PrefillSegment> rows = {{0, 3, 0, &element_, &element_},
+                                        {5, 9, 3 * 48, &element_, &element_}};
+  H3PrefillPackedParams p = good_;
+  p.time = 48;
+  p.channel = 1;
+  p.out_time = 16;
+  p.seqs = rows.data();
+  std::string why;
+  EXPECT_TRUE(CheckPacked(shape_, p, &why)) << why;
+  EXPECT_EQ(OutTime(p), 16);
+  p.out_time = 0;
+  EXPECT_EQ(OutTime(p), 48);
+  EXPECT_TRUE(CheckPacked(shape_, p, &why)) << why;
+
+  p.out_time = -2;
+  ExpectRefused(p, "out time stride -2 < 0");
+  p.out_time = 16;
+  p.channel = 12;
+  p.time = 1;
+  ExpectRefused(p, "only packed rows (channel stride 1)");
+  p.channel = 1;
+  p.time = 48;
+  rows[1].offset = 3 * 48 + 5;
+  ExpectRefused(p, "segment 1: offset 149 is not a whole number of rows");
+  rows[1].offset = 3 * 48;
+  p.out_time = std::numeric_limits<int64_t>::max() / 2;
+  ExpectRefused(p, "segment 0: its rows in out");
+}
+
 }  // namespace
 }  // namespace h3::kernels

@@ -9,4 +9,12 @@
 #define H3_HOST_DEVICE
 #endif
 
+// H3_UNROLL asks nvcc's device pass to unroll the loop that follows (arrays
+// indexed by its counter then stay in registers); elsewhere it is nothing.
+#if defined(__CUDA_ARCH__)
+#define H3_UNROLL _Pragma("unroll")
+#else
+#define H3_UNROLL
+#endif
+
 #endif  // H3_KERNELS_HOST_DEVICE_H_

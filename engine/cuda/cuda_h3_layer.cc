@@ -69,21 +69,42 @@ class CudaH3Layer final : public H3Layer {
   }
 
  private:
-  // The fused kernel reads channel-major q, k, v: all the call's rows are
-  // transposed in once ([rows, 3d] -> [3d, rows]: a piece's channel c at
-  // c * rows + its first row), the pieces run from there, round by round
-  // (the first piece of every segment in one packed call, then the second
-  // piece of those that have one, ...), and the outputs are transposed back
-  // once.
+  // The chunked kernel reads q, k, v from the q|k|v rows and writes out's
+  // rows in place where it can (RunsRows: d_model a multiple of 8, aligned
+  // tensors). Otherwise (and always for the fused kernel) the kernel reads
+  // channel-major q, k, v: all the call's rows are transposed in once
+  // ([rows, 3d] -> [3d, rows]: a piece's channel c at c * rows + its first
+  // row), and the outputs are transposed back once. Either way the pieces
+  // run round by round: the first piece of every segment in one packed
+  // call, then the second piece of those that have one, ...
   absl::Status PrefillFused(absl::Span<const H3Segment> segments, int64_t piece,
                             int64_t rows, const void* qkv, void* out) {
     const int64_t d = prefill_->device_weights().shape.d_model;
-    H3_ASSIGN_OR_RETURN(void* const scratch, Reserve(4 * rows * d));
     Profiler* const prof = owner_.profiler();
-    {
+    kernels::H3PrefillPackedParams p;
+    p.type = type_;
+    p.time = 3 * d;  // the q|k|v rows
+    p.channel = 1;
+    p.out_time = d;
+    p.q = qkv;
+    p.k = ElementAt(qkv, d, type_);
+    p.v = ElementAt(qkv, 2 * d, type_);
+    p.out = out;
+    p.segments = 0;  // RunsRows looks at the tensors and strides
+    const bool in_rows = prefill_->RunsRows(p);
+    void* scratch = nullptr;
+    if (!in_rows) {
+      H3_ASSIGN_OR_RETURN(scratch, Reserve(4 * rows * d));
       ProfileRange range(prof, "transpose_in");
       H3_CUDA_RETURN_IF_ERROR(kernels::TransposeToChannelMajor(
           qkv, rows, 3 * d, 3 * d, type_, scratch, stream_));
+      p.time = 1;
+      p.channel = rows;
+      p.out_time = 0;
+      p.q = scratch;
+      p.k = ElementAt(scratch, d * rows, type_);
+      p.v = ElementAt(scratch, 2 * d * rows, type_);
+      p.out = ElementAt(scratch, 3 * d * rows, type_);
     }
     {
       // Round r: piece r of every segment still going, in one packed call.
@@ -91,21 +112,16 @@ class CudaH3Layer final : public H3Layer {
                          prefill_->path() == kernels::H3PrefillPath::kFused
                              ? "fused_conv"
                              : "chunked_conv");
-      kernels::H3PrefillPackedParams p;
-      p.type = type_;
-      p.time = 1;
-      p.channel = rows;
-      p.q = scratch;
-      p.k = ElementAt(scratch, d * rows, type_);
-      p.v = ElementAt(scratch, 2 * d * rows, type_);
-      p.out = ElementAt(scratch, 3 * d * rows, type_);
       for (int64_t done = 0;; done += piece) {
         pieces_.clear();
         int64_t row = 0;  // the segment's first row
         for (const H3Segment& s : segments) {
           if (done < s.length) {
+            // A piece's offset: its first row's in the rows (time 3d), its
+            // first token's in the channel-major scratch (time 1).
             pieces_.push_back({s.start + done, std::min(piece, s.length - done),
-                               row + done, s.state.shift, s.state.diag});
+                               (row + done) * p.time, s.state.shift,
+                               s.state.diag});
           }
           row += s.length;
         }
@@ -115,6 +131,7 @@ class CudaH3Layer final : public H3Layer {
         H3_CUDA_RETURN_IF_ERROR(prefill_->RunPacked(p, stream_));
       }
     }
+    if (in_rows) return absl::OkStatus();
     ProfileRange range(prof, "transpose_out");
     H3_CUDA_RETURN_IF_ERROR(
         kernels::TransposeToTokenMajor(ElementAt(scratch, 3 * d * rows, type_),

@@ -22,7 +22,7 @@ namespace {
 
 using h3::testing::SameBits;
 
-// fp16 weights take the fused prefill (nested transposes), fp32 the cuFFT
+// fp16 weights take the chunked prefill (on the q|k|v rows), fp32 the cuFFT
 // one.
 class CudaProfilerTest : public h3::testing::GpuTestWithParam<ElementType> {
  protected:

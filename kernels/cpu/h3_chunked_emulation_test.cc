@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <random>
 #include <tuple>
 #include <vector>
 
@@ -262,6 +263,35 @@ TEST(ChunkedShiftBlocksTest, EveryTapOnceARow) {
     }
     for (int tap = 0; tap < ch::kShiftTaps; ++tap) {
       EXPECT_EQ(seen[tap], 1) << "row " << i << " tap " << tap;
+    }
+  }
+}
+
+// The packed-rows kernel's shift convolution (ShiftSums: a lane's 8 adjacent
+// tokens, inputs and taps read four at a time, a sliding window of inputs)
+// sums what the channel-major kernel sums, tap by tap in the same order,
+// for every lane of a tile and every d_state; zero taps past N.
+TEST(ChunkedShiftSumsTest, EqualTheTapOrderSums) {
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal;
+  alignas(16) float kf[fc::kHistory + ch::kTile];
+  alignas(16) float taps[ch::kShiftTaps];
+  for (float& x : kf) x = normal(gen);
+  for (int ns : {16, 32, 48, 64}) {
+    for (int j = 0; j < ch::kShiftTaps; ++j) taps[j] = j < ns ? normal(gen) : 0;
+    const float shift_d = normal(gen);
+    for (int t0 = 0; t0 < ch::kTile; t0 += ch::kLaneTokens) {
+      float got[ch::kLaneTokens];
+      ch::ShiftSums(kf, taps, ns, shift_d, t0, got);
+      for (int i = 0; i < ch::kLaneTokens; ++i) {
+        const float* kt = kf + fc::kHistory + t0 + i;
+        float want = shift_d * kt[0];
+        for (int j = 0; j < ns; ++j) want += taps[j] * kt[-j];
+        // The same products and order: equal but for the host compiler's
+        // freedom to contract a * b + c differently in the two loops.
+        EXPECT_NEAR(got[i], want, 1e-5f * (1.0f + std::abs(want)))
+            << "ns " << ns << " token " << t0 + i;
+      }
     }
   }
 }

@@ -133,7 +133,10 @@ cudaError_t H3PrefillCuda::Create(const H3Weights& w, const Options& options,
     if (err != cudaSuccess) return err;
     op->path_ = options.prefer;
     op->reason_ =
-        "chunked-scan kernel (channel-major calls; others take cuFFT)";
+        s.d_model % 8 == 0
+            ? "chunked-scan kernel (channel-major calls, and token-major ones "
+              "on packed rows; others take cuFFT)"
+            : "chunked-scan kernel (channel-major calls; others take cuFFT)";
   } else {
     err = H3PrefillFused::Create(w, dw, &op->fused_);
     if (err != cudaSuccess) return err;
@@ -143,6 +146,18 @@ cudaError_t H3PrefillCuda::Create(const H3Weights& w, const Options& options,
   }
   *out = std::move(op);
   return cudaSuccess;
+}
+
+bool H3PrefillCuda::RunsFused(const SequenceLayout& layout) const {
+  if ((fused_ != nullptr || chunked_ != nullptr) && layout.time == 1) {
+    return true;
+  }
+  return path_ == H3PrefillPath::kChunked && layout.channel == 1 &&
+         layout.time % 8 == 0 && device_weights_.shape.d_model % 8 == 0;
+}
+
+bool H3PrefillCuda::RunsRows(const H3PrefillPackedParams& p) const {
+  return path_ == H3PrefillPath::kChunked && chunked_->TakesRows(p);
 }
 
 cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,
@@ -176,6 +191,10 @@ cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,
   packed.out = p.out;
   packed.segments = p.batch;
   packed.seqs = segments.data();
+  if (p.layout.time != 1) {  // token-major: packed rows, where aligned
+    return RunsRows(packed) ? chunked_->RunRows(packed, stream)
+                            : cufft_->Run(p, stream);
+  }
   return fused_ != nullptr ? fused_->RunPacked(packed, stream)
                            : chunked_->RunPacked(packed, stream);
 }
@@ -187,8 +206,10 @@ cudaError_t H3PrefillCuda::RunPacked(const H3PrefillPackedParams& p,
     return cudaErrorInvalidValue;
   }
   if (p.segments == 0) return cudaSuccess;
+  if (RunsRows(p)) return chunked_->RunRows(p, stream);
+  if (OutTime(p) != p.time) return cudaErrorInvalidValue;  // rows only
   const SequenceLayout layout{0, p.time, p.channel};
-  if (RunsFused(layout)) {
+  if (layout.time == 1 && RunsFused(layout)) {
     return fused_ != nullptr ? fused_->RunPacked(p, stream)
                              : chunked_->RunPacked(p, stream);
   }

@@ -14,8 +14,10 @@
 //   chunked (h3_prefill_chunked_kernel.cu, kernels/h3_chunked.h): the same
 //     domain and result as fused without an FFT: the diagonal SSM as a
 //     chunked scan over 16-token columns (its state has at most 32 modes),
-//     three small MMAs per 16 tokens. Chosen only on request (Options),
-//     until a GPU has measured it.
+//     three small MMAs per 16 tokens. Chosen on request (Options; the
+//     engine's default for 16-bit weights). Its second kernel
+//     (h3_prefill_rows_kernel.cu) computes the same on token-major packed
+//     rows, the q|k|v product's, with no transposes (RunsRows).
 //   cufft (h3_prefill_cufft.cu): the unfused baseline. cuFFT for the
 //     convolution, separate elementwise kernels for the rest. Any shape and
 //     any layout; the fallback where the fused kernel does not apply.
@@ -119,10 +121,20 @@ class H3PrefillCuda {
   // chosen and the layout's time stride is 1. Channel-major layouts have it;
   // so does a token-major one when d_model is 1 (the two layouts are then
   // the same memory).
-  // The chunked path counts as fused here: same domain, same layouts.
-  bool RunsFused(const SequenceLayout& layout) const {
-    return (fused_ != nullptr || chunked_ != nullptr) && layout.time == 1;
-  }
+  // The chunked path counts as fused here: same domain. It takes
+  // channel-major layouts, and token-major ones (channel stride 1) whose
+  // time stride and d_model are multiples of 8 on its packed-rows kernel
+  // (RunsRows; their tensors must also be 16-byte aligned, else such a
+  // call takes the cuFFT path).
+  bool RunsFused(const SequenceLayout& layout) const;
+
+  // Whether RunPacked runs `params` on the chunked kernel's packed-rows form
+  // (h3_prefill_rows_kernel.cu: q, k, v read and out written in their rows,
+  // no transposes): the chunked path (not kChunkedMma), channel stride 1,
+  // whole-row offsets, d_model a multiple of 8, tensors and row strides
+  // 16-byte aligned. Only such calls may give out a row stride of its own
+  // (H3PrefillPackedParams::out_time).
+  bool RunsRows(const H3PrefillPackedParams& params) const;
 
   // Enqueues one call on `stream`: on the fused kernel where RunsFused,
   // otherwise on the cuFFT path. InvalidValue for
@@ -141,8 +153,9 @@ class H3PrefillCuda {
   // travels in the kernel parameters, so the call allocates no device
   // memory, is asynchronous and can be captured in a CUDA graph. The
   // chunked path likewise, in launches of up to kMaxPackedSegments segments
-  // of any lengths.
-  // cuFFT path, the fallback: one batch-1 Run per segment, in order.
+  // of any lengths, channel-major or (RunsRows) on packed rows.
+  // cuFFT path, the fallback: one batch-1 Run per segment, in order; it
+  // refuses (InvalidValue) an out_time other than time.
   //
   // REQUIRES: distinct segments have distinct states and non-overlapping
   // output elements (not checked). InvalidValue where CheckPacked refuses

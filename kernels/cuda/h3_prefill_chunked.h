@@ -36,6 +36,20 @@ class H3PrefillChunked {
   cudaError_t RunPacked(const H3PrefillPackedParams& params,
                         cudaStream_t stream);
 
+  // Whether RunRows takes this call: packed rows (channel stride 1, whole-row
+  // offsets; out may have a row stride of its own, OutTime), d_model a
+  // multiple of 8 (chunked::kRowChannels), q, k, v, out and both row
+  // strides 16-byte aligned, and this object computes the shift
+  // convolution in fp32 (not shift_mma).
+  bool TakesRows(const H3PrefillPackedParams& params) const;
+
+  // The same computation on packed rows (h3_prefill_rows_kernel.cu): q, k
+  // and v read, and out written, in place in their rows; no transposes.
+  // REQUIRES: TakesRows(params), H3FusedSupports(shape), CheckPacked(params).
+  // One launch per kMaxPackedSegments segments; graph-capturable; bit for
+  // bit one batch-1 call per segment, as RunPacked.
+  cudaError_t RunRows(const H3PrefillPackedParams& params, cudaStream_t stream);
+
  private:
   H3PrefillChunked() = default;
   H3Weights w_;  // device

@@ -1,0 +1,57 @@
+#ifndef H3_KERNELS_CUDA_H3_PREFILL_ROWS_KERNEL_H_
+#define H3_KERNELS_CUDA_H3_PREFILL_ROWS_KERNEL_H_
+
+// The chunked H3 prefill on packed rows (h3_prefill_rows_kernel.cu): the
+// chunked kernel's algorithm (kernels/h3_chunked.h) reading q, k and v
+// straight from token-major rows (the q|k|v product's [R, 3d]) and writing
+// out's rows ([R, d]), with no transposes around it. A warp computes one
+// channel; a block, kRowChannels adjacent channels of one segment, whose
+// rows it stages through shared memory 16 bytes at a time. nvcc only (C++17).
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "base/element_type.h"
+#include "kernels/cuda/h3_prefill_fused_kernel.h"
+#include "kernels/flashconv_setup.h"
+#include "kernels/h3.h"
+#include "kernels/h3_chunked.h"
+#include "kernels/h3_prefill_packing.h"
+
+namespace h3::kernels::chunked {
+
+constexpr int kRowChannels = 8;  // channels a block, a warp each
+constexpr int kRowThreads = 32 * kRowChannels;
+
+// One launch: up to kMaxPackedSegments segments (blockIdx.y) of a packed
+// call, kRowChannels channels a block (blockIdx.x: channels 8 x .. 8 x + 7).
+// A segment's offset is its first row: token t, channel c of q is at
+// q[(offset + t) * in_stride + c], of out at out[(offset + t) * out_stride
+// + c]. Pointers and strides are 16-byte aligned (RowsFit).
+struct RowsArgs {
+  H3Weights w;                           // device
+  const flashconv::ChannelSetup* setup;  // [H]: P, E, dA^16, scales
+  const ChunkedChannel* toeplitz;        // [H]: T
+  int64_t in_stride;                     // elements between rows of q, k, v
+  int64_t out_stride;                    // ... of out
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  flashconv::BlockSegment seg[kMaxPackedSegments];  // [gridDim.y]
+};
+static_assert(sizeof(RowsArgs) <= 4096, "kernel parameters over 4 KB");
+
+// The kernel for the element type (fp32, fp16, else bf16), and the dynamic
+// shared memory a block of it needs (over 48 KB: the host raises the
+// kernel's limit once, RowsKernelSetUp).
+void* RowsKernelFor(ElementType type);
+int RowsSharedBytes(ElementType type);
+// Raises every instance's dynamic shared memory limit to what it needs;
+// the runtime's error if it refuses.
+cudaError_t RowsKernelSetUp();
+
+}  // namespace h3::kernels::chunked
+
+#endif  // H3_KERNELS_CUDA_H3_PREFILL_ROWS_KERNEL_H_
