@@ -11,7 +11,8 @@
 //       [--d-state 64]
 //       [--warmup 3] [--min-time-ms 200] [--min-reps 5] [--max-reps 10000]
 //       [--memory-fraction 0.6] [--flush-l2 | --no-flush-l2]
-//       [--copy-mib 1024] [--seed 1] [--device 0] [--packed] [--out FILE]
+//       [--copy-mib 1024] [--seed 1] [--device 0] [--packed] [--rows]
+//       [--out FILE]
 //
 // Method (also in the JSON): per shape (BATCHxHEADS: d_model = H, head_dim 1)
 // one random layer in S4D's ranges and N(0, 1) inputs, channel-major
@@ -30,6 +31,16 @@
 // H3PrefillCuda::RunPacked call of BATCH segments ("packed") and as BATCH
 // batch-1 Run calls ("singles"), both over the packed step's layout
 // [d, B * L] (segment b at row b * L), each call timed as above.
+//
+// --rows adds mode "rows" to those modes (batch, or packed and singles): the
+// batch as one RunPacked call of BATCH segments over the engine's packed
+// rows (H3PrefillCuda::RunsRows), q, k, v the columns [0, d), [d, 2d),
+// [2d, 3d) of [B * L, 3d] (segment b at row b * L) and out [B * L, d]. Once
+// per case, untimed, q, k, v are copied into those rows from the first
+// mode's channel-major tensors, so the call reads the same values; its guard
+// output is transposed back to that layout and compared with cuFFT's
+// first-mode call. Only the chunked path takes such calls; on the others the
+// mode is skipped, with the reason.
 //
 // Exit status: 0; 1 on a CUDA failure (the call and the error are printed)
 // or an unwritable --out; 2 without a CUDA device.
@@ -70,6 +81,7 @@ struct Flags {
   uint64_t seed = 1;
   int device = 0;
   bool packed = false;
+  bool rows = false;
   std::string out;
 };
 
@@ -98,7 +110,8 @@ Json OptionsJson(const Flags& f, int64_t l2_flush_bytes) {
           {"copy_mib", f.copy_mib},
           {"seed", f.seed},
           {"device", f.device},
-          {"packed", f.packed}};
+          {"packed", f.packed},
+          {"rows", f.rows}};
 }
 
 // Drops repeated entries, keeping the first of each.
@@ -155,6 +168,7 @@ int Run(Flags f, const std::string& command) {
   o.memory_fraction = f.memory_fraction;
   o.seed = f.seed;
   o.packed = f.packed;
+  o.rows = f.rows;
   if (f.flush_l2) {
     // Twice the L2 size: a write of that much leaves none of the previous
     // call's lines behind.
@@ -202,7 +216,15 @@ int Run(Flags f, const std::string& command) {
        "tokens over [d, batch * length]) and mode singles (the same segments "
        "as `batch` batch-1 Run calls), each timed as one call; "
        "max_abs_diff_vs_singles compares their guard calls' outputs (0 "
-       "expected: bit for bit). Before every call both states are "
+       "expected: bit for bit). With rows, each path also runs in mode rows "
+       "(one RunPacked of the same segments over the engine's packed rows: "
+       "q, k, v the columns [0, d), [d, 2d), [2d, 3d) of [batch * length, "
+       "3d], out [batch * length, d]), whose q|k|v rows are copied, untimed, "
+       "from the first mode's q, k, v once per case; paths whose layer does "
+       "not take rows (H3PrefillCuda::RunsRows: all but chunked) skip it. Its "
+       "guard output is transposed back to the first mode's layout and "
+       "compared with cuFFT's first-mode call, and its speedup_vs_cufft is "
+       "against that call's median. Before every call both states are "
        "zeroed by cudaMemsetAsync and, with flush_l2, l2_flush_bytes are "
        "written to evict L2, outside the timed region; CUDA events on "
        "one stream time the call alone. Per case: one guard call per "
@@ -285,6 +307,10 @@ int main(int argc, char** argv) {
   app.add_flag("--packed", f.packed,
                "time one RunPacked call of the batch against one Run per "
                "sequence (modes packed and singles) instead of the batch Run");
+  app.add_flag("--rows", f.rows,
+               "also time one RunPacked call of the batch over the engine's "
+               "packed q|k|v rows [B*L, 3d] (mode rows; the chunked path "
+               "only, skipped on the others)");
   app.add_option("--out", f.out, "write the JSON report here");
   CLI11_PARSE(app, argc, argv);
   std::string command = argv[0];

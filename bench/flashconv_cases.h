@@ -52,6 +52,13 @@ struct CaseOptions {
   // packed step's layout [d, batch * L] (segment b at row b * L, channel
   // stride batch * L), as the engine passes its prefill rows.
   bool packed = false;
+  // Add mode "rows" after the others: the batch as one RunPacked call of
+  // `batch` segments over the engine's packed rows (q, k, v the columns
+  // [0, d), [d, 2d), [2d, 3d) of [batch * L, 3d], out [batch * L, d];
+  // segment b at row b * L), built untimed from the first mode's q, k, v so
+  // that it reads the same values. Only a layer that takes such calls
+  // (H3PrefillCuda::RunsRows: the chunked path) runs it; the others skip it.
+  bool rows = false;
 };
 
 // One path of one case.
@@ -59,12 +66,14 @@ struct PathResult {
   kernels::H3PrefillPath path = kernels::H3PrefillPath::kFused;  // requested
   std::string path_taken;      // what H3PrefillCuda chose for the layer
   std::string reason;          // and why, in its words
-  std::string mode = "batch";  // "batch", "packed" or "singles"
+  std::string mode = "batch";  // "batch", "packed", "singles" or "rows"
   // Mode packed: its guard call's output against the same path's singles
   // call (the same segments one by one), which it should equal bit for bit.
   std::optional<MaxDiff> vs_singles;
-  // A path other than cuFFT, in the first mode: its guard call against
-  // cuFFT's (outputs, shift and diagonal end states), when both ran.
+  // A path other than cuFFT, in the first mode, and any path in mode rows:
+  // its guard call against cuFFT's in the first mode (outputs, shift and
+  // diagonal end states), when both ran. Mode rows' output is transposed
+  // back to the first mode's layout for it.
   std::optional<MaxDiff> out_vs_cufft, shift_vs_cufft, diag_vs_cufft;
   std::string skipped;     // non-empty: not measured, and why
   std::vector<double> ms;  // every timed call, in the order run

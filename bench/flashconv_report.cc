@@ -67,6 +67,13 @@ double MedianOf(const CaseResult& r, H3PrefillPath path,
   return 0;
 }
 
+// The mode of the cuFFT calls that `p` is set beside: its own, or for mode
+// rows (which the cuFFT path does not take) the first mode, whose values it
+// reads.
+const std::string& CufftMode(const CaseResult& r, const PathResult& p) {
+  return p.mode == "rows" ? r.paths.front().mode : p.mode;
+}
+
 // "   0.1234" or "        -" for a path that did not run.
 std::string Cell(const CaseResult& r, H3PrefillPath path,
                  const std::string& mode, double* median) {
@@ -81,20 +88,28 @@ std::string Cell(const CaseResult& r, H3PrefillPath path,
   return text;
 }
 
-// The same path's first-mode result: where the guard's diffs against cuFFT
-// are kept.
-const PathResult* GuardOf(const CaseResult& r, H3PrefillPath path) {
-  for (const PathResult& p : r.paths) {
-    if (p.path == path && p.mode == r.paths.front().mode) return &p;
+// Where the guard's diffs against cuFFT for `p` are kept: in `p` itself for
+// mode rows, else in the same path's first-mode result.
+const PathResult* GuardOf(const CaseResult& r, const PathResult& p) {
+  if (p.mode == "rows") return &p;
+  for (const PathResult& q : r.paths) {
+    if (q.path == p.path && q.mode == r.paths.front().mode) return &q;
   }
   return nullptr;
+}
+
+// "channel_major [B, d, L]" and the like: the tensors' layout in `mode`.
+const char* LayoutOf(const std::string& mode) {
+  if (mode == "batch") return "channel_major [B, d, L]";
+  if (mode == "rows") return "packed rows: q|k|v [B * L, 3d], out [B * L, d]";
+  return "packed channel_major [d, B * L]";
 }
 
 // One row of the table: a path's calls in its mode beside cuFFT's.
 void PrintRow(const CaseResult& r, const PathResult& p, const Bandwidth& bw) {
   double ours = 0, cufft = 0;
   const std::string a = Cell(r, p.path, p.mode, &ours);
-  const std::string b = Cell(r, H3PrefillPath::kCufft, p.mode, &cufft);
+  const std::string b = Cell(r, H3PrefillPath::kCufft, CufftMode(r, p), &cufft);
   const double floor_ms = BytesOf(r).floor() / bw.measured * 1e3;
   const std::string shape =
       std::to_string(r.shape.batch) + "x" + std::to_string(r.shape.heads);
@@ -106,9 +121,10 @@ void PrintRow(const CaseResult& r, const PathResult& p, const Bandwidth& bw) {
   if (ours > 0) {
     std::snprintf(of_floor, sizeof of_floor, "%6.1f%%", 100 * floor_ms / ours);
   }
-  const PathResult* guard = GuardOf(r, p.path);
-  if (p.mode == r.paths.front().mode && guard != nullptr &&
-      guard->out_vs_cufft && guard->out_vs_cufft->max_abs_ref > 0) {
+  const PathResult* guard = GuardOf(r, p);
+  if ((p.mode == r.paths.front().mode || p.mode == "rows") &&
+      guard != nullptr && guard->out_vs_cufft &&
+      guard->out_vs_cufft->max_abs_ref > 0) {
     std::snprintf(
         diff, sizeof diff, "%9.2e",
         guard->out_vs_cufft->max_abs_diff / guard->out_vs_cufft->max_abs_ref);
@@ -211,8 +227,7 @@ Json CaseJson(const CaseResult& r, const PathResult& p, const Bandwidth& bw) {
             {"d_state", r.d_state},
             {"length", r.length},
             {"type", TypeName(r.type)},
-            {"layout", p.mode == "batch" ? "channel_major [B, d, L]"
-                                         : "packed channel_major [d, B * L]"},
+            {"layout", LayoutOf(p.mode)},
             {"mode", p.mode},
             {"path", kernels::H3PrefillPathName(p.path)},
             {"path_taken", p.path_taken.empty() ? Json() : Json(p.path_taken)},
@@ -244,9 +259,9 @@ Json CaseJson(const CaseResult& r, const PathResult& p, const Bandwidth& bw) {
         p.vs_singles ? Json(p.vs_singles->max_abs_diff) : Json();
   }
   if (p.path != H3PrefillPath::kCufft) {
-    const double cufft = MedianOf(r, H3PrefillPath::kCufft, p.mode);
+    const double cufft = MedianOf(r, H3PrefillPath::kCufft, CufftMode(r, p));
     j["speedup_vs_cufft"] = cufft > 0 ? Json(cufft / t.median) : Json();
-    const PathResult* g = GuardOf(r, p.path);
+    const PathResult* g = GuardOf(r, p);
     auto diff = [&](const std::optional<MaxDiff> PathResult::*field) {
       return g != nullptr && g->*field ? Normalised(*(g->*field)) : Json();
     };

@@ -405,9 +405,12 @@ else:
     cases = r.get("cases", [])
     skipped = sum(1 for c in cases if c.get("skipped"))
     parts = [f"{len(cases)} timings, {skipped} skipped"]
-    for path in sorted({c.get("path") for c in cases if c.get("speedup_vs_cufft")}):
+    def name(c):  # a path, with its mode where it is not the batch call
+        mode = c.get("mode", "batch")
+        return c.get("path") + ("" if mode == "batch" else f" {mode}")
+    for path in sorted({name(c) for c in cases if c.get("speedup_vs_cufft")}):
         s = sorted(c["speedup_vs_cufft"] for c in cases
-                   if c.get("path") == path and c.get("speedup_vs_cufft"))
+                   if c.get("speedup_vs_cufft") and name(c) == path)
         parts.append(f"{path}/cuFFT median speedup {s[len(s) // 2]:.2f}")
     print(", ".join(parts))
 EOF
@@ -638,10 +641,12 @@ phase_serve_1() { serve serve_1 1 4 default; }
 phase_serve_64() { serve serve_64 64 128 "$serve_budgets"; }
 
 # B64 H768 fp16 (FlashFFTConv's published shape) at every default length, on
-# the fused FlashConv kernel, the chunked kernel and cuFFT.
+# the fused FlashConv kernel, the chunked kernel (also on the packed q|k|v
+# rows, mode rows) and cuFFT.
 phase_flashconv() {
   bounded "$bench_log" "$python" "$root/bench/flashconv_bench.py" --no-build --build "$shim" \
-    --out "$res/flashconv.json" -- --shapes 64x768 --types fp16 --paths fused,chunked,chunked_mma,cufft
+    --out "$res/flashconv.json" -- --shapes 64x768 --types fp16 --paths fused,chunked,chunked_mma,cufft \
+    --rows
   bench_result $? flashconv
 }
 

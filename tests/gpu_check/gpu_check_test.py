@@ -307,7 +307,8 @@ class GpuCheckTest(unittest.TestCase):
             self.assertIn(f"shard {shard} of 4", log)
         # The bench scripts get the wrappers' tree and the serving shape.
         bench = m.read("bench.log")
-        self.assertIn("--shapes 64x768 --types fp16 --paths fused,chunked,chunked_mma,cufft", bench)
+        self.assertIn("--shapes 64x768 --types fp16 --paths fused,chunked,chunked_mma,cufft "
+                      "--rows", bench)
         self.assertIn("--engine-flags=--decode-products stream", bench)
         self.assertIn("--device cuda", bench)
         self.assertIn("--concurrency 64 --num-prompts 128 --input-len 1536 --output-len 128",
