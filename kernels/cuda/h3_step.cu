@@ -8,12 +8,14 @@
 // of state traffic per sequence (0.5 MiB of ring read, 8 KiB written, 1 MiB
 // of diagonal state read and written) against 2 MiB of SSM parameters
 // (shift_kernel, dA, dB, C) shared by the batch, so the parameters are worth
-// reusing: see H3StepHeadDim1Kernel for how.
+// reusing: see H3StepHeadDim1Kernel for how (H3StepOctetKernel, which the
+// released models' d_state 64 takes, does the same with fewer lanes).
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/h3_step.h"
 #include "kernels/cuda/io_element.cuh"
+#include "kernels/h3_step_lanes.h"
 
 namespace h3::kernels {
 namespace {
@@ -126,6 +128,38 @@ __device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
                (sizeof(float) * kVec)) == 0;
   LoadVec<kVec, true>(t.shift, t.aligned, t.s);
   LoadVec<kVec, true>(t.diag, t.aligned, t.x);
+  const int64_t at = b * l.input_stride + c;
+  t.q = io::ToFloat(static_cast<const T*>(p.q)[at]);
+  t.k = io::ToFloat(static_cast<const T*>(p.k)[at]);
+  t.v = io::ToFloat(static_cast<const T*>(p.v)[at]);
+  return t;
+}
+
+// LoadSlice for the octet kernel: 8 floats of the ring and of the diagonal
+// row, as two vectors each where both are 16-byte aligned.
+template <typename T>
+__device__ __forceinline__ Slice<kOctet> LoadOctet(const H3StepParams& p,
+                                                   const StepLayout& l, int b,
+                                                   int64_t c, int64_t row,
+                                                   bool active) {
+  Slice<kOctet> t;
+  t.pos = p.positions[b];
+  if (!active) return t;
+  const H3State state = p.states[b];
+  t.shift = state.shift + row;
+  t.diag = state.diag + row;
+  t.aligned = ((reinterpret_cast<uintptr_t>(t.shift) |
+                reinterpret_cast<uintptr_t>(t.diag)) %
+               (sizeof(float) * 4)) == 0;
+  for (int half = 0; half < kOctet; half += 4) {
+    float s[4], x[4];
+    LoadVec<4, true>(t.shift + half, t.aligned, s);
+    LoadVec<4, true>(t.diag + half, t.aligned, x);
+    for (int i = 0; i < 4; ++i) {
+      t.s[half + i] = s[i];
+      t.x[half + i] = x[i];
+    }
+  }
   const int64_t at = b * l.input_stride + c;
   t.q = io::ToFloat(static_cast<const T*>(p.q)[at]);
   t.k = io::ToFloat(static_cast<const T*>(p.k)[at]);
@@ -256,6 +290,104 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// head_dim 1 with N / 8 lanes a channel, N / 8 a power of two up to a warp
+// (N = 8, 16, 32, 64, 128, 256): the octet kernel. Lane L holds ring slots
+// and diagonal floats [8 L, 8 L + 8) of its channel (two float4 of each),
+// and the matching dA, dB, C in registers; the shift taps sit in shared
+// memory twice over (kernels/h3_step_lanes.h), so that a lane reads the
+// eight taps its slots meet instead of shuffling ring values between lanes.
+// Against H3StepHeadDim1Kernel with float4 (N / 4 lanes) that halves the
+// lanes a channel and with them the shuffles of the two lane sums, and
+// drops the select chains of ShiftStep: by a count of the code, about a
+// third of the instructions per sequence and channel for the same bytes (an
+// H200's ncu found the float4 kernel issue-bound: 62% SM against 45% DRAM
+// throughput; the octet kernel is not yet measured). Grid and sequence walk as
+// H3StepHeadDim1Kernel's; shared memory: the block's channels' taps, 2 N + 1
+// floats each (the 1 staggers their banks).
+template <typename T>  // the elements of q, k, v and out
+__global__ void __launch_bounds__(kThreads)
+    H3StepOctetKernel(H3StepParams p, StepLayout l) {
+  extern __shared__ float taps2[];
+  const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
+  const int lanes = l.lanes, per_block = kThreads / lanes;
+  const int lane = threadIdx.x % lanes, local = threadIdx.x / lanes;
+  const int64_t c0 = int64_t{blockIdx.x} * per_block, c = c0 + local;
+  const bool active = c < d;
+  const int64_t row = c * n_state + lane * kOctet;  // [d, N] and [H, M, 2]
+  const int stride = 2 * n_state + 1;
+  for (int e = threadIdx.x; e < per_block * 2 * n_state; e += kThreads) {
+    const int ch = e / (2 * n_state), t = e % (2 * n_state);
+    taps2[ch * stride + t] =
+        c0 + ch < d ? p.w.shift_kernel[(c0 + ch) * n_state + t % n_state]
+                    : 0.0f;
+  }
+  const float* taps = taps2 + local * stride;
+
+  float da[kOctet] = {}, db[kOctet] = {}, cc[kOctet] = {};
+  float shift_d = 0, skip_d = 0;
+  if (active) {
+    for (int half = 0; half < kOctet; half += 4) {
+      float part[4];
+      LoadVec<4, false>(p.w.dA + row + half, l.weights_aligned, part);
+      for (int i = 0; i < 4; ++i) da[half + i] = part[i];
+      LoadVec<4, false>(p.w.dB + row + half, l.weights_aligned, part);
+      for (int i = 0; i < 4; ++i) db[half + i] = part[i];
+      LoadVec<4, false>(p.w.C + row + half, l.weights_aligned, part);
+      for (int i = 0; i < 4; ++i) cc[half + i] = part[i];
+    }
+    shift_d = p.w.shift_D[c];
+    skip_d = p.w.D[c];
+  }
+  __syncthreads();  // the taps
+
+  // The loop bounds are the same for the whole block: every lane reaches
+  // every shuffle.
+  const int first = blockIdx.y * l.sequences_per_block;
+  const int last = min(first + l.sequences_per_block, p.batch);
+  Slice<kOctet> cur = LoadOctet<T>(p, l, first, c, row, active);
+  for (int b = first; b < last; ++b) {
+    Slice<kOctet> next;
+    if (b + 1 < last) next = LoadOctet<T>(p, l, b + 1, c, row, active);
+
+    const int newest = static_cast<int>(cur.pos % n_state);
+#pragma unroll
+    for (int i = 0; i < kOctet; ++i) {
+      if (lane * kOctet + i == newest) cur.s[i] = cur.k;
+    }
+    const float kbar =
+        GroupSum(OctetShiftSum(taps, cur.s, cur.pos, lane, n_state), lanes) +
+        shift_d * cur.k;
+
+    // Diagonal SSM: x <- dA x + dB kv; y = 2 Re(C . x) + D kv.
+    const float kv = kbar * cur.v;
+    float y = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kOctet; i += 2) {
+      const float re = da[i] * cur.x[i] - da[i + 1] * cur.x[i + 1] + db[i] * kv;
+      const float im =
+          da[i] * cur.x[i + 1] + da[i + 1] * cur.x[i] + db[i + 1] * kv;
+      cur.x[i] = re;
+      cur.x[i + 1] = im;
+      y += cc[i] * re - cc[i + 1] * im;
+    }
+    y = 2.0f * GroupSum(y, lanes) + skip_d * kv;
+
+    if (active) {
+      if (newest / kOctet == lane) __stcs(cur.shift + newest % kOctet, cur.k);
+      for (int half = 0; half < kOctet; half += 4) {
+        const float x[4] = {cur.x[half], cur.x[half + 1], cur.x[half + 2],
+                            cur.x[half + 3]};
+        StoreVec<4>(x, cur.aligned, cur.diag + half);
+      }
+      if (lane == 0) {
+        static_cast<T*>(p.out)[int64_t{b} * d + c] =
+            io::FromFloat<T>(cur.q * y);
+      }
+    }
+    cur = next;
+  }
+}
+
 __device__ __forceinline__ float WarpSum(float x) { return GroupSum(x, kWarp); }
 
 // Any head_dim and state size, scalar loads: the simple path for p > 1
@@ -374,6 +506,29 @@ cudaError_t LaunchHeadDim1(const H3StepParams& p, StepLayout l,
 }
 
 template <typename T>
+cudaError_t LaunchOctet(const H3StepParams& p, StepLayout l,
+                        cudaStream_t stream) {
+  const H3Weights& w = p.w;
+  constexpr size_t kBytes = sizeof(float) * 4;
+  l.weights_aligned =
+      Aligned(w.dA, kBytes) && Aligned(w.dB, kBytes) && Aligned(w.C, kBytes);
+  const int channels_per_block = kThreads / l.lanes;
+  const int64_t tiles =
+      (w.shape.d_model + channels_per_block - 1) / channels_per_block;
+  const int64_t wanted = tiles * p.batch / kTargetBlocks;
+  const int64_t fit = (p.batch + kMaxGridY - 1) / kMaxGridY;
+  l.sequences_per_block = static_cast<int>(std::max<int64_t>(
+      {1, std::min<int64_t>(wanted, kMaxSequencesPerBlock), fit}));
+  const dim3 grid(
+      static_cast<unsigned>(tiles),
+      (p.batch + l.sequences_per_block - 1) / l.sequences_per_block);
+  const size_t shared =
+      sizeof(float) * channels_per_block * (2 * w.shape.d_state + 1);
+  H3StepOctetKernel<T><<<grid, kThreads, shared, stream>>>(p, l);
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t LaunchGeneral(const H3StepParams& p, const StepLayout& l,
                           cudaStream_t stream) {
   const int pd = p.w.shape.head_dim;
@@ -414,6 +569,10 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream) {
     using T = decltype(tag);
     if (w.shape.head_dim == 1) {
       const int n_state = w.shape.d_state;
+      if (n_state % kOctet == 0 && (l.lanes = LanesFor(n_state, kOctet)) > 0 &&
+          l.lanes * kOctet == n_state) {
+        return LaunchOctet<T>(params, l, stream);
+      }
       if (n_state % 4 == 0 && (l.lanes = LanesFor(n_state, 4)) > 0) {
         return LaunchHeadDim1<4, T>(params, l, stream);
       }

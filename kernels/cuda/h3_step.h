@@ -25,8 +25,9 @@ namespace h3::kernels {
 // or a null pointer (positions included), or an io_type other than fp32,
 // fp16 and bf16; cudaErrorNotSupported for
 // head_dim > 110 (its p + p^2 floats of shared memory pass 48 KiB) and, where
-// the general kernel runs (head_dim > 1, or d_state above 128, or above 64
-// when not a multiple of 4), for batch * heads >= 2^31.
+// the general kernel runs (head_dim > 1, or a d_state the head_dim-1
+// kernels do not take: N / 8 a power of two up to 32, else N / 4 or N / 2
+// lanes up to 32), for batch * heads >= 2^31.
 // REQUIRES: positions[b] >= 0; the batch's states are distinct and overlap
 // nothing else; out does not overlap q, k, v or a state. States need no
 // alignment (16-byte aligned ones are read as vectors). The kernel reads

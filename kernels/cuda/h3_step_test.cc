@@ -399,12 +399,14 @@ TEST_P(H3StepCudaTest, WritesOneRingSlotPerChannel) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, H3StepCudaTest,
     ::testing::Values(
-        // p = 1, float4 path: N / 4 lanes per channel, from 2 to 16.
+        // p = 1, octet kernel: N / 8 lanes per channel, from 1 to 32.
         StepCase{8, 1, 8, 1, false}, StepCase{8, 1, 8, 64, true},
         StepCase{64, 1, 64, 17, false}, StepCase{2048, 1, 64, 1, true},
         StepCase{2048, 1, 64, 64, false}, StepCase{1024, 1, 32, 40, true},
-        // p = 1: N / 4 = 6 lanes padded to 8; float2 path (N = 10: 5 lanes
-        // padded to 8); N = 160, past a warp per channel: general kernel.
+        StepCase{64, 1, 128, 9, true}, StepCase{40, 1, 256, 3, false},
+        // p = 1, float4 path: N / 4 = 6 lanes padded to 8; float2 path
+        // (N = 10: 5 lanes padded to 8); N = 160, past a warp per channel:
+        // general kernel.
         StepCase{96, 1, 24, 5, true}, StepCase{40, 1, 10, 9, false},
         StepCase{48, 1, 160, 3, true},
         // p > 1: the general kernel.
@@ -420,11 +422,13 @@ class H3StepCudaGraphTest : public h3::testing::GpuTest {};
 
 // One graph captured for a batch of 4 serves different sequences at their
 // own positions each replay (the device states and positions arrays
-// rewritten in between), as the engine's decode graphs do; both kernels.
+// rewritten in between), as the engine's decode graphs do; the octet,
+// head_dim-1 and general kernels.
 TEST_F(H3StepCudaGraphTest, ReplaysOverNewStates) {
   const std::vector<std::vector<int>> rounds = {
       {0, 1, 2, 3}, {4, 5, 6, 7}, {3, 0, 6, 5}, {7, 2, 1, 4}, {0, 1, 2, 3}};
   CheckSteps({256, 1, 64}, 8, rounds, /*fused=*/true, /*graph=*/true, 7);
+  CheckSteps({96, 1, 24}, 8, rounds, /*fused=*/true, /*graph=*/true, 9);
   CheckSteps({256, 2, 16}, 8, rounds, /*fused=*/false, /*graph=*/true, 8);
 }
 
