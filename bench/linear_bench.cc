@@ -1,10 +1,12 @@
 // h3_linear_bench: the decode products of the H3-1.3B shape (d_model 2048)
 // by SkinnyGemmCuda (the batch-invariant kernel, kernels/skinny_gemm.h) and by
-// LinearCuda (cuBLASLt, the default path; and "cublaslt_pinned", one
+// LinearCuda (cuBLASLt, the default path; "cublaslt_pinned", one
 // algorithm per shape for every row count: LinearCuda::Options::
-// pinned_algorithms) and by StreamGemmCuda ("stream": the decode product on
-// tensor cores, kernels/stream_gemm.h), against the device-to-device copy
-// bandwidth measured in the same run, with fp32 activations (x and y fp32:
+// pinned_algorithms; "cublaslt_tuned", the fastest of the heuristic's first
+// few algorithms, timed at the first call: Options::tune_algorithms, which
+// the untimed calls below trigger) and by StreamGemmCuda ("stream": the decode
+// product on tensor cores, kernels/stream_gemm.h), against the device-to-device
+// copy bandwidth measured in the same run, with fp32 activations (x and y fp32:
 // LinearCuda first rounds x to W's type) and with 16-bit ones (x in W's type,
 // and y too where the model's half activations keep it 16-bit: the qkv and
 // fc1 outputs, whose bias is then of y's type, as the model stores it).
@@ -139,7 +141,14 @@ int Run(const Flags& f) {
   options.pinned_algorithms = true;
   const std::string pinned_error =
       lt_error.empty() ? kernels::LinearCuda::Create(options, &pinned) : "";
-  for (const std::string& e : {lt_error, pinned_error}) {
+  // And with each shape's algorithm timed at its first call
+  // (LinearCuda::Options::tune_algorithms).
+  std::unique_ptr<kernels::LinearCuda> tuned;
+  options.pinned_algorithms = false;
+  options.tune_algorithms = true;
+  const std::string tuned_error =
+      pinned_error.empty() ? kernels::LinearCuda::Create(options, &tuned) : "";
+  for (const std::string& e : {lt_error, pinned_error, tuned_error}) {
     if (!e.empty()) {
       std::cerr << "h3_linear_bench: " << e << "\n";
       return 1;
@@ -230,6 +239,7 @@ int Run(const Flags& f) {
               });
           const std::vector<double> cublas = time_lt(*lt);
           const std::vector<double> cublas_pinned = time_lt(*pinned);
+          const std::vector<double> cublas_tuned = time_lt(*tuned);
           const double bytes =
               w_bytes +
               rows * (p.k * ElementSize(x_type) + p.n * ElementSize(y_type)) +
@@ -237,6 +247,7 @@ int Run(const Flags& f) {
           for (auto [kernel, ms] :
                {std::pair{"skinny", skinny}, std::pair{"cublaslt", cublas},
                 std::pair{"cublaslt_pinned", cublas_pinned},
+                std::pair{"cublaslt_tuned", cublas_tuned},
                 std::pair{"stream", streamed}}) {
             const TimeStats s = Summarize(ms);
             const double gbps = bytes / (s.min * 1e-3) / 1e9;

@@ -88,8 +88,10 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name) {
   if (name == "cublaslt") return DecodeProducts::kCublasLt;
   if (name == "stream") return DecodeProducts::kStream;
-  return absl::InvalidArgumentError("unknown decode-products kernel \"" + name +
-                                    "\"; use cublaslt or stream");
+  if (name == "cublaslt-tuned") return DecodeProducts::kCublasLtTuned;
+  return absl::InvalidArgumentError(
+      "unknown decode-products kernel \"" + name +
+      "\"; use cublaslt, stream or cublaslt-tuned");
 }
 
 H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type) {

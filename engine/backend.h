@@ -356,10 +356,14 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 // every larger product. kStream: StreamGemmCuda (kernels/stream_gemm.h),
 // which streams 16-bit weights through tensor cores and gives a row the same
 // bits in any batch of up to 64; products it does not take (fp32 weights, k
-// not a multiple of 8) stay on cuBLASLt.
-enum class DecodeProducts { kCublasLt, kStream };
+// not a multiple of 8) stay on cuBLASLt. kCublasLtTuned: cuBLASLt with each
+// product's algorithm timed among the heuristic's first few at its first
+// uncaptured call (kernels/cuda/linear.h, Options::tune_algorithms; not yet
+// run on a GPU).
+enum class DecodeProducts { kCublasLt, kStream, kCublasLtTuned };
 
-// "cublaslt" or "stream"; InvalidArgument for anything else.
+// "cublaslt", "stream" or "cublaslt-tuned"; InvalidArgument for anything
+// else.
 absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name);
 
 struct BackendOptions {

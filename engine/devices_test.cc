@@ -118,6 +118,8 @@ TEST(MakeBackendTest, ParsesBatchInvariantKernels) {
 TEST(MakeBackendTest, ParsesDecodeProducts) {
   EXPECT_EQ(*ParseDecodeProducts("cublaslt"), DecodeProducts::kCublasLt);
   EXPECT_EQ(*ParseDecodeProducts("stream"), DecodeProducts::kStream);
+  EXPECT_EQ(*ParseDecodeProducts("cublaslt-tuned"),
+            DecodeProducts::kCublasLtTuned);
   EXPECT_EQ(ParseDecodeProducts("skinny").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BackendOptions{}.decode_products, DecodeProducts::kCublasLt);

@@ -233,10 +233,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--decode-products", backend.decode_products,
                  "GPU without --batch-invariant: the products of at most 64 "
-                 "rows by cublaslt or by stream (tensor-core kernel that "
-                 "streams 16-bit weights; docs/cuda-engine.md, \"Decode "
-                 "products\")")
-      ->check(CLI::IsMember({"cublaslt", "stream"}))
+                 "rows by cublaslt, by stream (tensor-core kernel that "
+                 "streams 16-bit weights) or by cublaslt-tuned (cuBLASLt's "
+                 "fastest of a few algorithms, timed at first use); "
+                 "docs/cuda-engine.md, \"Decode products\"")
+      ->check(CLI::IsMember({"cublaslt", "stream", "cublaslt-tuned"}))
       ->capture_default_str();
   CLI::Option* half_flag = app.add_flag(
       "--half-activations", backend.half_activations,

@@ -47,7 +47,9 @@ class CudaBackend final : public Backend {
         pinned_linear_(options.batch_invariant &&
                        options.batch_invariant_kernel ==
                            BatchInvariantKernel::kCublasLt),
-        stream_decode_(options.decode_products == DecodeProducts::kStream) {}
+        stream_decode_(options.decode_products == DecodeProducts::kStream),
+        tune_products_(options.decode_products ==
+                       DecodeProducts::kCublasLtTuned) {}
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
@@ -405,6 +407,7 @@ class CudaBackend final : public Backend {
   absl::Status GrowLinear(int64_t k, int64_t n) {
     kernels::LinearCuda::Options options;
     options.pinned_algorithms = pinned_linear_;
+    options.tune_algorithms = tune_products_;
     options.max_rows_times_k =
         k > linear_k_ ? std::max(k, 2 * linear_k_) : linear_k_;
     options.max_rows_times_n =
@@ -433,6 +436,9 @@ class CudaBackend final : public Backend {
   bool pinned_linear_;
   // Without batch_invariant_: products of <= 64 rows by StreamGemmCuda.
   bool stream_decode_;
+  // Products of <= 64 rows on cuBLASLt's fastest of a few algorithms, timed
+  // at their first uncaptured call (LinearCuda::Options::tune_algorithms).
+  bool tune_products_;
   cudaStream_t stream_ = nullptr;
   std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current
   int64_t linear_k_ = 0, linear_n_ = 0;  // the last LinearCuda's scratch

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/cuda/bias_add.h"
 #include "kernels/cuda/bias_gelu.h"
@@ -60,6 +61,10 @@ struct Route {
 
 }  // namespace
 
+// Tuning (Options::tune_algorithms): timed calls a candidate, after one
+// untimed.
+constexpr int kTuneReps = 5;
+
 struct LinearCuda::State {
   Options options;
   cublasLtHandle_t handle = nullptr;
@@ -69,6 +74,12 @@ struct LinearCuda::State {
   DeviceBuffer scratch;    // x rounded to W's type, [max_rows_times_k]
   DeviceBuffer scratch_d;  // fp32 D before rounding, [max_rows_times_n]
   std::unique_ptr<PlanCache> plans;  // after handle and preference
+  // Tuning: what is written to evict L2 before each timed call (twice the
+  // L2's size, allocated at the first tuning; empty where memory is short),
+  // and the counts tune_stats reports.
+  DeviceBuffer flush;
+  bool flush_tried = false;
+  TuneStats tune_stats;
 
   ~State() {
     plans.reset();
@@ -81,7 +92,127 @@ struct LinearCuda::State {
 
   // The route of p, x_in the x the product reads (p.x or the scratch).
   std::string Choose(const LinearCudaParams& p, const void* x_in, Route* r);
+  // Times plan's candidates on this call's operands (x_in, D at d) and keeps
+  // the fastest in plan->algo; nothing while `stream` is capturing.
+  std::string Tune(Plan* plan, const void* w, const void* x_in, void* d,
+                   cudaStream_t stream);
+  // One call of `algo` with plan's descriptors; cuBLASLt's error, if any.
+  std::string Matmul(Plan* plan, const cublasLtMatmulAlgo_t& algo,
+                     const void* w, const void* x_in, void* d,
+                     cudaStream_t stream);
 };
+
+std::string LinearCuda::State::Matmul(Plan* plan,
+                                      const cublasLtMatmulAlgo_t& algo,
+                                      const void* w, const void* x_in, void* d,
+                                      cudaStream_t stream) {
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  H3_LT_CALL(cublasLtMatmul, handle, plan->desc, &alpha, w, plan->w_layout,
+             x_in, plan->x_layout, &beta, d, plan->y_layout, d, plan->y_layout,
+             &algo, workspace.get(), kWorkspaceBytes, stream);
+  return "";
+}
+
+namespace {
+
+// CUDA events destroyed with their scope.
+struct Events {
+  explicit Events(size_t count) : events(count, nullptr) {}
+  ~Events() {
+    for (cudaEvent_t e : events) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+  }
+  cudaError_t Create() {
+    for (cudaEvent_t& e : events) {
+      const cudaError_t err = cudaEventCreate(&e);
+      if (err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
+  }
+  std::vector<cudaEvent_t> events;
+};
+
+// Twice the L2 cache's bytes, where the device has a quarter of its free
+// memory or more to spare for it; else 0.
+size_t FlushBytes() {
+  int device = 0, l2 = 0;
+  size_t free_bytes = 0, total = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) !=
+          cudaSuccess ||
+      cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+    cudaGetLastError();  // clear it: tuning goes on without a flush
+    return 0;
+  }
+  const size_t bytes = 2 * static_cast<size_t>(l2);
+  return 4 * bytes <= free_bytes ? bytes : 0;
+}
+
+}  // namespace
+
+std::string LinearCuda::State::Tune(Plan* plan, const void* w, const void* x_in,
+                                    void* d, cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  H3_RETURN_IF_NOT_EMPTY(CudaError(cudaStreamIsCapturing(stream, &capture),
+                                   "cudaStreamIsCapturing"));
+  if (capture != cudaStreamCaptureStatusNone) return "";
+  if (!flush_tried) {
+    flush_tried = true;
+    const size_t bytes = FlushBytes();
+    if (bytes > 0 && flush.Reserve(bytes) != cudaSuccess) {
+      cudaGetLastError();  // no flush then (the buffer stays empty)
+    }
+  }
+  const std::vector<cublasLtMatmulAlgo_t> candidates =
+      std::move(plan->candidates);
+  plan->candidates.clear();
+  constexpr int kCalls = kTuneReps + 1;  // the first untimed
+  Events timing(2 * candidates.size() * kCalls);
+  H3_RETURN_IF_NOT_EMPTY(CudaError(timing.Create(), "cudaEventCreate"));
+  std::vector<bool> ran(candidates.size(), true);
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    for (int r = 0; r < kCalls && ran[c]; ++r) {
+      if (flush.bytes() > 0) {
+        H3_RETURN_IF_NOT_EMPTY(
+            CudaError(cudaMemsetAsync(flush.get(), r, flush.bytes(), stream),
+                      "cudaMemsetAsync (L2 flush)"));
+      }
+      cudaEvent_t* pair = &timing.events[2 * (c * kCalls + r)];
+      H3_RETURN_IF_NOT_EMPTY(
+          CudaError(cudaEventRecord(pair[0], stream), "cudaEventRecord"));
+      // A candidate cuBLASLt refuses at run time drops out.
+      ran[c] = Matmul(plan, candidates[c], w, x_in, d, stream).empty();
+      H3_RETURN_IF_NOT_EMPTY(
+          CudaError(cudaEventRecord(pair[1], stream), "cudaEventRecord"));
+    }
+  }
+  H3_RETURN_IF_NOT_EMPTY(
+      CudaError(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
+  size_t best = 0;
+  float best_ms = -1.0f;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    if (!ran[c]) continue;
+    std::vector<float> ms(kTuneReps);
+    for (int r = 1; r < kCalls; ++r) {
+      const cudaEvent_t* pair = &timing.events[2 * (c * kCalls + r)];
+      H3_RETURN_IF_NOT_EMPTY(
+          CudaError(cudaEventElapsedTime(&ms[r - 1], pair[0], pair[1]),
+                    "cudaEventElapsedTime"));
+    }
+    std::nth_element(ms.begin(), ms.begin() + kTuneReps / 2, ms.end());
+    const float median = ms[kTuneReps / 2];
+    if (best_ms < 0 || median < best_ms) {
+      best = c;
+      best_ms = median;
+    }
+  }
+  if (best_ms >= 0) plan->algo = candidates[best];
+  ++tune_stats.timed;
+  if (best != 0) ++tune_stats.changed;
+  return "";
+}
 
 std::string LinearCuda::State::Choose(const LinearCudaParams& p,
                                       const void* x_in, Route* r) {
@@ -159,9 +290,10 @@ std::string LinearCuda::Create(const Options& options,
   H3_LT_CALL(cublasLtMatmulPreferenceSetAttribute, state->pinned_preference,
              CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction,
              sizeof(no_reduction));
-  state->plans =
-      std::make_unique<PlanCache>(state->handle, state->preference,
-                                  state->pinned_preference, options.allow_tf32);
+  state->plans = std::make_unique<PlanCache>(
+      state->handle, state->preference, state->pinned_preference,
+      options.allow_tf32,
+      options.tune_algorithms && !options.pinned_algorithms ? kTuneRows : 0);
   H3_RETURN_IF_NOT_EMPTY(CudaError(state->workspace.Reserve(kWorkspaceBytes),
                                    "cudaMalloc (cuBLASLt workspace)"));
   if (options.max_rows_times_k > 0) {
@@ -284,11 +416,10 @@ std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
     H3_LT_CALL(cublasLtMatmulDescSetAttribute, plan->desc,
                CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
   }
-  const float alpha = 1.0f;
-  const float beta = 0.0f;
-  H3_LT_CALL(cublasLtMatmul, s.handle, plan->desc, &alpha, p.w, plan->w_layout,
-             x_in, plan->x_layout, &beta, d, plan->y_layout, d, plan->y_layout,
-             &plan->algo, s.workspace.get(), kWorkspaceBytes, stream);
+  if (!plan->candidates.empty()) {
+    H3_RETURN_IF_NOT_EMPTY(s.Tune(plan, p.w, x_in, d, stream));
+  }
+  H3_RETURN_IF_NOT_EMPTY(s.Matmul(plan, plan->algo, p.w, x_in, d, stream));
 
   // Bias and GELU left to do: D is fp32 (y itself when y is fp32), and one
   // kernel writes y from it, rounding once.
@@ -311,6 +442,10 @@ std::string LinearCuda::Run(const LinearCudaParams& p, cudaStream_t stream) {
                      "ConvertFromFloat");
   }
   return "";
+}
+
+LinearCuda::TuneStats LinearCuda::tune_stats() const {
+  return state_->tune_stats;
 }
 
 }  // namespace h3::kernels

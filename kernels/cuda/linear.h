@@ -78,7 +78,29 @@ class LinearCuda {
     // either; a row count the pinned algorithm does not take fails with a
     // message instead of falling back to another algorithm.
     bool pinned_algorithms = false;
+    // Products of up to kTuneRows rows (decode steps), not pinned: the
+    // first uncaptured call of each plan times the cuBLASLt heuristic's
+    // first few algorithms (up to 8) on the call's own operands, the L2
+    // cache flushed before each timed call as a decode step finds it, and
+    // keeps the fastest (median of 5 calls each); every later call of the
+    // plan runs it. A call under graph capture leaves the plan untimed (on
+    // the heuristic's first) until an uncaptured one. Off: the heuristic's
+    // first, always. Tuning stalls that first call for the timed calls and a
+    // synchronisation, and which algorithm wins may vary between processes
+    // (the timings are noisy), and with it the last bits of a product.
+    bool tune_algorithms = false;
   };
+
+  // The most rows a tuned product has (Options::tune_algorithms).
+  static constexpr int64_t kTuneRows = 64;
+
+  // What tuning did so far: plans timed, and of those, how many kept an
+  // algorithm other than the heuristic's first.
+  struct TuneStats {
+    int timed = 0;
+    int changed = 0;
+  };
+  TuneStats tune_stats() const;
 
   // Makes the cuBLASLt handle, its workspace and the scratch on the current
   // device. Returns "" on success, otherwise a message naming the failed

@@ -136,17 +136,24 @@ std::string PlanCache::Build(const PlanKey& key, const void* bias, Plan* plan) {
   H3_RETURN_IF_NOT_EMPTY(
       SetAlignments(key, key.pinned ? pinned_preference_ : preference_));
   if (key.pinned) return Pinned(key, plan);
-  cublasLtMatmulHeuristicResult_t result{};
+  const int wanted = key.rows <= tune_rows_ ? kTuneCandidates : 1;
+  cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
   int found = 0;
   const cublasStatus_t status = Lt().cublasLtMatmulAlgoGetHeuristic(
       handle_, plan->desc, plan->w_layout, plan->x_layout, plan->y_layout,
-      plan->y_layout, preference_, 1, &result, &found);
+      plan->y_layout, preference_, wanted, results, &found);
   // NOT_SUPPORTED: no algorithm for this configuration, which the caller
   // handles like an empty answer.
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) return "";
   H3_RETURN_IF_NOT_EMPTY(LtError(status, "cublasLtMatmulAlgoGetHeuristic"));
-  plan->has_algo = found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
-  if (plan->has_algo) plan->algo = result.algo;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) {
+      plan->candidates.push_back(results[i].algo);
+    }
+  }
+  plan->has_algo = !plan->candidates.empty();
+  if (plan->has_algo) plan->algo = plan->candidates.front();
+  if (plan->candidates.size() < 2) plan->candidates.clear();  // nothing to time
   return "";
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/element_type.h"
 #include "kernels/cuda/cublaslt_api.h"
@@ -90,6 +91,10 @@ struct Plan {
   // algorithm at all (whatever the rows, so that the route never depends on
   // them); fits, whether cublasLtMatmulAlgoCheck accepts it for key.rows.
   bool fits = true;
+  // Tuned plans (PlanCache's tune_rows): the heuristic's answers in its
+  // order, algo the first, until LinearCuda times them on the plan's first
+  // uncaptured call and keeps the fastest in algo; then empty.
+  std::vector<cublasLtMatmulAlgo_t> candidates;
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -110,15 +115,22 @@ class PlanCache {
  public:
   static constexpr size_t kMaxPlans = 256;
 
+  // The heuristic's answers a tuned plan keeps as candidates.
+  static constexpr int kTuneCandidates = 8;
+
   // handle and the preferences (which hold the workspace limits) are the
   // caller's and must outlive the cache. pinned_preference: no workspace and
-  // no reduction scheme, so no split-K or stream-K algorithm.
+  // no reduction scheme, so no split-K or stream-K algorithm. tune_rows:
+  // plans of keys of up to this many rows (not pinned) keep the heuristic's
+  // first kTuneCandidates answers as Plan::candidates; 0, none.
   PlanCache(cublasLtHandle_t handle, cublasLtMatmulPreference_t preference,
-            cublasLtMatmulPreference_t pinned_preference, bool allow_tf32)
+            cublasLtMatmulPreference_t pinned_preference, bool allow_tf32,
+            int64_t tune_rows = 0)
       : handle_(handle),
         preference_(preference),
         pinned_preference_(pinned_preference),
-        allow_tf32_(allow_tf32) {}
+        allow_tf32_(allow_tf32),
+        tune_rows_(tune_rows) {}
 
   // The plan of `key`; `bias` (its alignment) is read when the key's
   // epilogue has one. *out stays valid until the next Find.
@@ -137,6 +149,7 @@ class PlanCache {
   cublasLtMatmulPreference_t preference_;
   cublasLtMatmulPreference_t pinned_preference_;
   bool allow_tf32_;
+  int64_t tune_rows_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   // By key with rows 0; nullopt: the heuristic had none.
   std::map<PlanKey, std::optional<cublasLtMatmulAlgo_t>> pinned_;

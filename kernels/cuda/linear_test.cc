@@ -182,5 +182,81 @@ TEST_F(LinearCudaTest, ReplaysFromACudaGraph) {
   cudaStreamDestroy(stream);
 }
 
+// Options::tune_algorithms: the algorithm the timing keeps computes the same
+// product (the first call, which tunes, and every later one), for decode row
+// counts, every type and epilogue route.
+TEST_F(LinearCudaTest, TunedAlgorithmsComputeTheProduct) {
+  for (const Case& c :
+       {Case{ElementType::kF16, 1, 1024, 512, true, false, true},
+        Case{ElementType::kF16, 64, 768, 256, true, true, true},
+        Case{ElementType::kBF16, 8, 512, 384, true, true, false},
+        Case{ElementType::kF32, 17, 256, 128, false, false, true}}) {
+    SCOPED_TRACE(CaseName({c, 0}));
+    const Problem p = MakeProblem(c, 31);
+    LinearCuda::Options options = OptionsFor(c);
+    options.tune_algorithms = true;
+    EXPECT_LE(NormalisedError(RunCase(c, p, options), p.want), Tolerance(c));
+  }
+}
+
+// A plan first met under graph capture is not timed there (no
+// synchronisation inside a capture); the captured call runs the heuristic's
+// first algorithm and replays right. Its first uncaptured call times it,
+// once: later calls keep what it chose.
+TEST_F(LinearCudaTest, TuningWaitsForAnUncapturedCall) {
+  const Case c{ElementType::kF16, 8, 1024, 1024, true, false, true};
+  const Problem p = MakeProblem(c, 23);
+  DeviceBuffer x, w, bias, y;
+  Upload(p.x, &x);
+  Upload(Encode(c.type, p.w), &w);
+  Upload(p.bias, &bias);
+  Upload(std::vector<float>(c.rows * c.n, 0.0f), &y);
+  std::unique_ptr<LinearCuda> linear;
+  LinearCuda::Options options = OptionsFor(c);
+  options.tune_algorithms = true;
+  ASSERT_EQ(LinearCuda::Create(options, &linear), "");
+  const LinearCudaParams params{.x = x.get(),
+                                .w = w.get(),
+                                .w_type = c.type,
+                                .bias = bias.as<float>(),
+                                .y = y.get(),
+                                .rows = c.rows,
+                                .n = c.n,
+                                .k = c.k};
+  cudaStream_t stream = nullptr;
+  ASSERT_CUDA_OK(cudaStreamCreate(&stream));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const std::string error = linear->Run(params, stream);
+  ASSERT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(linear->tune_stats().timed, 0);
+  ASSERT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  ASSERT_CUDA_OK(cudaGraphLaunch(exec, stream));
+  ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
+  std::vector<float> got(c.rows * c.n);
+  ASSERT_CUDA_OK(cudaMemcpy(got.data(), y.get(), got.size() * sizeof(float),
+                            cudaMemcpyDeviceToHost));
+  EXPECT_LE(NormalisedError(got, p.want), Tolerance(c)) << "replayed";
+
+  ASSERT_CUDA_OK(cudaMemset(y.get(), 0, y.bytes()));
+  ASSERT_EQ(linear->Run(params, stream), "");
+  const LinearCuda::TuneStats tuned = linear->tune_stats();
+  // One plan; timed unless cuBLASLt offered a single algorithm.
+  EXPECT_LE(tuned.timed, 1);
+  RecordProperty("timed", tuned.timed);
+  RecordProperty("changed", tuned.changed);
+  ASSERT_EQ(linear->Run(params, stream), "");
+  EXPECT_EQ(linear->tune_stats().timed, tuned.timed) << "timed twice";
+  ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
+  ASSERT_CUDA_OK(cudaMemcpy(got.data(), y.get(), got.size() * sizeof(float),
+                            cudaMemcpyDeviceToHost));
+  EXPECT_LE(NormalisedError(got, p.want), Tolerance(c)) << "tuned";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
 }  // namespace
 }  // namespace h3::kernels::linear_testing
