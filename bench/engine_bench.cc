@@ -10,7 +10,7 @@
 //       [--attention auto|fma|flash] [--h3-prefill auto|fft|chunked]
 //       [--graphs on|off] [--batch-invariant]
 //       [--batch-invariant-kernel skinny|cublaslt|stream]
-//       [--decode-products cublaslt|stream|cublaslt-tuned]
+//       [--decode-products auto|cublaslt|stream|cublaslt-tuned]
 //       [--half-activations | --fp32-activations]
 //       [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
@@ -261,9 +261,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"skinny", "cublaslt", "stream"}));
   app.add_option("--decode-products", flags.backend.decode_products,
                  "CUDA without --batch-invariant: products of at most 64 rows "
-                 "by cublaslt, stream or cublaslt-tuned "
+                 "by auto, cublaslt, stream or cublaslt-tuned "
                  "(BackendOptions::decode_products)")
-      ->check(CLI::IsMember({"cublaslt", "stream", "cublaslt-tuned"}));
+      ->check(CLI::IsMember({"auto", "cublaslt", "stream", "cublaslt-tuned"}));
   CLI::Option* half = app.add_flag(
       "--half-activations", flags.backend.half_activations,
       "CUDA, 16-bit --dtype: activations that feed products in that type "

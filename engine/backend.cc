@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/stream_gemm.h"
 
 namespace h3::engine {
 
@@ -85,13 +86,25 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
                                     "\"; use skinny, cublaslt or stream");
 }
 
+int64_t StreamProductRows(DecodeProducts products) {
+  switch (products) {
+    case DecodeProducts::kAuto:
+      return kAutoStreamRows;
+    case DecodeProducts::kStream:
+      return kernels::kStreamMaxRows;
+    default:
+      return 0;
+  }
+}
+
 absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name) {
+  if (name == "auto") return DecodeProducts::kAuto;
   if (name == "cublaslt") return DecodeProducts::kCublasLt;
   if (name == "stream") return DecodeProducts::kStream;
   if (name == "cublaslt-tuned") return DecodeProducts::kCublasLtTuned;
   return absl::InvalidArgumentError(
       "unknown decode-products kernel \"" + name +
-      "\"; use cublaslt, stream or cublaslt-tuned");
+      "\"; use auto, cublaslt, stream or cublaslt-tuned");
 }
 
 H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type) {

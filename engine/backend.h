@@ -356,14 +356,22 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 // every larger product. kStream: StreamGemmCuda (kernels/stream_gemm.h),
 // which streams 16-bit weights through tensor cores and gives a row the same
 // bits in any batch of up to 64; products it does not take (fp32 weights, k
-// not a multiple of 8) stay on cuBLASLt. kCublasLtTuned: cuBLASLt with each
-// product's algorithm timed among the heuristic's first few at its first
-// uncaptured call (kernels/cuda/linear.h, Options::tune_algorithms; not yet
-// run on a GPU).
-enum class DecodeProducts { kCublasLt, kStream, kCublasLtTuned };
+// not a multiple of 8) stay on cuBLASLt. kAuto, the default: StreamGemmCuda
+// for products of at most kAutoStreamRows rows, cuBLASLt for the others (on
+// an H200 the stream kernel took a batch-1 step from 1.39 to 1.34 ms, and
+// cuBLASLt is faster from 8 rows up: docs/cuda-engine.md, "Decode
+// products"). kCublasLtTuned: cuBLASLt with each product's algorithm timed
+// among the heuristic's first few at its first uncaptured call
+// (kernels/cuda/linear.h, Options::tune_algorithms; not yet run on a GPU).
+enum class DecodeProducts { kAuto, kCublasLt, kStream, kCublasLtTuned };
+constexpr int64_t kAutoStreamRows = 4;
 
-// "cublaslt", "stream" or "cublaslt-tuned"; InvalidArgument for anything
-// else.
+// The most rows of a product `products` sends to StreamGemmCuda (without
+// batch invariance): kStreamMaxRows, kAutoStreamRows or 0.
+int64_t StreamProductRows(DecodeProducts products);
+
+// "auto", "cublaslt", "stream" or "cublaslt-tuned"; InvalidArgument for
+// anything else.
 absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name);
 
 struct BackendOptions {
@@ -383,7 +391,7 @@ struct BackendOptions {
   // With batch_invariant: which products (BatchInvariantKernel).
   BatchInvariantKernel batch_invariant_kernel = BatchInvariantKernel::kCublasLt;
   // Without batch_invariant: the products of at most 64 rows.
-  DecodeProducts decode_products = DecodeProducts::kCublasLt;
+  DecodeProducts decode_products = DecodeProducts::kAuto;
   // CUDA with 16-bit weights: the activations that feed products, and the
   // attention layers' K/V cache, in the weights' type
   // (Backend::activation_type), so products read them without a conversion
@@ -407,7 +415,7 @@ struct BackendFlags {
   std::string h3_prefill = "auto";
   bool batch_invariant = false;
   std::string batch_invariant_kernel = "cublaslt";
-  std::string decode_products = "cublaslt";
+  std::string decode_products = "auto";
   // Neither: BackendOptions::half_activations stays unset (the default).
   bool half_activations = false;
   bool fp32_activations = false;

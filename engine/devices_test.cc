@@ -122,7 +122,14 @@ TEST(MakeBackendTest, ParsesDecodeProducts) {
             DecodeProducts::kCublasLtTuned);
   EXPECT_EQ(ParseDecodeProducts("skinny").status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(BackendOptions{}.decode_products, DecodeProducts::kCublasLt);
+  EXPECT_EQ(*ParseDecodeProducts("auto"), DecodeProducts::kAuto);
+  EXPECT_EQ(BackendOptions{}.decode_products, DecodeProducts::kAuto);
+  EXPECT_EQ(ParseBackendFlags({})->decode_products, DecodeProducts::kAuto);
+  // auto: the stream kernel for the smallest products only.
+  EXPECT_EQ(StreamProductRows(DecodeProducts::kAuto), kAutoStreamRows);
+  EXPECT_EQ(StreamProductRows(DecodeProducts::kStream), 64);
+  EXPECT_EQ(StreamProductRows(DecodeProducts::kCublasLt), 0);
+  EXPECT_EQ(StreamProductRows(DecodeProducts::kCublasLtTuned), 0);
 }
 
 // auto takes the chunked kernel where the weights are 16-bit, the cuFFT
@@ -193,7 +200,7 @@ TEST(MakeBackendTest, ParsesTheBackendFlags) {
   EXPECT_FALSE(defaults.weight_type.has_value());
   EXPECT_EQ(defaults.attention, AttentionKernel::kAuto);
   EXPECT_EQ(defaults.batch_invariant_kernel, BatchInvariantKernel::kCublasLt);
-  EXPECT_EQ(defaults.decode_products, DecodeProducts::kCublasLt);
+  EXPECT_EQ(defaults.decode_products, DecodeProducts::kAuto);
   EXPECT_FALSE(defaults.half_activations.has_value());
   EXPECT_EQ(ParseBackendFlags({.half_activations = true})->half_activations,
             true);

@@ -582,7 +582,8 @@ phase_linear() {
   if [ ! -x "$shim/bench/h3_linear_bench" ]; then
     status=skipped; detail="no h3_linear_bench in this build"; return
   fi
-  bounded "$bench_log" "$shim/bench/h3_linear_bench" --out "$res/linear.json"
+  bounded "$bench_log" "$shim/bench/h3_linear_bench" --rows 1,2,4,8,64 \
+    --out "$res/linear.json"
   bench_result $? linear
 }
 

@@ -233,11 +233,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--decode-products", backend.decode_products,
                  "GPU without --batch-invariant: the products of at most 64 "
-                 "rows by cublaslt, by stream (tensor-core kernel that "
-                 "streams 16-bit weights) or by cublaslt-tuned (cuBLASLt's "
-                 "fastest of a few algorithms, timed at first use); "
-                 "docs/cuda-engine.md, \"Decode products\"")
-      ->check(CLI::IsMember({"cublaslt", "stream", "cublaslt-tuned"}))
+                 "rows by auto (stream up to 4 rows, cublaslt above), "
+                 "cublaslt, stream (tensor-core kernel that streams 16-bit "
+                 "weights) or cublaslt-tuned (cuBLASLt's fastest of a few "
+                 "algorithms, timed at first use); docs/cuda-engine.md, "
+                 "\"Decode products\"")
+      ->check(CLI::IsMember({"auto", "cublaslt", "stream", "cublaslt-tuned"}))
       ->capture_default_str();
   CLI::Option* half_flag = app.add_flag(
       "--half-activations", backend.half_activations,

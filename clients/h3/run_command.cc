@@ -264,9 +264,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"skinny", "cublaslt", "stream"}))
       ->capture_default_str();
   cmd->add_option("--decode-products", flags->backend.decode_products,
-                  "GPU: products of at most 64 rows by cublaslt, stream or "
-                  "cublaslt-tuned (docs/cuda-engine.md)")
-      ->check(CLI::IsMember({"cublaslt", "stream", "cublaslt-tuned"}))
+                  "GPU: products of at most 64 rows by auto (stream up to 4 "
+                  "rows), cublaslt, stream or cublaslt-tuned "
+                  "(docs/cuda-engine.md)")
+      ->check(CLI::IsMember({"auto", "cublaslt", "stream", "cublaslt-tuned"}))
       ->capture_default_str();
   CLI::Option* half = cmd->add_flag(
       "--half-activations", flags->backend.half_activations,

@@ -47,7 +47,7 @@ class CudaBackend final : public Backend {
         pinned_linear_(options.batch_invariant &&
                        options.batch_invariant_kernel ==
                            BatchInvariantKernel::kCublasLt),
-        stream_decode_(options.decode_products == DecodeProducts::kStream),
+        stream_rows_(StreamProductRows(options.decode_products)),
         tune_products_(options.decode_products ==
                        DecodeProducts::kCublasLtTuned) {}
 
@@ -169,8 +169,7 @@ class CudaBackend final : public Backend {
         invariant_kernel_ == BatchInvariantKernel::kStream) {
       return PiecewiseLinear(p, /*stream=*/true);
     }
-    if (!batch_invariant_ && stream_decode_ &&
-        p.rows <= kernels::kStreamMaxRows) {
+    if (!batch_invariant_ && p.rows <= stream_rows_) {
       // One piece; products the kernel does not take stay on cuBLASLt.
       const kernels::SkinnyGemmParams params = ProductParams(p);
       if (kernels::StreamGemmCheck(params, true)[0] == '\0') {
@@ -434,8 +433,9 @@ class CudaBackend final : public Backend {
   BatchInvariantKernel invariant_kernel_;  // with batch_invariant_
   // batch_invariant_ on cuBLASLt with pinned algorithms.
   bool pinned_linear_;
-  // Without batch_invariant_: products of <= 64 rows by StreamGemmCuda.
-  bool stream_decode_;
+  // Without batch_invariant_: products of at most this many rows by
+  // StreamGemmCuda (StreamProductRows).
+  int64_t stream_rows_;
   // Products of <= 64 rows on cuBLASLt's fastest of a few algorithms, timed
   // at their first uncaptured call (LinearCuda::Options::tune_algorithms).
   bool tune_products_;
