@@ -9,6 +9,44 @@
 #include "kernels/h3_chunked.h"
 
 namespace h3::kernels {
+namespace {
+
+// Whether every segment has a start >= 0 and a length >= 1 (checked before
+// any launch).
+bool SegmentsWellFormed(const H3PrefillPackedParams& p) {
+  for (int i = 0; i < p.segments; ++i) {
+    if (p.seqs[i].start < 0 || p.seqs[i].length < 1) return false;
+  }
+  return true;
+}
+
+// One launch(count) per kMaxPackedSegments segments of p, after writing
+// their table into args.seg; a segment's offset divided by `row` (1, or the
+// time stride where the kernel takes first rows). The first error, if any.
+template <typename Args, typename Launch>
+cudaError_t LaunchInGroups(const H3PrefillPackedParams& p, int64_t row,
+                           Args& args, Launch launch) {
+  for (int first = 0; first < p.segments; first += kMaxPackedSegments) {
+    const int count = p.segments - first < kMaxPackedSegments
+                          ? p.segments - first
+                          : kMaxPackedSegments;
+    for (int i = 0; i < count; ++i) {
+      const H3PrefillSegment& s = p.seqs[first + i];
+      args.seg[i] = {s.start, s.length, s.offset / row, s.shift_state,
+                     s.diag_state};
+    }
+    const cudaError_t err = launch(count);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+bool Aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
 cudaError_t H3PrefillChunked::Create(const H3Weights& host_weights,
                                      const H3Weights& device_weights,
                                      bool shift_mma,
@@ -30,11 +68,8 @@ cudaError_t H3PrefillChunked::Create(const H3Weights& host_weights,
 cudaError_t H3PrefillChunked::RunPacked(const H3PrefillPackedParams& p,
                                         cudaStream_t stream) {
   const H3Shape& shape = w_.shape;
-  if (p.time != 1 || shape.d_model > 65535) return cudaErrorInvalidValue;
-  for (int i = 0; i < p.segments; ++i) {  // before any launch
-    if (p.seqs[i].start < 0 || p.seqs[i].length < 1) {
-      return cudaErrorInvalidValue;
-    }
+  if (p.time != 1 || shape.d_model > 65535 || !SegmentsWellFormed(p)) {
+    return cudaErrorInvalidValue;
   }
   chunked::ChunkedArgs args{w_,
                             setup_.as<const flashconv::ChannelSetup>(),
@@ -45,30 +80,13 @@ cudaError_t H3PrefillChunked::RunPacked(const H3PrefillPackedParams& p,
                             p.v,
                             p.out,
                             {}};
-  for (int first = 0; first < p.segments; first += kMaxPackedSegments) {
-    const int count = p.segments - first < kMaxPackedSegments
-                          ? p.segments - first
-                          : kMaxPackedSegments;
-    for (int i = 0; i < count; ++i) {
-      const H3PrefillSegment& s = p.seqs[first + i];
-      args.seg[i] = {s.start, s.length, s.offset, s.shift_state, s.diag_state};
-    }
+  return LaunchInGroups(p, 1, args, [&](int count) {
     void* params[] = {&args};
-    const cudaError_t err = cudaLaunchKernel(
+    return cudaLaunchKernel(
         chunked::ChunkedPrefillKernelFor(p.type, shift_mma_),
         dim3(count, shape.d_model), dim3(chunked::kThreads), params, 0, stream);
-    if (err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
+  });
 }
-
-namespace {
-
-bool Aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-}  // namespace
 
 bool H3PrefillChunked::TakesRows(const H3PrefillPackedParams& p) const {
   const int64_t size = ElementSize(p.type);
@@ -88,12 +106,7 @@ bool H3PrefillChunked::TakesRows(const H3PrefillPackedParams& p) const {
 cudaError_t H3PrefillChunked::RunRows(const H3PrefillPackedParams& p,
                                       cudaStream_t stream) {
   const H3Shape& shape = w_.shape;
-  if (!TakesRows(p)) return cudaErrorInvalidValue;
-  for (int i = 0; i < p.segments; ++i) {  // before any launch
-    if (p.seqs[i].start < 0 || p.seqs[i].length < 1) {
-      return cudaErrorInvalidValue;
-    }
-  }
+  if (!TakesRows(p) || !SegmentsWellFormed(p)) return cudaErrorInvalidValue;
   chunked::RowsArgs args{w_,
                          setup_.as<const flashconv::ChannelSetup>(),
                          toeplitz_.as<const chunked::ChunkedChannel>(),
@@ -104,25 +117,14 @@ cudaError_t H3PrefillChunked::RunRows(const H3PrefillPackedParams& p,
                          p.v,
                          p.out,
                          {}};
-  for (int first = 0; first < p.segments; first += kMaxPackedSegments) {
-    const int count = p.segments - first < kMaxPackedSegments
-                          ? p.segments - first
-                          : kMaxPackedSegments;
-    for (int i = 0; i < count; ++i) {
-      const H3PrefillSegment& s = p.seqs[first + i];
-      // The kernel's offset is the segment's first row.
-      args.seg[i] = {s.start, s.length, s.offset / p.time, s.shift_state,
-                     s.diag_state};
-    }
+  // The kernel's segment offset is its first row.
+  return LaunchInGroups(p, p.time, args, [&](int count) {
     void* params[] = {&args};
-    const cudaError_t err =
-        cudaLaunchKernel(chunked::RowsKernelFor(p.type),
-                         dim3(shape.d_model / chunked::kRowChannels, count),
-                         dim3(chunked::kRowThreads), params,
-                         chunked::RowsSharedBytes(p.type), stream);
-    if (err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
+    return cudaLaunchKernel(chunked::RowsKernelFor(p.type),
+                            dim3(shape.d_model / chunked::kRowChannels, count),
+                            dim3(chunked::kRowThreads), params,
+                            chunked::RowsSharedBytes(p.type), stream);
+  });
 }
 
 }  // namespace h3::kernels

@@ -22,6 +22,7 @@
 // kernels/cpu/h3_chunked_emulation_test.cc runs the same steps on the CPU.
 
 #include "kernels/cuda/flashconv_device.cuh"
+#include "kernels/cuda/h3_chunked_scan.cuh"
 #include "kernels/cuda/h3_prefill_chunked_kernel.h"
 
 namespace h3::kernels::chunked {
@@ -33,7 +34,6 @@ namespace wmma = fc::wmma;
 constexpr int kWarps = kThreads / 32;
 constexpr int kRows = 2 * fc::kMaxModes;  // rows of E and X (ModeRow order)
 static_assert(kThreads * 2 == kTile, "two tokens a thread in step 1");
-static_assert(kColumns == 16, "Scan writes a row of xh as two uint4");
 static_assert(kShiftTaps == fc::kHistory, "A_r reads s.taps");
 
 // Shared memory of a block. The MMA operands first: each starts 32-byte
@@ -160,12 +160,6 @@ __device__ void LoadChannel(const ChunkedArgs& a, int64_t start, int c,
   __syncthreads();
 }
 
-// a and b rounded to fp16, as the bits of a __half2 (a in the low half).
-__device__ __forceinline__ unsigned HalfPair(float a, float b) {
-  return __half_as_ushort(__float2half_rn(a)) |
-         static_cast<unsigned>(__half_as_ushort(__float2half_rn(b))) << 16;
-}
-
 // Step 3 on warp 0 (lane = mode): X_g into s.xh (scaled by their largest
 // component, which goes to s.x_max) and the state after the tile's `len`
 // tokens into s.x.
@@ -174,54 +168,23 @@ __device__ void Scan(const ChunkedArgs& a, int c, int len, float u_max,
   const int modes = a.w.shape.d_state / 2, m = threadIdx.x % 32;
   const bool live = m < modes;
   float2 xg[kColumns];
-  float2 state = live ? s.x[m] : make_float2(0.0f, 0.0f);
-  const float r_scale = u_max * s.scale_e;
   float most = 0.0f;
-#pragma unroll
-  for (int g = 0; g < kColumns; ++g) {
-    xg[g] = state;
-    most = fmaxf(most, fmaxf(fabsf(state.x), fabsf(state.y)));
-    if (live) {
-      const float2 r =
-          make_float2(s.rt[g][fc::ModeRow(m, 0)], s.rt[g][fc::ModeRow(m, 1)]);
-      state = fc::CAdd(fc::CMul(s.dA16[m], state), fc::CScale(r, r_scale));
-    }
-  }
+  // A lane past the modes reads an unused s.dA16 entry (it holds
+  // kMaxModes) but keeps its zero state.
+  float2 state =
+      ScanColumns(s.rt, m, live, live ? s.x[m] : make_float2(0.0f, 0.0f),
+                  s.dA16[m], u_max * s.scale_e, xg, &most);
   for (int offset = 16; offset > 0; offset /= 2) {
     most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, offset));
   }
   if (!live) return;
-  // The call's last tile ends after its last whole column, then token by
-  // token (below); pick that column's state before xg is packed.
-  const int whole = len / kColumn;
-  if (len < kTile) {
-#pragma unroll
-    for (int g = 0; g < kColumns; ++g) {
-      if (g == whole) state = xg[g];
-    }
-  }
-  const float inv = most > 0 ? 1.0f / most : 0.0f;
-  // Each of the lane's two rows of xh (16 halves, 32 bytes) as two 16-byte
-  // stores: a store per element was an 8-way bank conflict.
-  unsigned re[kColumns / 2], im[kColumns / 2];  // fp16 pairs (g, g + 1)
-#pragma unroll
-  for (int g = 0; g < kColumns; g += 2) {
-    re[g / 2] = HalfPair(xg[g].x * inv, xg[g + 1].x * inv);
-    im[g / 2] = HalfPair(xg[g].y * inv, xg[g + 1].y * inv);
-  }
-  uint4* re_row = reinterpret_cast<uint4*>(&s.xh[fc::ModeRow(m, 0)][0]);
-  uint4* im_row = reinterpret_cast<uint4*>(&s.xh[fc::ModeRow(m, 1)][0]);
-  re_row[0] = make_uint4(re[0], re[1], re[2], re[3]);
-  re_row[1] = make_uint4(re[4], re[5], re[6], re[7]);
-  im_row[0] = make_uint4(im[0], im[1], im[2], im[3]);
-  im_row[1] = make_uint4(im[4], im[5], im[6], im[7]);
+  if (len < kTile) state = PartialStart(xg, len);
+  StoreColumnStates(xg, most > 0 ? 1.0f / most : 0.0f, m, s.xh);
   if (len < kTile) {  // the call's last tile: the remaining tokens
     const int i = c * modes + m;
-    const float2 da = make_float2(a.w.dA[2 * i], a.w.dA[2 * i + 1]);
-    const float2 db = make_float2(a.w.dB[2 * i], a.w.dB[2 * i + 1]);
-    for (int t = kColumn * whole; t < len; ++t) {
-      state = fc::CAdd(fc::CMul(da, state), fc::CScale(db, s.u[t]));
-    }
+    state =
+        PartialEnd(state, len, make_float2(a.w.dA[2 * i], a.w.dA[2 * i + 1]),
+                   make_float2(a.w.dB[2 * i], a.w.dB[2 * i + 1]), s.u);
   }
   s.x[m] = state;
   if (m == 0) s.x_max = most;

@@ -22,6 +22,7 @@
 #include <cstddef>
 
 #include "kernels/cuda/flashconv_device.cuh"
+#include "kernels/cuda/h3_chunked_scan.cuh"
 #include "kernels/cuda/h3_prefill_rows_kernel.h"
 
 namespace h3::kernels::chunked {
@@ -33,7 +34,6 @@ namespace wmma = fc::wmma;
 constexpr int kRows = 2 * fc::kMaxModes;  // rows of E and X (ModeRow order)
 constexpr int kH = fc::kHistory;
 static_assert(kLaneTokens == 8, "step 1 writes a lane's u as 2 float4");
-static_assert(kColumns == 16, "the scan writes a row of xh as two uint4");
 static_assert(kShiftTaps == kH, "step 1 reads 64 inputs before a token");
 
 // One warp's (channel's) shared memory. WMMA operands start 32-byte
@@ -141,12 +141,6 @@ struct Mode {
   float2 db;
 };
 
-// a and b rounded to fp16, as the bits of a __half2 (a in the low half).
-__device__ __forceinline__ unsigned HalfPair(float a, float b) {
-  return __half_as_ushort(__float2half_rn(a)) |
-         static_cast<unsigned>(__half_as_ushort(__float2half_rn(b))) << 16;
-}
-
 // Step 1: u = kbar v for the lane's tokens t0 .. t0 + 7 (zero past len)
 // into s.u, U into s.uh, the next tile's history into s.history; returns
 // max |u| over the tile (every lane).
@@ -184,46 +178,15 @@ __device__ float Scan(int modes, int len, float r_scale, Mode& mode,
   const int m = threadIdx.x % 32;
   const bool live = m < modes;
   float2 xg[kColumns];
-  float2 state = mode.x;
   float most = 0.0f;
-#pragma unroll
-  for (int g = 0; g < kColumns; ++g) {
-    xg[g] = state;
-    most = fmaxf(most, fmaxf(fabsf(state.x), fabsf(state.y)));
-    if (live) {
-      const float2 r = make_float2(s.work.rt[g][fc::ModeRow(m, 0)],
-                                   s.work.rt[g][fc::ModeRow(m, 1)]);
-      state = fc::CAdd(fc::CMul(mode.dA16, state), fc::CScale(r, r_scale));
-    }
-  }
+  const float2 state =
+      ScanColumns(s.work.rt, m, live, mode.x, mode.dA16, r_scale, xg, &most);
   most = WarpMax(most);
   if (!live) return most;
-  const int whole = len / kColumn;
-  if (len < kTile) {
-#pragma unroll
-    for (int g = 0; g < kColumns; ++g) {
-      if (g == whole) state = xg[g];
-    }
-  }
-  const float inv = most > 0 ? 1.0f / most : 0.0f;
-  unsigned re[kColumns / 2], im[kColumns / 2];  // fp16 pairs (g, g + 1)
-#pragma unroll
-  for (int g = 0; g < kColumns; g += 2) {
-    re[g / 2] = HalfPair(xg[g].x * inv, xg[g + 1].x * inv);
-    im[g / 2] = HalfPair(xg[g].y * inv, xg[g + 1].y * inv);
-  }
-  uint4* re_row = reinterpret_cast<uint4*>(&s.xh[fc::ModeRow(m, 0)][0]);
-  uint4* im_row = reinterpret_cast<uint4*>(&s.xh[fc::ModeRow(m, 1)][0]);
-  re_row[0] = make_uint4(re[0], re[1], re[2], re[3]);
-  re_row[1] = make_uint4(re[4], re[5], re[6], re[7]);
-  im_row[0] = make_uint4(im[0], im[1], im[2], im[3]);
-  im_row[1] = make_uint4(im[4], im[5], im[6], im[7]);
-  if (len < kTile) {  // the call's last tile: the remaining tokens
-    for (int t = kColumn * whole; t < len; ++t) {
-      state = fc::CAdd(fc::CMul(mode.da, state), fc::CScale(mode.db, s.u[t]));
-    }
-  }
-  mode.x = state;
+  const float2 partial = len < kTile ? PartialStart(xg, len) : state;
+  StoreColumnStates(xg, most > 0 ? 1.0f / most : 0.0f, m, s.xh);
+  mode.x =
+      len < kTile ? PartialEnd(partial, len, mode.da, mode.db, s.u) : state;
   return most;
 }
 

@@ -51,21 +51,29 @@ struct StepLayout {
   bool weights_aligned = false;  // p = 1 kernel: vector loads of parameters
 };
 
-// kVec consecutive floats from `src`: one vector load when `aligned`
-// (src 4 kVec bytes aligned), else scalar loads. Streaming (`__ldcs`) for
+// The byte alignment LoadVec and StoreVec need for kVec floats as vectors:
+// a float2 for 2, float4s for 4 and 8.
+template <int kVec>
+constexpr size_t kVecAlignment = sizeof(float) * (kVec < 4 ? kVec : 4);
+
+// kVec consecutive floats from `src`: vector loads when `aligned` (src
+// kVecAlignment bytes aligned), else scalar loads. Streaming (`__ldcs`) for
 // state, which is touched once per step: L2 is better spent on parameters.
 template <int kVec, bool kStreaming>
 __device__ __forceinline__ void LoadVec(const float* src, bool aligned,
                                         float (&dst)[kVec]) {
   if (aligned) {
-    if constexpr (kVec == 4) {
-      const float4* p = reinterpret_cast<const float4*>(src);
-      const float4 v = kStreaming ? __ldcs(p) : __ldg(p);
-      dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
-    } else {
+    if constexpr (kVec == 2) {
       const float2* p = reinterpret_cast<const float2*>(src);
       const float2 v = kStreaming ? __ldcs(p) : __ldg(p);
       dst[0] = v.x, dst[1] = v.y;
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; i += 4) {
+        const float4* p = reinterpret_cast<const float4*>(src + i);
+        const float4 v = kStreaming ? __ldcs(p) : __ldg(p);
+        dst[i] = v.x, dst[i + 1] = v.y, dst[i + 2] = v.z, dst[i + 3] = v.w;
+      }
     }
   } else {
 #pragma unroll
@@ -77,11 +85,14 @@ template <int kVec>
 __device__ __forceinline__ void StoreVec(const float (&src)[kVec], bool aligned,
                                          float* dst) {
   if (aligned) {
-    if constexpr (kVec == 4) {
-      __stcs(reinterpret_cast<float4*>(dst),
-             make_float4(src[0], src[1], src[2], src[3]));
-    } else {
+    if constexpr (kVec == 2) {
       __stcs(reinterpret_cast<float2*>(dst), make_float2(src[0], src[1]));
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; i += 4) {
+        __stcs(reinterpret_cast<float4*>(dst + i),
+               make_float4(src[i], src[i + 1], src[i + 2], src[i + 3]));
+      }
     }
   } else {
 #pragma unroll
@@ -125,41 +136,9 @@ __device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
   t.diag = state.diag + row;
   t.aligned = ((reinterpret_cast<uintptr_t>(t.shift) |
                 reinterpret_cast<uintptr_t>(t.diag)) %
-               (sizeof(float) * kVec)) == 0;
+               kVecAlignment<kVec>) == 0;
   LoadVec<kVec, true>(t.shift, t.aligned, t.s);
   LoadVec<kVec, true>(t.diag, t.aligned, t.x);
-  const int64_t at = b * l.input_stride + c;
-  t.q = io::ToFloat(static_cast<const T*>(p.q)[at]);
-  t.k = io::ToFloat(static_cast<const T*>(p.k)[at]);
-  t.v = io::ToFloat(static_cast<const T*>(p.v)[at]);
-  return t;
-}
-
-// LoadSlice for the octet kernel: 8 floats of the ring and of the diagonal
-// row, as two vectors each where both are 16-byte aligned.
-template <typename T>
-__device__ __forceinline__ Slice<kOctet> LoadOctet(const H3StepParams& p,
-                                                   const StepLayout& l, int b,
-                                                   int64_t c, int64_t row,
-                                                   bool active) {
-  Slice<kOctet> t;
-  t.pos = p.positions[b];
-  if (!active) return t;
-  const H3State state = p.states[b];
-  t.shift = state.shift + row;
-  t.diag = state.diag + row;
-  t.aligned = ((reinterpret_cast<uintptr_t>(t.shift) |
-                reinterpret_cast<uintptr_t>(t.diag)) %
-               (sizeof(float) * 4)) == 0;
-  for (int half = 0; half < kOctet; half += 4) {
-    float s[4], x[4];
-    LoadVec<4, true>(t.shift + half, t.aligned, s);
-    LoadVec<4, true>(t.diag + half, t.aligned, x);
-    for (int i = 0; i < 4; ++i) {
-      t.s[half + i] = s[i];
-      t.x[half + i] = x[i];
-    }
-  }
   const int64_t at = b * l.input_stride + c;
   t.q = io::ToFloat(static_cast<const T*>(p.q)[at]);
   t.k = io::ToFloat(static_cast<const T*>(p.k)[at]);
@@ -209,6 +188,26 @@ __device__ __forceinline__ float ShiftStep(float (&ring)[kVec],
     if (first + i <= pos) kbar += taps[i] * got;
   }
   return GroupSum(kbar, lanes) + shift_d * k;
+}
+
+// The diagonal SSM on a lane's kVec / 2 modes (re, im pairs of x, dA, dB,
+// C): x <- dA x + dB kv in place; returns the lane's share of Re(C . x),
+// which the channel's lanes sum (y = 2 Re(C . x) + D kv).
+template <int kVec>
+__device__ __forceinline__ float DiagonalStep(const float (&da)[kVec],
+                                              const float (&db)[kVec],
+                                              const float (&cc)[kVec], float kv,
+                                              float (&x)[kVec]) {
+  float y = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kVec; i += 2) {
+    const float re = da[i] * x[i] - da[i + 1] * x[i + 1] + db[i] * kv;
+    const float im = da[i] * x[i + 1] + da[i + 1] * x[i] + db[i + 1] * kv;
+    x[i] = re;
+    x[i + 1] = im;
+    y += cc[i] * re - cc[i + 1] * im;
+  }
+  return y;
 }
 
 // head_dim 1. Channel c is head c, and its shift ring (N floats) and diagonal
@@ -264,19 +263,10 @@ __global__ void __launch_bounds__(kThreads)
     const float kbar = ShiftStep<kVec>(cur.s, taps, shift_d, cur.k, cur.pos,
                                        newest, n_state, lane, lanes);
 
-    // Diagonal SSM: x <- dA x + dB kv; y = 2 Re(C . x) + D kv.
     const float kv = kbar * cur.v;
-    float y = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kVec; i += 2) {
-      const float re = da[i] * cur.x[i] - da[i + 1] * cur.x[i + 1] + db[i] * kv;
-      const float im =
-          da[i] * cur.x[i + 1] + da[i + 1] * cur.x[i] + db[i + 1] * kv;
-      cur.x[i] = re;
-      cur.x[i + 1] = im;
-      y += cc[i] * re - cc[i + 1] * im;
-    }
-    y = 2.0f * GroupSum(y, lanes) + skip_d * kv;
+    const float y =
+        2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), lanes) +
+        skip_d * kv;
 
     if (active) {
       if (newest / kVec == lane) __stcs(cur.shift + newest % kVec, cur.k);
@@ -326,15 +316,9 @@ __global__ void __launch_bounds__(kThreads)
   float da[kOctet] = {}, db[kOctet] = {}, cc[kOctet] = {};
   float shift_d = 0, skip_d = 0;
   if (active) {
-    for (int half = 0; half < kOctet; half += 4) {
-      float part[4];
-      LoadVec<4, false>(p.w.dA + row + half, l.weights_aligned, part);
-      for (int i = 0; i < 4; ++i) da[half + i] = part[i];
-      LoadVec<4, false>(p.w.dB + row + half, l.weights_aligned, part);
-      for (int i = 0; i < 4; ++i) db[half + i] = part[i];
-      LoadVec<4, false>(p.w.C + row + half, l.weights_aligned, part);
-      for (int i = 0; i < 4; ++i) cc[half + i] = part[i];
-    }
+    LoadVec<kOctet, false>(p.w.dA + row, l.weights_aligned, da);
+    LoadVec<kOctet, false>(p.w.dB + row, l.weights_aligned, db);
+    LoadVec<kOctet, false>(p.w.C + row, l.weights_aligned, cc);
     shift_d = p.w.shift_D[c];
     skip_d = p.w.D[c];
   }
@@ -344,10 +328,10 @@ __global__ void __launch_bounds__(kThreads)
   // every shuffle.
   const int first = blockIdx.y * l.sequences_per_block;
   const int last = min(first + l.sequences_per_block, p.batch);
-  Slice<kOctet> cur = LoadOctet<T>(p, l, first, c, row, active);
+  Slice<kOctet> cur = LoadSlice<kOctet, T>(p, l, first, c, row, active);
   for (int b = first; b < last; ++b) {
     Slice<kOctet> next;
-    if (b + 1 < last) next = LoadOctet<T>(p, l, b + 1, c, row, active);
+    if (b + 1 < last) next = LoadSlice<kOctet, T>(p, l, b + 1, c, row, active);
 
     const int newest = static_cast<int>(cur.pos % n_state);
 #pragma unroll
@@ -358,27 +342,14 @@ __global__ void __launch_bounds__(kThreads)
         GroupSum(OctetShiftSum(taps, cur.s, cur.pos, lane, n_state), lanes) +
         shift_d * cur.k;
 
-    // Diagonal SSM: x <- dA x + dB kv; y = 2 Re(C . x) + D kv.
     const float kv = kbar * cur.v;
-    float y = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kOctet; i += 2) {
-      const float re = da[i] * cur.x[i] - da[i + 1] * cur.x[i + 1] + db[i] * kv;
-      const float im =
-          da[i] * cur.x[i + 1] + da[i + 1] * cur.x[i] + db[i + 1] * kv;
-      cur.x[i] = re;
-      cur.x[i + 1] = im;
-      y += cc[i] * re - cc[i + 1] * im;
-    }
-    y = 2.0f * GroupSum(y, lanes) + skip_d * kv;
+    const float y =
+        2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), lanes) +
+        skip_d * kv;
 
     if (active) {
       if (newest / kOctet == lane) __stcs(cur.shift + newest % kOctet, cur.k);
-      for (int half = 0; half < kOctet; half += 4) {
-        const float x[4] = {cur.x[half], cur.x[half + 1], cur.x[half + 2],
-                            cur.x[half + 3]};
-        StoreVec<4>(x, cur.aligned, cur.diag + half);
-      }
+      StoreVec<kOctet>(cur.x, cur.aligned, cur.diag);
       if (lane == 0) {
         static_cast<T*>(p.out)[int64_t{b} * d + c] =
             io::FromFloat<T>(cur.q * y);
@@ -487,7 +458,7 @@ template <int kVec, typename T>
 cudaError_t LaunchHeadDim1(const H3StepParams& p, StepLayout l,
                            cudaStream_t stream) {
   const H3Weights& w = p.w;
-  constexpr size_t kBytes = sizeof(float) * kVec;
+  constexpr size_t kBytes = kVecAlignment<kVec>;
   l.weights_aligned = Aligned(w.shift_kernel, kBytes) &&
                       Aligned(w.dA, kBytes) && Aligned(w.dB, kBytes) &&
                       Aligned(w.C, kBytes);
@@ -509,7 +480,7 @@ template <typename T>
 cudaError_t LaunchOctet(const H3StepParams& p, StepLayout l,
                         cudaStream_t stream) {
   const H3Weights& w = p.w;
-  constexpr size_t kBytes = sizeof(float) * 4;
+  constexpr size_t kBytes = kVecAlignment<kOctet>;
   l.weights_aligned =
       Aligned(w.dA, kBytes) && Aligned(w.dB, kBytes) && Aligned(w.C, kBytes);
   const int channels_per_block = kThreads / l.lanes;

@@ -1,0 +1,93 @@
+#ifndef H3_KERNELS_CUDA_H3_CHUNKED_SCAN_CUH_
+#define H3_KERNELS_CUDA_H3_CHUNKED_SCAN_CUH_
+
+// The scan of the chunked H3 prefill (kernels/h3_chunked.h, step 3), shared
+// by its two kernels (h3_prefill_chunked_kernel.cu, channel-major, and
+// h3_prefill_rows_kernel.cu, packed rows): one lane per mode m, the tile's
+// 16 column states X_g from R = E U, their fp16 copy for P X, and the state
+// after a partial last column.
+
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/flashconv_device.cuh"
+#include "kernels/h3_chunked.h"
+
+namespace h3::kernels::chunked {
+
+// a and b rounded to fp16, as the bits of a __half2 (a in the low half).
+__device__ __forceinline__ unsigned HalfPair(float a, float b) {
+  return __half_as_ushort(__float2half_rn(a)) |
+         static_cast<unsigned>(__half_as_ushort(__float2half_rn(b))) << 16;
+}
+
+// X_{g+1} = dA^16 X_g + r_scale R[.][g] from `state` (X_0), lane m's mode:
+// xg[g] = X_g (the state before column g); returns X_16. rt: (E U)^T,
+// rt[g][ModeRow(m, .)]. A lane past the modes (live false) keeps zeros.
+// *most: the largest |component| of the lane's X_g.
+__device__ __forceinline__ float2 ScanColumns(
+    const float (*rt)[2 * flashconv::kMaxModes], int m, bool live, float2 state,
+    const float2& dA16, float r_scale, float2 (&xg)[kColumns], float* most) {
+  namespace fc = flashconv;
+  *most = 0.0f;
+#pragma unroll
+  for (int g = 0; g < kColumns; ++g) {
+    xg[g] = state;
+    *most = fmaxf(*most, fmaxf(fabsf(state.x), fabsf(state.y)));
+    if (live) {
+      const float2 r =
+          make_float2(rt[g][fc::ModeRow(m, 0)], rt[g][fc::ModeRow(m, 1)]);
+      state = fc::CAdd(fc::CMul(dA16, state), fc::CScale(r, r_scale));
+    }
+  }
+  return state;
+}
+
+// Lane m's two rows of xh (row ModeRow(m, .), column g: X_g * inv in fp16),
+// each 16 halves as two 16-byte stores (a store per element was an 8-way
+// bank conflict).
+__device__ __forceinline__ void StoreColumnStates(const float2 (&xg)[kColumns],
+                                                  float inv, int m,
+                                                  __half (*xh)[kColumns]) {
+  namespace fc = flashconv;
+  static_assert(kColumns == 16, "a row of xh is two uint4");
+  unsigned re[kColumns / 2], im[kColumns / 2];  // fp16 pairs (g, g + 1)
+#pragma unroll
+  for (int g = 0; g < kColumns; g += 2) {
+    re[g / 2] = HalfPair(xg[g].x * inv, xg[g + 1].x * inv);
+    im[g / 2] = HalfPair(xg[g].y * inv, xg[g + 1].y * inv);
+  }
+  uint4* re_row = reinterpret_cast<uint4*>(&xh[fc::ModeRow(m, 0)][0]);
+  uint4* im_row = reinterpret_cast<uint4*>(&xh[fc::ModeRow(m, 1)][0]);
+  re_row[0] = make_uint4(re[0], re[1], re[2], re[3]);
+  re_row[1] = make_uint4(re[4], re[5], re[6], re[7]);
+  im_row[0] = make_uint4(im[0], im[1], im[2], im[3]);
+  im_row[1] = make_uint4(im[4], im[5], im[6], im[7]);
+}
+
+// A call's last tile of len < kTile tokens ends by the plain recurrence from
+// the state before its first partial column: PartialStart picks that state
+// (take it before xg is packed: xg then dies, and its registers with it),
+// PartialEnd runs the remaining tokens one by one in fp32 (dA, dB the
+// mode's, u the tile's u = kbar v).
+__device__ __forceinline__ float2 PartialStart(const float2 (&xg)[kColumns],
+                                               int len) {
+  const int whole = len / kColumn;
+  float2 state = xg[0];
+#pragma unroll
+  for (int g = 1; g < kColumns; ++g) {
+    if (g == whole) state = xg[g];
+  }
+  return state;
+}
+__device__ __forceinline__ float2 PartialEnd(float2 state, int len, float2 da,
+                                             float2 db, const float* u) {
+  namespace fc = flashconv;
+  for (int t = kColumn * (len / kColumn); t < len; ++t) {
+    state = fc::CAdd(fc::CMul(da, state), fc::CScale(db, u[t]));
+  }
+  return state;
+}
+
+}  // namespace h3::kernels::chunked
+
+#endif  // H3_KERNELS_CUDA_H3_CHUNKED_SCAN_CUH_
