@@ -36,6 +36,8 @@ constexpr float kMassScale = 0x1p39f;
 // The draw scans the row in tiles of kThreads * kPerThread consecutive ids:
 // 16 per thread costs vocab / 8192 block-wide scans.
 constexpr int kPerThread = 16;
+// The first pass loads this many tokens' inputs a thread before using them.
+constexpr int kFirstPassLoads = 4;
 // A banned token's processed logit in the workspace: no candidate's is NaN
 // (kernels/sampling.h REQUIRES), so every pass tells banned tokens apart by
 // x alone, without reading the flags again.
@@ -223,22 +225,43 @@ __global__ void __launch_bounds__(kThreads)
   const TokenHistory h =
       p.histories != nullptr ? p.histories[b] : TokenHistory{};
 
-  // Steps 1-2: processed logits, and the largest candidate (the greedy
-  // choice; the last id if every token is banned).
+  // Steps 1-2: processed logits (into the workspace, which only the
+  // sampling steps read), and the largest candidate (the greedy choice; the
+  // last id if every token is banned). A thread loads kFirstPassLoads
+  // tokens' inputs before it uses any: one token at a time (a load, then a
+  // store to the workspace the next load could not pass), a row's single
+  // block waited a memory round trip per token; the H200 breakdown timed
+  // the greedy sample op at 74 us at batch 1 (50K tokens; e190e6a), which
+  // that explains. Not yet timed since.
   uint64_t best = 0;
   int32_t banned = 0;
-  for (int32_t v = threadIdx.x; v < vocab; v += kThreads) {
-    const int32_t count = h.counts != nullptr ? h.counts[v] : 0;
-    const uint8_t flags = h.flags != nullptr ? h.flags[v] : 0;
-    float xv =
-        PenalizedLogit(logits[v], count, (flags & kTokenInPrompt) != 0, row);
-    if (!greedy) xv /= row.temperature;
-    if (flags & kTokenBanned) {
-      xv = kBannedLogit;
-      ++banned;
+  for (int32_t first = threadIdx.x; first < vocab;
+       first += kThreads * kFirstPassLoads) {
+    float logit[kFirstPassLoads];
+    int32_t count[kFirstPassLoads];
+    uint8_t flags[kFirstPassLoads];
+#pragma unroll
+    for (int i = 0; i < kFirstPassLoads; ++i) {
+      const int32_t v = first + i * kThreads;
+      const bool in = v < vocab;
+      logit[i] = in ? logits[v] : 0.0f;
+      count[i] = in && h.counts != nullptr ? h.counts[v] : 0;
+      flags[i] = in && h.flags != nullptr ? h.flags[v] : 0;
     }
-    x[v] = xv;
-    best = MaxU64(best, OrderKey(xv, v, r));
+#pragma unroll
+    for (int i = 0; i < kFirstPassLoads; ++i) {
+      const int32_t v = first + i * kThreads;
+      if (v >= vocab) break;
+      float xv = PenalizedLogit(logit[i], count[i],
+                                (flags[i] & kTokenInPrompt) != 0, row);
+      if (!greedy) xv /= row.temperature;
+      if (flags[i] & kTokenBanned) {
+        xv = kBannedLogit;
+        ++banned;
+      }
+      if (!greedy) x[v] = xv;
+      best = MaxU64(best, OrderKey(xv, v, r));
+    }
   }
   best = BlockAllReduce(best, MaxU64, sh.u64);  // also publishes x
   const uint64_t id_mask = (uint64_t{1} << id_bits) - 1;
