@@ -31,12 +31,19 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kKeysPerStep = 4;
 
-// Pieces hold at least kMinPieceLen keys, 64 per warp, so that the partial's
-// write and the combine stay small next to the keys read. At most kMaxPieces
-// bound the workspace and the combine's serial loop; at 64, a capacity of
-// 16384 (pieces of 256) times 16 heads is 1024 blocks for one sequence,
-// several waves on an H100's 132 SMs.
-constexpr int64_t kMinPieceLen = 256;
+// Pieces hold at least kMinPieceLen keys, 16 per warp (four steps of
+// kKeysPerStep), so that a block's partial (head_dim + 2 floats: 520 bytes
+// for a head of 128) stays small next to the keys it reads (64 K and V
+// rows: 32 KB for a 16-bit head of 128). A warp takes its keys a step at a
+// time, each step waiting on its loads, so short pieces serve small
+// batches: with 256-key pieces (the earlier value) a batch-1 step's two
+// attention layers took 64 us on an H200 at a context of about 540 (the
+// e190e6a breakdown; 3 pieces of 16 heads, 48 blocks); 64-key pieces are
+// not yet timed. At most kMaxPieces bound the workspace and the combine's
+// serial loop; at 64, a capacity of 4096 (pieces of 64) times 16 heads is
+// 1024 blocks for one sequence. The split depends on the capacity alone,
+// never on the batch.
+constexpr int64_t kMinPieceLen = 64;
 constexpr int kMaxPieces = 64;
 
 struct Split {

@@ -283,9 +283,10 @@ TEST_P(AttentionDecodeGpuTest, MatchesCpuTwin) {
   batch.ExpectMatchesCpu();
 }
 
-// Positions 0 and capacity - 1; piece boundaries (pieces are 256 keys up to
-// a capacity of 16384: 255, 256, 257; at 20000 they are 313 keys, 64 of
-// them); contexts of 4096 keys and more over 16 and 17 pieces.
+// Positions 0 and capacity - 1; piece boundaries (pieces are 64 keys up to
+// a capacity of 4096: 255, 256, 257 around the fourth boundary; at 4200
+// they are 66 keys, at 20000 313, 64 pieces either way); contexts of 4096
+// keys and more over 63 and 64 pieces.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionDecodeGpuTest,
     ::testing::Values(DecodeCase{1, 4, 4, 8, {0}},
