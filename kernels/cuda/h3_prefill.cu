@@ -152,12 +152,12 @@ bool H3PrefillCuda::RunsFused(const SequenceLayout& layout) const {
   if ((fused_ != nullptr || chunked_ != nullptr) && layout.time == 1) {
     return true;
   }
-  return path_ == H3PrefillPath::kChunked && layout.channel == 1 &&
-         layout.time % 8 == 0 && device_weights_.shape.d_model % 8 == 0;
+  return chunked_ != nullptr && layout.channel == 1 && layout.time % 8 == 0 &&
+         device_weights_.shape.d_model % 8 == 0;
 }
 
 bool H3PrefillCuda::RunsRows(const H3PrefillPackedParams& p) const {
-  return path_ == H3PrefillPath::kChunked && chunked_->TakesRows(p);
+  return chunked_ != nullptr && chunked_->TakesRows(p);
 }
 
 cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,

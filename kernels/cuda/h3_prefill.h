@@ -130,10 +130,10 @@ class H3PrefillCuda {
 
   // Whether RunPacked runs `params` on the chunked kernel's packed-rows form
   // (h3_prefill_rows_kernel.cu: q, k, v read and out written in their rows,
-  // no transposes): the chunked path (not kChunkedMma), channel stride 1,
-  // whole-row offsets, d_model a multiple of 8, tensors and row strides
-  // 16-byte aligned. Only such calls may give out a row stride of its own
-  // (H3PrefillPackedParams::out_time).
+  // no transposes): the chunked path (kChunked or kChunkedMma), channel
+  // stride 1, whole-row offsets, d_model a multiple of 8, tensors and row
+  // strides 16-byte aligned. Only such calls may give out a row stride of
+  // its own (H3PrefillPackedParams::out_time).
   bool RunsRows(const H3PrefillPackedParams& params) const;
 
   // Enqueues one call on `stream`: on the fused kernel where RunsFused,

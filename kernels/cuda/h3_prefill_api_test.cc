@@ -79,16 +79,15 @@ TEST_F(H3PrefillCudaTest, RunsFusedWhereItsKernelsTakeTheLayout) {
       H3PrefillCuda::Create(narrow.weights(), {H3PrefillPath::kCufft}, &op));
   EXPECT_FALSE(op->RunsFused(SequenceLayout::ChannelMajor(1, 100)));
   // The chunked path takes token-major layouts too (its packed-rows form)
-  // where d_model and the time stride are multiples of 8; its shift-MMA
-  // variant does not.
-  ASSERT_CUDA_OK(
-      H3PrefillCuda::Create(wide.weights(), {H3PrefillPath::kChunked}, &op));
-  EXPECT_TRUE(op->RunsFused(SequenceLayout::TokenMajor(96, 100)));
-  EXPECT_TRUE(op->RunsFused({0, 3 * 96, 1}));  // the q|k|v rows
-  EXPECT_FALSE(op->RunsFused({0, 100, 1}));
-  ASSERT_CUDA_OK(
-      H3PrefillCuda::Create(wide.weights(), {H3PrefillPath::kChunkedMma}, &op));
-  EXPECT_FALSE(op->RunsFused(SequenceLayout::TokenMajor(96, 100)));
+  // where d_model and the time stride are multiples of 8; so does its
+  // shift-MMA variant.
+  for (H3PrefillPath path :
+       {H3PrefillPath::kChunked, H3PrefillPath::kChunkedMma}) {
+    ASSERT_CUDA_OK(H3PrefillCuda::Create(wide.weights(), {path}, &op));
+    EXPECT_TRUE(op->RunsFused(SequenceLayout::TokenMajor(96, 100)));
+    EXPECT_TRUE(op->RunsFused({0, 3 * 96, 1}));  // the q|k|v rows
+    EXPECT_FALSE(op->RunsFused({0, 100, 1}));
+  }
   const RandomH3Layer odd({20, 1, 64}, 4);
   ASSERT_CUDA_OK(
       H3PrefillCuda::Create(odd.weights(), {H3PrefillPath::kChunked}, &op));

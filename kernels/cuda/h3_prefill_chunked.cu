@@ -90,7 +90,7 @@ cudaError_t H3PrefillChunked::RunPacked(const H3PrefillPackedParams& p,
 
 bool H3PrefillChunked::TakesRows(const H3PrefillPackedParams& p) const {
   const int64_t size = ElementSize(p.type);
-  if (shift_mma_ || p.channel != 1 || p.time <= 0 ||
+  if (p.channel != 1 || p.time <= 0 ||
       w_.shape.d_model % chunked::kRowChannels != 0 ||
       p.time * size % 16 != 0 || OutTime(p) * size % 16 != 0 ||
       !Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) ||
@@ -120,10 +120,11 @@ cudaError_t H3PrefillChunked::RunRows(const H3PrefillPackedParams& p,
   // The kernel's segment offset is its first row.
   return LaunchInGroups(p, p.time, args, [&](int count) {
     void* params[] = {&args};
-    return cudaLaunchKernel(chunked::RowsKernelFor(p.type),
+    return cudaLaunchKernel(chunked::RowsKernelFor(p.type, shift_mma_),
                             dim3(shape.d_model / chunked::kRowChannels, count),
                             dim3(chunked::kRowThreads), params,
-                            chunked::RowsSharedBytes(p.type), stream);
+                            chunked::RowsSharedBytes(p.type, shift_mma_),
+                            stream);
   });
 }
 

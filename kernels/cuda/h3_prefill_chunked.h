@@ -39,8 +39,7 @@ class H3PrefillChunked {
   // Whether RunRows takes this call: packed rows (channel stride 1, whole-row
   // offsets; out may have a row stride of its own, OutTime), d_model a
   // multiple of 8 (chunked::kRowChannels), q, k, v, out and both row
-  // strides 16-byte aligned, and this object computes the shift
-  // convolution in fp32 (not shift_mma).
+  // strides 16-byte aligned. Either shift convolution (shift_mma or not).
   bool TakesRows(const H3PrefillPackedParams& params) const;
 
   // The same computation on packed rows (h3_prefill_rows_kernel.cu): q, k

@@ -22,7 +22,7 @@
 // kernels/cpu/h3_chunked_emulation_test.cc runs the same steps on the CPU.
 
 #include "kernels/cuda/flashconv_device.cuh"
-#include "kernels/cuda/h3_chunked_scan.cuh"
+#include "kernels/cuda/h3_chunked_device.cuh"
 #include "kernels/cuda/h3_prefill_chunked_kernel.h"
 
 namespace h3::kernels::chunked {
@@ -106,22 +106,7 @@ __device__ float ShiftByMma(Shared& s, ShiftShared& t) {
     t.kh[i] = __float2half_rn(s.kf[i] * down);
   }
   __syncthreads();
-  if (warp == 0) {
-    // Output column g (tokens 16 g ..) = sum_r A_r K_(g - r), K_c the k
-    // column c (negative: the history): as a col-major B with ldm 16,
-    // (j, g) = kh[kHistory - 16 r + 16 g + j].
-    fc::FragAcc y;
-    wmma::fill_fragment(y, 0.0f);
-#pragma unroll
-    for (int r = 0; r < kShiftBlocks; ++r) {
-      fc::FragARow a;
-      fc::FragBCol b;
-      wmma::load_matrix_sync(a, &t.a[r][0][0], kColumn);
-      wmma::load_matrix_sync(b, t.kh + fc::kHistory - kColumn * r, kColumn);
-      wmma::mma_sync(y, a, b, y);
-    }
-    wmma::store_matrix_sync(t.y, y, kColumn, wmma::mem_col_major);
-  }
+  if (warp == 0) ShiftMmas(&t.a[0][0][0], t.kh, t.y);
   __syncthreads();
   return ldexpf(1.0f, ek + t.et);
 }

@@ -56,11 +56,11 @@ TEST_P(H3PrefillPackedGpuTest, EqualsOneRunPerSegmentBitForBit) {
   Packed single(lengths, starts, type, channel_major);
   ASSERT_TRUE(packed.ok && single.ok);
   // Token-major calls take the chunked kernel's packed-rows form.
+  const bool chunked =
+      prefer == H3PrefillPath::kChunked || prefer == H3PrefillPath::kChunkedMma;
   EXPECT_EQ(op->RunsFused(packed.layout),
-            prefer != H3PrefillPath::kCufft &&
-                (channel_major || prefer == H3PrefillPath::kChunked));
-  EXPECT_EQ(op->RunsRows(packed.Params(type)),
-            prefer == H3PrefillPath::kChunked && !channel_major);
+            prefer != H3PrefillPath::kCufft && (channel_major || chunked));
+  EXPECT_EQ(op->RunsRows(packed.Params(type)), chunked && !channel_major);
   Stream stream;
   ASSERT_CUDA_OK(stream.created);
   ASSERT_CUDA_OK(op->RunPacked(packed.Params(type), stream.stream));
@@ -97,6 +97,7 @@ INSTANTIATE_TEST_SUITE_P(
         PackedCase{ElementType::kF16, H3PrefillPath::kChunked, false},
         PackedCase{ElementType::kBF16, H3PrefillPath::kChunked, false},
         PackedCase{ElementType::kF16, H3PrefillPath::kChunkedMma, false},
+        PackedCase{ElementType::kF32, H3PrefillPath::kChunkedMma, false},
         PackedCase{ElementType::kF32, H3PrefillPath::kChunkedMma, true},
         PackedCase{ElementType::kF16, H3PrefillPath::kChunkedMma, true},
         PackedCase{ElementType::kBF16, H3PrefillPath::kChunkedMma, true}),
@@ -152,7 +153,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::tuple{H3PrefillPath::kFused, true},
                       std::tuple{H3PrefillPath::kChunked, true},
                       std::tuple{H3PrefillPath::kChunked, false},
-                      std::tuple{H3PrefillPath::kChunkedMma, true}),
+                      std::tuple{H3PrefillPath::kChunkedMma, true},
+                      std::tuple{H3PrefillPath::kChunkedMma, false}),
     [](const ::testing::TestParamInfo<std::tuple<H3PrefillPath, bool>>& i) {
       return std::string(H3PrefillPathName(std::get<0>(i.param))) +
              (std::get<1>(i.param) ? "_channel_major" : "_token_major");

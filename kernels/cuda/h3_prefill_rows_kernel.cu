@@ -22,7 +22,7 @@
 #include <cstddef>
 
 #include "kernels/cuda/flashconv_device.cuh"
-#include "kernels/cuda/h3_chunked_scan.cuh"
+#include "kernels/cuda/h3_chunked_device.cuh"
 #include "kernels/cuda/h3_prefill_rows_kernel.h"
 
 namespace h3::kernels::chunked {
@@ -63,14 +63,31 @@ static_assert(sizeof(fc::ChannelSetup::pcat) == sizeof(WarpShared::pcat) &&
               "P and E are copied from the channel's setup");
 static_assert(sizeof(WarpShared::t16) == 32 * 16, "T: one uint4 a lane");
 
+// The kShiftMma variant's own shared memory, a warp's (kernels/h3_chunked.h,
+// "Shift convolution on tensor cores"): A_r, the taps' Toeplitz blocks in
+// fp16 / 2^et, and the tile's k after its history in fp16 / 2^ek. The
+// products land in WarpShared::work after kf (ShiftProducts).
+struct alignas(128) WarpShiftShared {
+  __half a[kShiftBlocks][kColumn][kColumn];
+  __half kh[kH + kTile];
+};
+static_assert(sizeof(WarpShared::work) >= sizeof(float) * (kH + 2 * kTile),
+              "the shift products fit in work after kf");
+
 // 16-byte vectors in a row of kRowChannels elements of T.
 template <typename T>
 constexpr int kRowVectors = static_cast<int>(sizeof(T)) * kRowChannels / 16;
 
+// The stage: q, k, v of a tile's rows, [3][kTile][kRowChannels] of T.
 template <typename T>
+constexpr int kStageBytes = 3 *
+                            kTile* kRowChannels* static_cast<int>(sizeof(T));
+
+template <typename T, bool kShiftMma>
 constexpr int SharedBytes() {
-  return kRowChannels * static_cast<int>(sizeof(WarpShared)) +
-         3 * kTile * kRowChannels * static_cast<int>(sizeof(T));
+  return kRowChannels * static_cast<int>(sizeof(WarpShared)) + kStageBytes<T> +
+         (kShiftMma ? kRowChannels * static_cast<int>(sizeof(WarpShiftShared))
+                    : 0);
 }
 
 __device__ __forceinline__ float WarpMax(float v) {
@@ -141,13 +158,56 @@ struct Mode {
   float2 db;
 };
 
-// Step 1: u = kbar v for the lane's tokens t0 .. t0 + 7 (zero past len)
-// into s.u, U into s.uh, the next tile's history into s.history; returns
-// max |u| over the tile (every lane).
-__device__ float ShiftAndGate(int ns, int len, float shift_d, WarpShared& s) {
+// Where the kShiftMma variant's shift products go: work after kf, token
+// order.
+__device__ __forceinline__ float* ShiftProducts(WarpShared& s) {
+  return s.work.kf + kH + kTile;
+}
+
+// The kShiftMma variant's A_r for the warp's channel, from s.taps; returns
+// their scale exponent et.
+__device__ int LoadShiftBlocks(const WarpShared& s, WarpShiftShared& t) {
+  const int lane = threadIdx.x % 32;
+  float most = 0.0f;
+  for (int j = lane; j < kH; j += 32) most = fmaxf(most, fabsf(s.taps[j]));
+  const int et = ScaleExponent(WarpMax(most));
+  const float down = ldexpf(1.0f, -et);
+  constexpr int kElements = kShiftBlocks * kColumn * kColumn;
+  for (int e = lane; e < kElements; e += 32) {
+    const int r = e / (kColumn * kColumn), i = e / kColumn % kColumn,
+              j = e % kColumn;
+    const int tap = ShiftBlockTap(r, i, j);
+    (&t.a[0][0][0])[e] = __float2half_rn(tap >= 0 ? s.taps[tap] * down : 0.0f);
+  }
+  return et;
+}
+
+// The kShiftMma variant's shift convolution of the tile (kf: history and
+// tile): ShiftProducts(s)[t] = sum_j taps[j] k[t - j] / 2^(ek + et) by five
+// 16 x 16 x 16 MMAs, as the channel-major kernel's ShiftByMma; returns
+// 2^(ek + et).
+__device__ float ShiftByMma(WarpShared& s, WarpShiftShared& t, int et) {
+  const int lane = threadIdx.x % 32;
+  constexpr int kAll = kH + kTile;
+  float most = 0.0f;
+  for (int i = lane; i < kAll; i += 32) most = fmaxf(most, fabsf(s.work.kf[i]));
+  const int ek = ScaleExponent(WarpMax(most));
+  const float down = ldexpf(1.0f, -ek);
+  for (int i = lane; i < kAll; i += 32) {
+    t.kh[i] = __float2half_rn(s.work.kf[i] * down);
+  }
+  __syncwarp();
+  ShiftMmas(&t.a[0][0][0], t.kh, ShiftProducts(s));
+  __syncwarp();
+  return ldexpf(1.0f, ek + et);
+}
+
+// Step 1 after the shift convolution's sums: u = kbar v for the lane's
+// tokens t0 .. t0 + 7 (zero past len) into s.u, U into s.uh, the next
+// tile's history into s.history; returns max |u| over the tile (every
+// lane).
+__device__ float Gate(const float (&sum)[kLaneTokens], int len, WarpShared& s) {
   const int t0 = kLaneTokens * (threadIdx.x % 32);
-  float sum[kLaneTokens];
-  ShiftSums(s.work.kf, s.taps, ns, shift_d, t0, sum);
   float u[kLaneTokens], most = 0.0f;
 #pragma unroll
   for (int i = 0; i < kLaneTokens; ++i) {
@@ -170,6 +230,27 @@ __device__ float ShiftAndGate(int ns, int len, float shift_d, WarpShared& s) {
   return u_max;
 }
 
+// Step 1: the shift convolution (fp32 FMAs, or kShiftMma's MMAs), then
+// Gate; returns max |u|.
+template <bool kShiftMma>
+__device__ float ShiftAndGate(int ns, int len, float shift_d, int et,
+                              WarpShared& s, WarpShiftShared* t) {
+  const int t0 = kLaneTokens * (threadIdx.x % 32);
+  float sum[kLaneTokens];
+  if constexpr (kShiftMma) {
+    const float up = ShiftByMma(s, *t, et);
+    const float* y = ShiftProducts(s);
+#pragma unroll
+    for (int i = 0; i < kLaneTokens; ++i) {
+      sum[i] = shift_d * s.work.kf[kH + t0 + i];
+      sum[i] += up * y[t0 + i];
+    }
+  } else {
+    ShiftSums(s.work.kf, s.taps, ns, shift_d, t0, sum);
+  }
+  return Gate(sum, len, s);
+}
+
 // Step 3, lane = mode: X_g into s.xh (scaled by their largest component,
 // returned to every lane) and the state after the tile's len tokens into
 // mode.x, as the channel-major kernel's Scan.
@@ -190,7 +271,7 @@ __device__ float Scan(int modes, int len, float r_scale, Mode& mode,
   return most;
 }
 
-template <typename T>
+template <typename T, bool kShiftMma>
 __global__ void __launch_bounds__(kRowThreads, 2)
     RowsKernel(const __grid_constant__ RowsArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -198,6 +279,13 @@ __global__ void __launch_bounds__(kRowThreads, 2)
   WarpShared& s = reinterpret_cast<WarpShared*>(smem)[warp];
   T* const stage =
       reinterpret_cast<T*>(smem + kRowChannels * sizeof(WarpShared));
+  // Only the kShiftMma instances have (and so allocate) it.
+  WarpShiftShared* const shift =
+      kShiftMma
+          ? reinterpret_cast<WarpShiftShared*>(
+                smem + kRowChannels * sizeof(WarpShared) + kStageBytes<T>) +
+                warp
+          : nullptr;
   T* const q_staged = stage;  // the outputs go over it
   const T* const k_staged = stage + kTile * kRowChannels;
   const T* const v_staged = stage + 2 * kTile * kRowChannels;
@@ -214,6 +302,11 @@ __global__ void __launch_bounds__(kRowThreads, 2)
   const float scale_t = a.toeplitz[c].scale_t;
 
   LoadChannel(a, start, c, ring, s);
+  int et = 0;  // kShiftMma: the taps' scale exponent
+  if constexpr (kShiftMma) {
+    __syncwarp();  // s.taps
+    et = LoadShiftBlocks(s, *shift);
+  }
   Mode mode{};
   if (lane < modes) {
     const int i = c * modes + lane;
@@ -238,7 +331,7 @@ __global__ void __launch_bounds__(kRowThreads, 2)
       s.u[t] = fc::ToFloat(v_staged[t * kRowChannels + warp]);
     }
     __syncwarp();
-    const float u_max = ShiftAndGate(ns, len, shift_d, s);
+    const float u_max = ShiftAndGate<kShiftMma>(ns, len, shift_d, et, s, shift);
     __syncwarp();  // kf is read: rt may take its place
 
     // 2. R = E U, 8 modes an MMA, stored transposed for the scan.
@@ -304,11 +397,12 @@ __global__ void __launch_bounds__(kRowThreads, 2)
   fc::WriteRing(s.history, start, length, ns, lane, 32, ring);
 }
 
-template <typename T>
+template <typename T, bool kShiftMma>
 cudaError_t SetUp() {
-  const void* kernel = reinterpret_cast<const void*>(&RowsKernel<T>);
-  cudaError_t err = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes<T>());
+  const void* kernel = reinterpret_cast<const void*>(&RowsKernel<T, kShiftMma>);
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           SharedBytes<T, kShiftMma>());
   if (err == cudaSuccess) {
     err = cudaFuncSetAttribute(kernel,
                                cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -317,34 +411,51 @@ cudaError_t SetUp() {
   return err;
 }
 
-}  // namespace
-
-void* RowsKernelFor(ElementType type) {
+template <bool kShiftMma>
+void* KernelFor(ElementType type) {
   switch (type) {
     case ElementType::kF32:
-      return reinterpret_cast<void*>(&RowsKernel<float>);
+      return reinterpret_cast<void*>(&RowsKernel<float, kShiftMma>);
     case ElementType::kF16:
-      return reinterpret_cast<void*>(&RowsKernel<__half>);
+      return reinterpret_cast<void*>(&RowsKernel<__half, kShiftMma>);
     default:
-      return reinterpret_cast<void*>(&RowsKernel<__nv_bfloat16>);
+      return reinterpret_cast<void*>(&RowsKernel<__nv_bfloat16, kShiftMma>);
   }
 }
 
-int RowsSharedBytes(ElementType type) {
+template <bool kShiftMma>
+int BytesFor(ElementType type) {
   switch (type) {
     case ElementType::kF32:
-      return SharedBytes<float>();
+      return SharedBytes<float, kShiftMma>();
     case ElementType::kF16:
-      return SharedBytes<__half>();
+      return SharedBytes<__half, kShiftMma>();
     default:
-      return SharedBytes<__nv_bfloat16>();
+      return SharedBytes<__nv_bfloat16, kShiftMma>();
   }
+}
+
+template <bool kShiftMma>
+cudaError_t SetUpAll() {
+  cudaError_t err = SetUp<float, kShiftMma>();
+  if (err == cudaSuccess) err = SetUp<__half, kShiftMma>();
+  if (err == cudaSuccess) err = SetUp<__nv_bfloat16, kShiftMma>();
+  return err;
+}
+
+}  // namespace
+
+void* RowsKernelFor(ElementType type, bool shift_mma) {
+  return shift_mma ? KernelFor<true>(type) : KernelFor<false>(type);
+}
+
+int RowsSharedBytes(ElementType type, bool shift_mma) {
+  return shift_mma ? BytesFor<true>(type) : BytesFor<false>(type);
 }
 
 cudaError_t RowsKernelSetUp() {
-  cudaError_t err = SetUp<float>();
-  if (err == cudaSuccess) err = SetUp<__half>();
-  if (err == cudaSuccess) err = SetUp<__nv_bfloat16>();
+  cudaError_t err = SetUpAll<false>();
+  if (err == cudaSuccess) err = SetUpAll<true>();
   return err;
 }
 

@@ -43,11 +43,12 @@ struct RowsArgs {
 };
 static_assert(sizeof(RowsArgs) <= 4096, "kernel parameters over 4 KB");
 
-// The kernel for the element type (fp32, fp16, else bf16), and the dynamic
-// shared memory a block of it needs (over 48 KB: the host raises the
-// kernel's limit once, RowsKernelSetUp).
-void* RowsKernelFor(ElementType type);
-int RowsSharedBytes(ElementType type);
+// The kernel for the element type (fp32, fp16, else bf16) and shift_mma (the
+// shift convolution on tensor cores, kernels/h3_chunked.h; else in fp32),
+// and the dynamic shared memory a block of it needs (over 48 KB: the host
+// raises the kernels' limits once, RowsKernelSetUp).
+void* RowsKernelFor(ElementType type, bool shift_mma);
+int RowsSharedBytes(ElementType type, bool shift_mma);
 // Raises every instance's dynamic shared memory limit to what it needs;
 // the runtime's error if it refuses.
 cudaError_t RowsKernelSetUp();

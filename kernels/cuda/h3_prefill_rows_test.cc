@@ -1,5 +1,6 @@
 // GPU tests of the chunked H3 prefill on packed rows
-// (h3_prefill_rows_kernel.cu): the engine's call, q, k and v read from the
+// (h3_prefill_rows_kernel.cu, both shift convolutions): the engine's call,
+// q, k and v read from the
 // q|k|v product's rows [R, 3d] and out written into [R, d], equals bit for
 // bit the same segments from separate token-major tensors; and the rows
 // kernel computes what the channel-major chunked kernel computes, on the
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -78,15 +80,17 @@ H3PrefillPackedParams RowsCall(const Packed& packed, const DeviceBuffer& qkv,
   return p;
 }
 
-class H3PrefillRowsGpuTest : public h3::testing::GpuTestWithParam<ElementType> {
-};
+// (type, path): kChunked (the shift convolution in fp32) or kChunkedMma
+// (on tensor cores).
+using RowsCase = std::tuple<ElementType, H3PrefillPath>;
+
+class H3PrefillRowsGpuTest : public h3::testing::GpuTestWithParam<RowsCase> {};
 
 TEST_P(H3PrefillRowsGpuTest, QkvRowsEqualSeparateTensorsBitForBit) {
-  const ElementType type = GetParam();
+  const auto [type, path] = GetParam();
   const RandomH3Layer layer(kShape, 21);
   std::unique_ptr<H3PrefillCuda> op;
-  ASSERT_CUDA_OK(
-      H3PrefillCuda::Create(layer.weights(), {H3PrefillPath::kChunked}, &op));
+  ASSERT_CUDA_OK(H3PrefillCuda::Create(layer.weights(), {path}, &op));
   Packed rows(kLengths, kStarts, type, false, kShape);
   Packed separate(kLengths, kStarts, type, false, kShape);
   ASSERT_TRUE(rows.ok && separate.ok);
@@ -113,11 +117,10 @@ TEST_P(H3PrefillRowsGpuTest, QkvRowsEqualSeparateTensorsBitForBit) {
 // the compilers contracted differently (one rounding of the stored output:
 // the type's unit roundoff; 1e-6 for fp32). An indexing error is O(1).
 TEST_P(H3PrefillRowsGpuTest, ComputesWhatTheChannelMajorKernelComputes) {
-  const ElementType type = GetParam();
+  const auto [type, path] = GetParam();
   const RandomH3Layer layer(kShape, 22);
   std::unique_ptr<H3PrefillCuda> op;
-  ASSERT_CUDA_OK(
-      H3PrefillCuda::Create(layer.weights(), {H3PrefillPath::kChunked}, &op));
+  ASSERT_CUDA_OK(H3PrefillCuda::Create(layer.weights(), {path}, &op));
   Packed rows(kLengths, kStarts, type, false, kShape);
   Packed channels(kLengths, kStarts, type, true, kShape);
   ASSERT_TRUE(rows.ok && channels.ok);
@@ -148,11 +151,10 @@ TEST_P(H3PrefillRowsGpuTest, ComputesWhatTheChannelMajorKernelComputes) {
 // fused path) with an out row stride of their own are refused: InvalidValue,
 // nothing written (no other path takes such a stride).
 TEST_P(H3PrefillRowsGpuTest, RefusesAnOutStrideOffItsDomain) {
-  const ElementType type = GetParam();
+  const auto [type, path] = GetParam();
   const RandomH3Layer layer(kShape, 23);
   std::unique_ptr<H3PrefillCuda> op;
-  ASSERT_CUDA_OK(
-      H3PrefillCuda::Create(layer.weights(), {H3PrefillPath::kChunked}, &op));
+  ASSERT_CUDA_OK(H3PrefillCuda::Create(layer.weights(), {path}, &op));
   Packed rows({5, 9}, {0, 3}, type, false, kShape);
   ASSERT_TRUE(rows.ok);
   DeviceBuffer qkv;
@@ -179,12 +181,16 @@ TEST_P(H3PrefillRowsGpuTest, RefusesAnOutStrideOffItsDomain) {
   EXPECT_EQ(fused->RunPacked(call, nullptr), cudaErrorInvalidValue);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, H3PrefillRowsGpuTest,
-                         ::testing::Values(ElementType::kF32, ElementType::kF16,
-                                           ElementType::kBF16),
-                         [](const ::testing::TestParamInfo<ElementType>& i) {
-                           return std::string(ElementTypeName(i.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Types, H3PrefillRowsGpuTest,
+    ::testing::Combine(::testing::Values(ElementType::kF32, ElementType::kF16,
+                                         ElementType::kBF16),
+                       ::testing::Values(H3PrefillPath::kChunked,
+                                         H3PrefillPath::kChunkedMma)),
+    [](const ::testing::TestParamInfo<RowsCase>& i) {
+      return std::string(ElementTypeName(std::get<0>(i.param))) + "_" +
+             H3PrefillPathName(std::get<1>(i.param));
+    });
 
 }  // namespace
 }  // namespace h3::kernels

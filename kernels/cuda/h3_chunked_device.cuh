@@ -1,11 +1,13 @@
-#ifndef H3_KERNELS_CUDA_H3_CHUNKED_SCAN_CUH_
-#define H3_KERNELS_CUDA_H3_CHUNKED_SCAN_CUH_
+#ifndef H3_KERNELS_CUDA_H3_CHUNKED_DEVICE_CUH_
+#define H3_KERNELS_CUDA_H3_CHUNKED_DEVICE_CUH_
 
-// The scan of the chunked H3 prefill (kernels/h3_chunked.h, step 3), shared
-// by its two kernels (h3_prefill_chunked_kernel.cu, channel-major, and
-// h3_prefill_rows_kernel.cu, packed rows): one lane per mode m, the tile's
-// 16 column states X_g from R = E U, their fp16 copy for P X, and the state
-// after a partial last column.
+// What the chunked H3 prefill's two kernels share
+// (h3_prefill_chunked_kernel.cu, channel-major, and
+// h3_prefill_rows_kernel.cu, packed rows): the kShiftMma variant's five
+// MMAs (kernels/h3_chunked.h, "Shift convolution on tensor cores") and the
+// scan (step 3): one lane per mode m, the tile's 16 column states X_g from
+// R = E U, their fp16 copy for P X, and the state after a partial last
+// column.
 
 #include <cuda_fp16.h>
 
@@ -13,6 +15,28 @@
 #include "kernels/h3_chunked.h"
 
 namespace h3::kernels::chunked {
+
+// The shift convolution of a tile on tensor cores, one warp: y (token
+// order) = sum_r A_r K_(g - r) for output column g (tokens 16 g ..), K_c
+// the k column c (negative: the history), read as a col-major B with ldm
+// 16: (j, g) = kh[kHistory - 16 r + 16 g + j]. a: the A_r blocks
+// [kShiftBlocks][16][16]; kh: the history and the tile's k in fp16 / 2^ek.
+__device__ __forceinline__ void ShiftMmas(const __half* a, const __half* kh,
+                                          float* y) {
+  namespace fc = flashconv;
+  namespace wmma = fc::wmma;
+  fc::FragAcc acc;
+  wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+  for (int r = 0; r < kShiftBlocks; ++r) {
+    fc::FragARow ar;
+    fc::FragBCol kr;
+    wmma::load_matrix_sync(ar, a + r * kColumn * kColumn, kColumn);
+    wmma::load_matrix_sync(kr, kh + fc::kHistory - kColumn * r, kColumn);
+    wmma::mma_sync(acc, ar, kr, acc);
+  }
+  wmma::store_matrix_sync(y, acc, kColumn, wmma::mem_col_major);
+}
 
 // a and b rounded to fp16, as the bits of a __half2 (a in the low half).
 __device__ __forceinline__ unsigned HalfPair(float a, float b) {
@@ -90,4 +114,4 @@ __device__ __forceinline__ float2 PartialEnd(float2 state, int len, float2 da,
 
 }  // namespace h3::kernels::chunked
 
-#endif  // H3_KERNELS_CUDA_H3_CHUNKED_SCAN_CUH_
+#endif  // H3_KERNELS_CUDA_H3_CHUNKED_DEVICE_CUH_
