@@ -312,8 +312,8 @@ bool TakesRows(const H3PrefillCuda& op, const Shape& shape,
       *why = std::string("H3PrefillCuda::RunsRows is false for ") +
              TypeName(type) + " on path " +
              kernels::H3PrefillPathName(op.path()) +
-             ": only the chunked path reads packed rows, with d_model a "
-             "multiple of 8";
+             ": only the chunked paths (chunked, chunked_mma) read packed "
+             "rows, with d_model a multiple of 8";
       return false;
     }
   }
