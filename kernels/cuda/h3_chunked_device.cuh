@@ -38,6 +38,27 @@ __device__ __forceinline__ void ShiftMmas(const __half* a, const __half* kh,
   wmma::store_matrix_sync(y, acc, kColumn, wmma::mem_col_major);
 }
 
+// The carried state's output on tensor cores (step 4), one warp: yp (token
+// order, col-major 16 x 16) = P X, P [16][2 M] (pcat, row j, column
+// ModeRow) and X [2 M][16] (xh, the column states) in fp16, summed over the
+// modes' rows 16 at a time.
+__device__ __forceinline__ void CarriedMmas(
+    const __half (*pcat)[2 * flashconv::kMaxModes],
+    const __half (*xh)[kColumns], int modes, float* yp) {
+  namespace fc = flashconv;
+  namespace wmma = fc::wmma;
+  fc::FragAcc y;
+  wmma::fill_fragment(y, 0.0f);
+  for (int kk = 0; kk < 2 * modes / 16; ++kk) {
+    fc::FragARow p;
+    fc::FragBRow xb;
+    wmma::load_matrix_sync(p, &pcat[0][16 * kk], 2 * fc::kMaxModes);
+    wmma::load_matrix_sync(xb, &xh[16 * kk][0], kColumns);
+    wmma::mma_sync(y, p, xb, y);
+  }
+  wmma::store_matrix_sync(yp, y, kColumn, wmma::mem_col_major);
+}
+
 // a and b rounded to fp16, as the bits of a __half2 (a in the low half).
 __device__ __forceinline__ unsigned HalfPair(float a, float b) {
   return __half_as_ushort(__float2half_rn(a)) |

@@ -263,18 +263,7 @@ __global__ void __launch_bounds__(kThreads)
     if (warp == 0) Scan(a, c, len, u_max, s);
     __syncthreads();
     const float x_max = s.x_max;
-    if (warp == 0 && x_max > 0) {
-      fc::FragAcc y;
-      wmma::fill_fragment(y, 0.0f);
-      for (int kk = 0; kk < 2 * modes / 16; ++kk) {
-        fc::FragARow p;
-        fc::FragBRow xb;
-        wmma::load_matrix_sync(p, &s.pcat[0][16 * kk], kRows);
-        wmma::load_matrix_sync(xb, &s.xh[16 * kk][0], kColumns);
-        wmma::mma_sync(y, p, xb, y);
-      }
-      wmma::store_matrix_sync(s.yp, y, kColumn, wmma::mem_col_major);
-    }
+    if (warp == 0 && x_max > 0) CarriedMmas(s.pcat, s.xh, modes, s.yp);
     __syncthreads();
 
     // 5. The output gate.

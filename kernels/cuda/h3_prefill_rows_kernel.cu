@@ -362,18 +362,7 @@ __global__ void __launch_bounds__(kRowThreads, 2)
       // (j, g) -> yc[j + 16 g]: token 16 g + j.
       wmma::store_matrix_sync(s.work.y.yc, y, kColumn, wmma::mem_col_major);
     }
-    if (x_max > 0) {
-      fc::FragAcc y;
-      wmma::fill_fragment(y, 0.0f);
-      for (int kk = 0; kk < 2 * modes / 16; ++kk) {
-        fc::FragARow p;
-        fc::FragBRow xb;
-        wmma::load_matrix_sync(p, &s.pcat[0][16 * kk], kRows);
-        wmma::load_matrix_sync(xb, &s.xh[16 * kk][0], kColumns);
-        wmma::mma_sync(y, p, xb, y);
-      }
-      wmma::store_matrix_sync(s.work.y.yp, y, kColumn, wmma::mem_col_major);
-    }
+    if (x_max > 0) CarriedMmas(s.pcat, s.xh, modes, s.work.y.yp);
     __syncwarp();
 
     // 5. The output gate, over the staged q.

@@ -8,143 +8,24 @@
 // of state traffic per sequence (0.5 MiB of ring read, 8 KiB written, 1 MiB
 // of diagonal state read and written) against 2 MiB of SSM parameters
 // (shift_kernel, dA, dB, C) shared by the batch, so the parameters are worth
-// reusing: see H3StepHeadDim1Kernel for how (H3StepOctetKernel, which the
-// released models' d_state 64 takes, does the same with fewer lanes).
+// reusing: see H3StepHeadDim1Kernel for how (H3StepOctetKernel,
+// h3_step_octet.cu, which the released models' d_state 64 takes, does the
+// same with fewer lanes).
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/h3_step.h"
+#include "kernels/cuda/h3_step_device.cuh"
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/h3_step_lanes.h"
 
 namespace h3::kernels {
+namespace h3_step {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kWarp = 32;
-// Both kernels use 4-warp blocks: small enough that the p = 1 kernel's grid
-// has many blocks at batch 1, large enough to keep per-block overheads low.
-constexpr int kThreads = 128;
-// The p = 1 kernel aims at about this many blocks, then lets a block walk
-// through more sequences instead, reusing its parameters from registers. It
-// uses ~72 registers a thread (the prefetched sequence doubles the state
-// registers), so about 7 blocks fit an SM: 4096 blocks are about four waves
-// on the 132 SMs of an H100 (five on an A100's 108), enough that the last
-// wave's tail costs little.
-constexpr int64_t kTargetBlocks = 4096;
-// ...and no more sequences than this per block, so that big batches still
-// spread over the whole GPU rather than serialise inside few blocks.
-constexpr int kMaxSequencesPerBlock = 16;
 // The general kernel's shared memory (kbar[p] and y[p, p]) stays within the
 // 48 KiB every GPU grants without an opt-in attribute.
 constexpr size_t kSharedLimit = 48 * 1024;
-constexpr int kMaxGridY = 65535;
-
-// What the kernels need beyond the Params: sizes H3Shape computes only on
-// the host, and the launch's choices.
-struct StepLayout {
-  int heads = 0;
-  int modes = 0;
-  int64_t input_stride = 0;  // resolved: d when the Params say 0
-  int lanes = 0;             // p = 1 kernel: threads per channel
-  int sequences_per_block = 0;
-  bool weights_aligned = false;  // p = 1 kernel: vector loads of parameters
-};
-
-// The byte alignment LoadVec and StoreVec need for kVec floats as vectors:
-// a float2 for 2, float4s for 4 and 8.
-template <int kVec>
-constexpr size_t kVecAlignment = sizeof(float) * (kVec < 4 ? kVec : 4);
-
-// kVec consecutive floats from `src`: vector loads when `aligned` (src
-// kVecAlignment bytes aligned), else scalar loads. Streaming (`__ldcs`) for
-// state, which is touched once per step: L2 is better spent on parameters.
-template <int kVec, bool kStreaming>
-__device__ __forceinline__ void LoadVec(const float* src, bool aligned,
-                                        float (&dst)[kVec]) {
-  if (aligned) {
-    if constexpr (kVec == 2) {
-      const float2* p = reinterpret_cast<const float2*>(src);
-      const float2 v = kStreaming ? __ldcs(p) : __ldg(p);
-      dst[0] = v.x, dst[1] = v.y;
-    } else {
-#pragma unroll
-      for (int i = 0; i < kVec; i += 4) {
-        const float4* p = reinterpret_cast<const float4*>(src + i);
-        const float4 v = kStreaming ? __ldcs(p) : __ldg(p);
-        dst[i] = v.x, dst[i + 1] = v.y, dst[i + 2] = v.z, dst[i + 3] = v.w;
-      }
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) dst[i] = src[i];
-  }
-}
-
-template <int kVec>
-__device__ __forceinline__ void StoreVec(const float (&src)[kVec], bool aligned,
-                                         float* dst) {
-  if (aligned) {
-    if constexpr (kVec == 2) {
-      __stcs(reinterpret_cast<float2*>(dst), make_float2(src[0], src[1]));
-    } else {
-#pragma unroll
-      for (int i = 0; i < kVec; i += 4) {
-        __stcs(reinterpret_cast<float4*>(dst + i),
-               make_float4(src[i], src[i + 1], src[i + 2], src[i + 3]));
-      }
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) dst[i] = src[i];
-  }
-}
-
-// Sum over the `width` lanes (a power of two) of each aligned lane group.
-__device__ __forceinline__ float GroupSum(float x, int width) {
-  for (int offset = width / 2; offset > 0; offset /= 2) {
-    x += __shfl_xor_sync(kFullMask, x, offset, width);
-  }
-  return x;
-}
-
-// One sequence's share of a p = 1 lane: its slice of the channel's shift
-// ring and diagonal state, the channel's q, k, v and the token's position.
-// Every lane of a block steps the same sequence, so `pos` is block-uniform.
-template <int kVec>
-struct Slice {
-  float* shift = nullptr;
-  float* diag = nullptr;
-  bool aligned = false;
-  float s[kVec] = {};
-  float x[kVec] = {};
-  float q = 0, k = 0, v = 0;
-  int64_t pos = 0;
-};
-
-// T: the elements of q, k, v (widened exactly).
-template <int kVec, typename T>
-__device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
-                                                 const StepLayout& l, int b,
-                                                 int64_t c, int64_t row,
-                                                 bool active) {
-  Slice<kVec> t;
-  t.pos = p.positions[b];
-  if (!active) return t;
-  const H3State state = p.states[b];
-  t.shift = state.shift + row;
-  t.diag = state.diag + row;
-  t.aligned = ((reinterpret_cast<uintptr_t>(t.shift) |
-                reinterpret_cast<uintptr_t>(t.diag)) %
-               kVecAlignment<kVec>) == 0;
-  LoadVec<kVec, true>(t.shift, t.aligned, t.s);
-  LoadVec<kVec, true>(t.diag, t.aligned, t.x);
-  const int64_t at = b * l.input_stride + c;
-  t.q = io::ToFloat(static_cast<const T*>(p.q)[at]);
-  t.k = io::ToFloat(static_cast<const T*>(p.k)[at]);
-  t.v = io::ToFloat(static_cast<const T*>(p.v)[at]);
-  return t;
-}
 
 // The shift SSM of one p = 1 lane for the ring slot newest = pos mod N:
 // puts k in that slot and returns
@@ -188,26 +69,6 @@ __device__ __forceinline__ float ShiftStep(float (&ring)[kVec],
     if (first + i <= pos) kbar += taps[i] * got;
   }
   return GroupSum(kbar, lanes) + shift_d * k;
-}
-
-// The diagonal SSM on a lane's kVec / 2 modes (re, im pairs of x, dA, dB,
-// C): x <- dA x + dB kv in place; returns the lane's share of Re(C . x),
-// which the channel's lanes sum (y = 2 Re(C . x) + D kv).
-template <int kVec>
-__device__ __forceinline__ float DiagonalStep(const float (&da)[kVec],
-                                              const float (&db)[kVec],
-                                              const float (&cc)[kVec], float kv,
-                                              float (&x)[kVec]) {
-  float y = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kVec; i += 2) {
-    const float re = da[i] * x[i] - da[i + 1] * x[i + 1] + db[i] * kv;
-    const float im = da[i] * x[i + 1] + da[i + 1] * x[i] + db[i + 1] * kv;
-    x[i] = re;
-    x[i + 1] = im;
-    y += cc[i] * re - cc[i + 1] * im;
-  }
-  return y;
 }
 
 // head_dim 1. Channel c is head c, and its shift ring (N floats) and diagonal
@@ -271,85 +132,6 @@ __global__ void __launch_bounds__(kThreads)
     if (active) {
       if (newest / kVec == lane) __stcs(cur.shift + newest % kVec, cur.k);
       StoreVec<kVec>(cur.x, cur.aligned, cur.diag);
-      if (lane == 0) {
-        static_cast<T*>(p.out)[int64_t{b} * d + c] =
-            io::FromFloat<T>(cur.q * y);
-      }
-    }
-    cur = next;
-  }
-}
-
-// head_dim 1 with N / 8 lanes a channel, N / 8 a power of two up to a warp
-// (N = 8, 16, 32, 64, 128, 256): the octet kernel. Lane L holds ring slots
-// and diagonal floats [8 L, 8 L + 8) of its channel (two float4 of each),
-// and the matching dA, dB, C in registers; the shift taps sit in shared
-// memory twice over (kernels/h3_step_lanes.h), so that a lane reads the
-// eight taps its slots meet instead of shuffling ring values between lanes.
-// Against H3StepHeadDim1Kernel with float4 (N / 4 lanes) that halves the
-// lanes a channel and with them the shuffles of the two lane sums, and
-// drops the select chains of ShiftStep: by a count of the code, about a
-// third of the instructions per sequence and channel for the same bytes (an
-// H200's ncu found the float4 kernel issue-bound: 62% SM against 45% DRAM
-// throughput; the octet kernel is not yet measured). Grid and sequence walk as
-// H3StepHeadDim1Kernel's; shared memory: the block's channels' taps, 2 N + 1
-// floats each (the 1 staggers their banks).
-template <typename T>  // the elements of q, k, v and out
-__global__ void __launch_bounds__(kThreads)
-    H3StepOctetKernel(H3StepParams p, StepLayout l) {
-  extern __shared__ float taps2[];
-  const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
-  const int lanes = l.lanes, per_block = kThreads / lanes;
-  const int lane = threadIdx.x % lanes, local = threadIdx.x / lanes;
-  const int64_t c0 = int64_t{blockIdx.x} * per_block, c = c0 + local;
-  const bool active = c < d;
-  const int64_t row = c * n_state + lane * kOctet;  // [d, N] and [H, M, 2]
-  const int stride = 2 * n_state + 1;
-  for (int e = threadIdx.x; e < per_block * 2 * n_state; e += kThreads) {
-    const int ch = e / (2 * n_state), t = e % (2 * n_state);
-    taps2[ch * stride + t] =
-        c0 + ch < d ? p.w.shift_kernel[(c0 + ch) * n_state + t % n_state]
-                    : 0.0f;
-  }
-  const float* taps = taps2 + local * stride;
-
-  float da[kOctet] = {}, db[kOctet] = {}, cc[kOctet] = {};
-  float shift_d = 0, skip_d = 0;
-  if (active) {
-    LoadVec<kOctet, false>(p.w.dA + row, l.weights_aligned, da);
-    LoadVec<kOctet, false>(p.w.dB + row, l.weights_aligned, db);
-    LoadVec<kOctet, false>(p.w.C + row, l.weights_aligned, cc);
-    shift_d = p.w.shift_D[c];
-    skip_d = p.w.D[c];
-  }
-  __syncthreads();  // the taps
-
-  // The loop bounds are the same for the whole block: every lane reaches
-  // every shuffle.
-  const int first = blockIdx.y * l.sequences_per_block;
-  const int last = min(first + l.sequences_per_block, p.batch);
-  Slice<kOctet> cur = LoadSlice<kOctet, T>(p, l, first, c, row, active);
-  for (int b = first; b < last; ++b) {
-    Slice<kOctet> next;
-    if (b + 1 < last) next = LoadSlice<kOctet, T>(p, l, b + 1, c, row, active);
-
-    const int newest = static_cast<int>(cur.pos % n_state);
-#pragma unroll
-    for (int i = 0; i < kOctet; ++i) {
-      if (lane * kOctet + i == newest) cur.s[i] = cur.k;
-    }
-    const float kbar =
-        GroupSum(OctetShiftSum(taps, cur.s, cur.pos, lane, n_state), lanes) +
-        shift_d * cur.k;
-
-    const float kv = kbar * cur.v;
-    const float y =
-        2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), lanes) +
-        skip_d * kv;
-
-    if (active) {
-      if (newest / kOctet == lane) __stcs(cur.shift + newest % kOctet, cur.k);
-      StoreVec<kOctet>(cur.x, cur.aligned, cur.diag);
       if (lane == 0) {
         static_cast<T*>(p.out)[int64_t{b} * d + c] =
             io::FromFloat<T>(cur.q * y);
@@ -442,10 +224,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool Aligned(const void* ptr, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
-}
-
 // Lanes per channel of the p = 1 kernel for N floats per row in vectors of
 // `vec`: the power of two >= N / vec, or 0 when that exceeds a warp.
 int LanesFor(int n_state, int vec) {
@@ -462,40 +240,8 @@ cudaError_t LaunchHeadDim1(const H3StepParams& p, StepLayout l,
   l.weights_aligned = Aligned(w.shift_kernel, kBytes) &&
                       Aligned(w.dA, kBytes) && Aligned(w.dB, kBytes) &&
                       Aligned(w.C, kBytes);
-  const int channels_per_block = kThreads / l.lanes;
-  const int64_t tiles =
-      (w.shape.d_model + channels_per_block - 1) / channels_per_block;
-  const int64_t wanted = tiles * p.batch / kTargetBlocks;
-  const int64_t fit = (p.batch + kMaxGridY - 1) / kMaxGridY;
-  l.sequences_per_block = static_cast<int>(std::max<int64_t>(
-      {1, std::min<int64_t>(wanted, kMaxSequencesPerBlock), fit}));
-  const dim3 grid(
-      static_cast<unsigned>(tiles),
-      (p.batch + l.sequences_per_block - 1) / l.sequences_per_block);
+  const dim3 grid = SequenceGrid(p, kThreads / l.lanes, &l);
   H3StepHeadDim1Kernel<kVec, T><<<grid, kThreads, 0, stream>>>(p, l);
-  return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t LaunchOctet(const H3StepParams& p, StepLayout l,
-                        cudaStream_t stream) {
-  const H3Weights& w = p.w;
-  constexpr size_t kBytes = kVecAlignment<kOctet>;
-  l.weights_aligned =
-      Aligned(w.dA, kBytes) && Aligned(w.dB, kBytes) && Aligned(w.C, kBytes);
-  const int channels_per_block = kThreads / l.lanes;
-  const int64_t tiles =
-      (w.shape.d_model + channels_per_block - 1) / channels_per_block;
-  const int64_t wanted = tiles * p.batch / kTargetBlocks;
-  const int64_t fit = (p.batch + kMaxGridY - 1) / kMaxGridY;
-  l.sequences_per_block = static_cast<int>(std::max<int64_t>(
-      {1, std::min<int64_t>(wanted, kMaxSequencesPerBlock), fit}));
-  const dim3 grid(
-      static_cast<unsigned>(tiles),
-      (p.batch + l.sequences_per_block - 1) / l.sequences_per_block);
-  const size_t shared =
-      sizeof(float) * channels_per_block * (2 * w.shape.d_state + 1);
-  H3StepOctetKernel<T><<<grid, kThreads, shared, stream>>>(p, l);
   return cudaGetLastError();
 }
 
@@ -517,10 +263,17 @@ bool ValidShape(const H3Shape& s) {
 }
 
 }  // namespace
+}  // namespace h3_step
 
 cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream) {
+  using h3_step::LanesFor;
+  using h3_step::LaunchGeneral;
+  using h3_step::LaunchHeadDim1;
+  using h3_step::LaunchOctet;
+  using h3_step::StepLayout;
   const H3Weights& w = params.w;
-  if (!ValidShape(w.shape) || params.batch < 0 || params.input_stride < 0) {
+  if (!h3_step::ValidShape(w.shape) || params.batch < 0 ||
+      params.input_stride < 0) {
     return cudaErrorInvalidValue;
   }
   if (params.batch == 0) return cudaSuccess;
@@ -542,7 +295,7 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream) {
       const int n_state = w.shape.d_state;
       if (n_state % kOctet == 0 && (l.lanes = LanesFor(n_state, kOctet)) > 0 &&
           l.lanes * kOctet == n_state) {
-        return LaunchOctet<T>(params, l, stream);
+        return LaunchOctet(params, l, stream);
       }
       if (n_state % 4 == 0 && (l.lanes = LanesFor(n_state, 4)) > 0) {
         return LaunchHeadDim1<4, T>(params, l, stream);
@@ -556,7 +309,7 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream) {
 }
 
 int64_t H3StepBytes(const H3Shape& shape, int batch) {
-  if (!ValidShape(shape) || batch <= 0) return 0;
+  if (!h3_step::ValidShape(shape) || batch <= 0) return 0;
   const int64_t d = shape.d_model, n = shape.d_state, heads = shape.heads();
   const int64_t diag = 2 * int64_t{shape.kv_channels()} * shape.modes();
   // The shift ring is read whole (d N) and written one slot a channel (d);

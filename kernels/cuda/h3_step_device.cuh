@@ -1,0 +1,190 @@
+#ifndef H3_KERNELS_CUDA_H3_STEP_DEVICE_CUH_
+#define H3_KERNELS_CUDA_H3_STEP_DEVICE_CUH_
+
+// What the GPU decode step's kernels share (h3_step.cu: the float4/float2
+// head_dim-1 kernel, the general kernel and the dispatch; h3_step_octet.cu:
+// the octet kernel): launch constants, the layout, vector loads of state
+// and parameters, lane sums, a sequence's slice and the diagonal SSM's
+// update. Internal to them.
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/io_element.cuh"
+#include "kernels/h3.h"
+
+namespace h3::kernels::h3_step {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarp = 32;
+// Every kernel uses 4-warp blocks: small enough that the p = 1 kernels' grids
+// have many blocks at batch 1, large enough to keep per-block overheads low.
+constexpr int kThreads = 128;
+// The p = 1 kernel aims at about this many blocks, then lets a block walk
+// through more sequences instead, reusing its parameters from registers. It
+// uses ~72 registers a thread (the prefetched sequence doubles the state
+// registers), so about 7 blocks fit an SM: 4096 blocks are about four waves
+// on the 132 SMs of an H100 (five on an A100's 108), enough that the last
+// wave's tail costs little.
+constexpr int64_t kTargetBlocks = 4096;
+// ...and no more sequences than this per block, so that big batches still
+// spread over the whole GPU rather than serialise inside few blocks.
+constexpr int kMaxSequencesPerBlock = 16;
+constexpr int kMaxGridY = 65535;
+
+// What the kernels need beyond the Params: sizes H3Shape computes only on
+// the host, and the launch's choices.
+struct StepLayout {
+  int heads = 0;
+  int modes = 0;
+  int64_t input_stride = 0;  // resolved: d when the Params say 0
+  int lanes = 0;             // p = 1 kernel: threads per channel
+  int sequences_per_block = 0;
+  bool weights_aligned = false;  // p = 1 kernel: vector loads of parameters
+};
+
+// The byte alignment LoadVec and StoreVec need for kVec floats as vectors:
+// a float2 for 2, float4s for 4 and 8.
+template <int kVec>
+constexpr size_t kVecAlignment = sizeof(float) * (kVec < 4 ? kVec : 4);
+
+// kVec consecutive floats from `src`: vector loads when `aligned` (src
+// kVecAlignment bytes aligned), else scalar loads. Streaming (`__ldcs`) for
+// state, which is touched once per step: L2 is better spent on parameters.
+template <int kVec, bool kStreaming>
+__device__ __forceinline__ void LoadVec(const float* src, bool aligned,
+                                        float (&dst)[kVec]) {
+  if (aligned) {
+    if constexpr (kVec == 2) {
+      const float2* p = reinterpret_cast<const float2*>(src);
+      const float2 v = kStreaming ? __ldcs(p) : __ldg(p);
+      dst[0] = v.x, dst[1] = v.y;
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; i += 4) {
+        const float4* p = reinterpret_cast<const float4*>(src + i);
+        const float4 v = kStreaming ? __ldcs(p) : __ldg(p);
+        dst[i] = v.x, dst[i + 1] = v.y, dst[i + 2] = v.z, dst[i + 3] = v.w;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) dst[i] = src[i];
+  }
+}
+
+template <int kVec>
+__device__ __forceinline__ void StoreVec(const float (&src)[kVec], bool aligned,
+                                         float* dst) {
+  if (aligned) {
+    if constexpr (kVec == 2) {
+      __stcs(reinterpret_cast<float2*>(dst), make_float2(src[0], src[1]));
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; i += 4) {
+        __stcs(reinterpret_cast<float4*>(dst + i),
+               make_float4(src[i], src[i + 1], src[i + 2], src[i + 3]));
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) dst[i] = src[i];
+  }
+}
+
+// Sum over the `width` lanes (a power of two) of each aligned lane group.
+__device__ __forceinline__ float GroupSum(float x, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+    x += __shfl_xor_sync(kFullMask, x, offset, width);
+  }
+  return x;
+}
+
+// One sequence's share of a p = 1 lane: its slice of the channel's shift
+// ring and diagonal state, the channel's q, k, v and the token's position.
+// Every lane of a block steps the same sequence, so `pos` is block-uniform.
+template <int kVec>
+struct Slice {
+  float* shift = nullptr;
+  float* diag = nullptr;
+  bool aligned = false;
+  float s[kVec] = {};
+  float x[kVec] = {};
+  float q = 0, k = 0, v = 0;
+  int64_t pos = 0;
+};
+
+// T: the elements of q, k, v (widened exactly).
+template <int kVec, typename T>
+__device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
+                                                 const StepLayout& l, int b,
+                                                 int64_t c, int64_t row,
+                                                 bool active) {
+  Slice<kVec> t;
+  t.pos = p.positions[b];
+  if (!active) return t;
+  const H3State state = p.states[b];
+  t.shift = state.shift + row;
+  t.diag = state.diag + row;
+  t.aligned = ((reinterpret_cast<uintptr_t>(t.shift) |
+                reinterpret_cast<uintptr_t>(t.diag)) %
+               kVecAlignment<kVec>) == 0;
+  LoadVec<kVec, true>(t.shift, t.aligned, t.s);
+  LoadVec<kVec, true>(t.diag, t.aligned, t.x);
+  const int64_t at = b * l.input_stride + c;
+  t.q = io::ToFloat(static_cast<const T*>(p.q)[at]);
+  t.k = io::ToFloat(static_cast<const T*>(p.k)[at]);
+  t.v = io::ToFloat(static_cast<const T*>(p.v)[at]);
+  return t;
+}
+
+// The diagonal SSM on a lane's kVec / 2 modes (re, im pairs of x, dA, dB,
+// C): x <- dA x + dB kv in place; returns the lane's share of Re(C . x),
+// which the channel's lanes sum (y = 2 Re(C . x) + D kv).
+template <int kVec>
+__device__ __forceinline__ float DiagonalStep(const float (&da)[kVec],
+                                              const float (&db)[kVec],
+                                              const float (&cc)[kVec], float kv,
+                                              float (&x)[kVec]) {
+  float y = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kVec; i += 2) {
+    const float re = da[i] * x[i] - da[i + 1] * x[i + 1] + db[i] * kv;
+    const float im = da[i] * x[i + 1] + da[i + 1] * x[i] + db[i + 1] * kv;
+    x[i] = re;
+    x[i + 1] = im;
+    y += cc[i] * re - cc[i + 1] * im;
+  }
+  return y;
+}
+
+// The grid of the head_dim-1 kernels for channels_per_block channels a
+// block: (channel tiles, sequence groups), and l->sequences_per_block, so
+// that there are about kTargetBlocks blocks (at most kMaxSequencesPerBlock
+// sequences a block, and a grid.y within kMaxGridY).
+inline dim3 SequenceGrid(const H3StepParams& p, int channels_per_block,
+                         StepLayout* l) {
+  const int64_t tiles =
+      (p.w.shape.d_model + channels_per_block - 1) / channels_per_block;
+  const int64_t wanted = tiles * p.batch / kTargetBlocks;
+  const int64_t fit = (p.batch + kMaxGridY - 1) / kMaxGridY;
+  l->sequences_per_block = static_cast<int>(std::max<int64_t>(
+      {1, std::min<int64_t>(wanted, kMaxSequencesPerBlock), fit}));
+  return dim3(static_cast<unsigned>(tiles),
+              (p.batch + l->sequences_per_block - 1) / l->sequences_per_block);
+}
+
+inline bool Aligned(const void* ptr, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+}
+
+// The octet kernel's launch (h3_step_octet.cu), q, k, v and out of
+// p.io_type. REQUIRES: l.lanes = N / 8, a power of two up to a warp.
+cudaError_t LaunchOctet(const H3StepParams& p, StepLayout l,
+                        cudaStream_t stream);
+
+}  // namespace h3::kernels::h3_step
+
+#endif  // H3_KERNELS_CUDA_H3_STEP_DEVICE_CUH_
