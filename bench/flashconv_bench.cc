@@ -39,8 +39,8 @@
 // per case, untimed, q, k, v are copied into those rows from the first
 // mode's channel-major tensors, so the call reads the same values; its guard
 // output is transposed back to that layout and compared with cuFFT's
-// first-mode call. Only the chunked path takes such calls; on the others the
-// mode is skipped, with the reason.
+// first-mode call. Only the chunked paths (chunked, chunked_mma) take such
+// calls; on the others the mode is skipped, with the reason.
 //
 // Exit status: 0; 1 on a CUDA failure (the call and the error are printed)
 // or an unwritable --out; 2 without a CUDA device.
@@ -221,7 +221,8 @@ int Run(Flags f, const std::string& command) {
        "q, k, v the columns [0, d), [d, 2d), [2d, 3d) of [batch * length, "
        "3d], out [batch * length, d]), whose q|k|v rows are copied, untimed, "
        "from the first mode's q, k, v once per case; paths whose layer does "
-       "not take rows (H3PrefillCuda::RunsRows: all but chunked) skip it. Its "
+       "not take rows (H3PrefillCuda::RunsRows: all but chunked and "
+       "chunked_mma) skip it. Its "
        "guard output is transposed back to the first mode's layout and "
        "compared with cuFFT's first-mode call, and its speedup_vs_cufft is "
        "against that call's median. Before every call both states are "
@@ -309,7 +310,7 @@ int main(int argc, char** argv) {
                "sequence (modes packed and singles) instead of the batch Run");
   app.add_flag("--rows", f.rows,
                "also time one RunPacked call of the batch over the engine's "
-               "packed q|k|v rows [B*L, 3d] (mode rows; the chunked path "
+               "packed q|k|v rows [B*L, 3d] (mode rows; the chunked paths "
                "only, skipped on the others)");
   app.add_option("--out", f.out, "write the JSON report here");
   CLI11_PARSE(app, argc, argv);
