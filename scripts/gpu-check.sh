@@ -42,7 +42,7 @@
 #                     (--fast-flags)
 #   flashconv 120/30  bench/flashconv_bench.py: B64 H768 fp16, lengths 256 to
 #                     32K, fused FlashConv, chunked (and its shift-MMA
-#                     variant) and cuFFT
+#                     variant; both also on packed rows, --rows) and cuFFT
 #   profile    90/30  Nsight Compute (ncu --clock-control none) on the fused
 #                     FlashConv and the chunked H3 prefill kernels (B64 H768
 #                     fp16, L 1024 and 4096; their guard calls), on the
