@@ -7,10 +7,17 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
 namespace h3::kernels {
+
+// Whether `p` is a multiple of `bytes` (a power of two): what vector loads
+// and stores of that width need.
+inline bool Aligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
 
 class DeviceBuffer {
  public:

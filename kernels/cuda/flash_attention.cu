@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/flash_attention_launch.h"
 #include "kernels/cuda/mma_half.cuh"
@@ -27,10 +28,6 @@ __global__ void WriteKvKernel(const __grid_constant__ LaunchArgs args) {
   attention_detail::WriteTokenKv(
       static_cast<const T*>(args.qkv) + (seq.row + t) * 3 * d, args.shape,
       args.inv_freq, seq.start + t, seq.cache);
-}
-
-bool Aligned(const void* p, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/flashconv_device.cuh"
+#include "kernels/cuda/mma_half.cuh"
 #include "kernels/h3_chunked.h"
 
 namespace h3::kernels::chunked {
@@ -61,8 +63,39 @@ __device__ __forceinline__ void CarriedMmas(
 
 // a and b rounded to fp16, as the bits of a __half2 (a in the low half).
 __device__ __forceinline__ unsigned HalfPair(float a, float b) {
-  return __half_as_ushort(__float2half_rn(a)) |
-         static_cast<unsigned>(__half_as_ushort(__float2half_rn(b))) << 16;
+  return HalfOps<__half>::PackFloats(a, b);
+}
+
+// The largest v over the warp, in every lane.
+__device__ __forceinline__ float WarpMax(float v) {
+  return WarpAllReduce(v, [](float a, float b) { return fmaxf(a, b); });
+}
+
+// The kShiftMma variant's A_r ([kShiftBlocks][16][16] at a): taps / 2^et in
+// fp16, A_r[i][j] = taps[16 r + i - j] where that tap is one of the 64
+// (ShiftBlockTap), else 0. Elements first, first + stride, ... (a block's
+// or a warp's threads).
+__device__ __forceinline__ void FillShiftBlocks(const float* taps, int et,
+                                                __half* a, int first,
+                                                int stride) {
+  const float down = ldexpf(1.0f, -et);
+  constexpr int kElements = kShiftBlocks * kColumn * kColumn;
+  for (int e = first; e < kElements; e += stride) {
+    const int tap = ShiftBlockTap(e / (kColumn * kColumn),
+                                  e / kColumn % kColumn, e % kColumn);
+    a[e] = __float2half_rn(tap >= 0 ? taps[tap] * down : 0.0f);
+  }
+}
+
+// out[i] = in[i] / 2^e in fp16 for i < count: elements first, first +
+// stride, ...
+__device__ __forceinline__ void ScaleToHalf(const float* in, int count, int e,
+                                            __half* out, int first,
+                                            int stride) {
+  const float down = ldexpf(1.0f, -e);
+  for (int i = first; i < count; i += stride) {
+    out[i] = __float2half_rn(in[i] * down);
+  }
 }
 
 // X_{g+1} = dA^16 X_g + r_scale R[.][g] from `state` (X_0), lane m's mode:

@@ -41,10 +41,6 @@ cudaError_t LaunchInGroups(const H3PrefillPackedParams& p, int64_t row,
   return cudaSuccess;
 }
 
-bool Aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 }  // namespace
 
 cudaError_t H3PrefillChunked::Create(const H3Weights& host_weights,
@@ -93,8 +89,8 @@ bool H3PrefillChunked::TakesRows(const H3PrefillPackedParams& p) const {
   if (p.channel != 1 || p.time <= 0 ||
       w_.shape.d_model % chunked::kRowChannels != 0 ||
       p.time * size % 16 != 0 || OutTime(p) * size % 16 != 0 ||
-      !Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) ||
-      !Aligned16(p.out)) {
+      !Aligned(p.q, 16) || !Aligned(p.k, 16) || !Aligned(p.v, 16) ||
+      !Aligned(p.out, 16)) {
     return false;
   }
   for (int i = 0; i < p.segments; ++i) {

@@ -79,15 +79,7 @@ __device__ void LoadShiftBlocks(Shared& s, ShiftShared& t) {
     most = fmaxf(most, fabsf(s.taps[j]));
   }
   const int et = ScaleExponent(fc::BlockMax<kWarps>(most, s.slots));
-  const float down = ldexpf(1.0f, -et);
-  constexpr int kElements = kShiftBlocks * kColumn * kColumn;
-  for (int e = tid; e < kElements; e += kThreads) {
-    const int r = e / (kColumn * kColumn), i = e / kColumn % kColumn,
-              j = e % kColumn;
-    const int tap = ShiftBlockTap(r, i, j);
-    const float x = tap >= 0 ? s.taps[tap] * down : 0.0f;
-    (&t.a[0][0][0])[e] = __float2half_rn(x);
-  }
+  FillShiftBlocks(s.taps, et, &t.a[0][0][0], tid, kThreads);
   if (tid == 0) t.et = et;
   __syncthreads();
 }
@@ -101,10 +93,7 @@ __device__ float ShiftByMma(Shared& s, ShiftShared& t) {
   float most = 0.0f;
   for (int i = tid; i < kAll; i += kThreads) most = fmaxf(most, fabsf(s.kf[i]));
   const int ek = ScaleExponent(fc::BlockMax<kWarps>(most, s.slots));
-  const float down = ldexpf(1.0f, -ek);
-  for (int i = tid; i < kAll; i += kThreads) {
-    t.kh[i] = __float2half_rn(s.kf[i] * down);
-  }
+  ScaleToHalf(s.kf, kAll, ek, t.kh, tid, kThreads);
   __syncthreads();
   if (warp == 0) ShiftMmas(&t.a[0][0][0], t.kh, t.y);
   __syncthreads();
@@ -159,9 +148,7 @@ __device__ void Scan(const ChunkedArgs& a, int c, int len, float u_max,
   float2 state =
       ScanColumns(s.rt, m, live, live ? s.x[m] : make_float2(0.0f, 0.0f),
                   s.dA16[m], u_max * s.scale_e, xg, &most);
-  for (int offset = 16; offset > 0; offset /= 2) {
-    most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, offset));
-  }
+  most = WarpMax(most);
   if (!live) return;
   if (len < kTile) state = PartialStart(xg, len);
   StoreColumnStates(xg, most > 0 ? 1.0f / most : 0.0f, m, s.xh);

@@ -90,13 +90,6 @@ constexpr int SharedBytes() {
                     : 0);
 }
 
-__device__ __forceinline__ float WarpMax(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  }
-  return v;
-}
-
 // Step 0: stage[tensor][t][channel] = q, k, v (tensor 0, 1, 2) of the
 // tile's token t and the block's channel, for t < len; zeros past it.
 template <typename T>
@@ -171,14 +164,7 @@ __device__ int LoadShiftBlocks(const WarpShared& s, WarpShiftShared& t) {
   float most = 0.0f;
   for (int j = lane; j < kH; j += 32) most = fmaxf(most, fabsf(s.taps[j]));
   const int et = ScaleExponent(WarpMax(most));
-  const float down = ldexpf(1.0f, -et);
-  constexpr int kElements = kShiftBlocks * kColumn * kColumn;
-  for (int e = lane; e < kElements; e += 32) {
-    const int r = e / (kColumn * kColumn), i = e / kColumn % kColumn,
-              j = e % kColumn;
-    const int tap = ShiftBlockTap(r, i, j);
-    (&t.a[0][0][0])[e] = __float2half_rn(tap >= 0 ? s.taps[tap] * down : 0.0f);
-  }
+  FillShiftBlocks(s.taps, et, &t.a[0][0][0], lane, 32);
   return et;
 }
 
@@ -192,10 +178,7 @@ __device__ float ShiftByMma(WarpShared& s, WarpShiftShared& t, int et) {
   float most = 0.0f;
   for (int i = lane; i < kAll; i += 32) most = fmaxf(most, fabsf(s.work.kf[i]));
   const int ek = ScaleExponent(WarpMax(most));
-  const float down = ldexpf(1.0f, -ek);
-  for (int i = lane; i < kAll; i += 32) {
-    t.kh[i] = __float2half_rn(s.work.kf[i] * down);
-  }
+  ScaleToHalf(s.work.kf, kAll, ek, t.kh, lane, 32);
   __syncwarp();
   ShiftMmas(&t.a[0][0][0], t.kh, ShiftProducts(s));
   __syncwarp();

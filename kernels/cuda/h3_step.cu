@@ -129,14 +129,7 @@ __global__ void __launch_bounds__(kThreads)
         2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), lanes) +
         skip_d * kv;
 
-    if (active) {
-      if (newest / kVec == lane) __stcs(cur.shift + newest % kVec, cur.k);
-      StoreVec<kVec>(cur.x, cur.aligned, cur.diag);
-      if (lane == 0) {
-        static_cast<T*>(p.out)[int64_t{b} * d + c] =
-            io::FromFloat<T>(cur.q * y);
-      }
-    }
+    if (active) StoreStep<kVec, T>(p, cur, newest, lane, b, c, y);
     cur = next;
   }
 }

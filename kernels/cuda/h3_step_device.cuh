@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/h3.h"
 
@@ -160,6 +161,21 @@ __device__ __forceinline__ float DiagonalStep(const float (&da)[kVec],
   return y;
 }
 
+// The end of a head_dim-1 lane's step of sequence b (channel c): the new
+// input k into the ring slot newest (by the lane that holds it), the
+// updated diagonal state back, and out = q y from the channel's first lane.
+template <int kVec, typename T>
+__device__ __forceinline__ void StoreStep(const H3StepParams& p,
+                                          const Slice<kVec>& cur, int newest,
+                                          int lane, int b, int64_t c, float y) {
+  if (newest / kVec == lane) __stcs(cur.shift + newest % kVec, cur.k);
+  StoreVec<kVec>(cur.x, cur.aligned, cur.diag);
+  if (lane == 0) {
+    static_cast<T*>(p.out)[int64_t{b} * p.w.shape.d_model + c] =
+        io::FromFloat<T>(cur.q * y);
+  }
+}
+
 // The grid of the head_dim-1 kernels for channels_per_block channels a
 // block: (channel tiles, sequence groups), and l->sequences_per_block, so
 // that there are about kTargetBlocks blocks (at most kMaxSequencesPerBlock
@@ -174,10 +190,6 @@ inline dim3 SequenceGrid(const H3StepParams& p, int channels_per_block,
       {1, std::min<int64_t>(wanted, kMaxSequencesPerBlock), fit}));
   return dim3(static_cast<unsigned>(tiles),
               (p.batch + l->sequences_per_block - 1) / l->sequences_per_block);
-}
-
-inline bool Aligned(const void* ptr, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
 // The octet kernel's launch (h3_step_octet.cu), q, k, v and out of

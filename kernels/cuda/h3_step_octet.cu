@@ -77,14 +77,7 @@ __global__ void __launch_bounds__(kThreads)
         2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), lanes) +
         skip_d * kv;
 
-    if (active) {
-      if (newest / kOctet == lane) __stcs(cur.shift + newest % kOctet, cur.k);
-      StoreVec<kOctet>(cur.x, cur.aligned, cur.diag);
-      if (lane == 0) {
-        static_cast<T*>(p.out)[int64_t{b} * d + c] =
-            io::FromFloat<T>(cur.q * y);
-      }
-    }
+    if (active) StoreStep<kOctet, T>(p, cur, newest, lane, b, c, y);
     cur = next;
   }
 }

@@ -74,12 +74,7 @@ struct LinearCuda::State {
   DeviceBuffer scratch;    // x rounded to W's type, [max_rows_times_k]
   DeviceBuffer scratch_d;  // fp32 D before rounding, [max_rows_times_n]
   std::unique_ptr<PlanCache> plans;  // after handle and preference
-  // Tuning: what is written to evict L2 before each timed call (twice the
-  // L2's size, allocated at the first tuning; empty where memory is short),
-  // and the counts tune_stats reports.
-  DeviceBuffer flush;
-  bool flush_tried = false;
-  TuneStats tune_stats;
+  TuneStats tune_stats;              // what tuning did so far
 
   ~State() {
     plans.reset();
@@ -158,12 +153,13 @@ std::string LinearCuda::State::Tune(Plan* plan, const void* w, const void* x_in,
   H3_RETURN_IF_NOT_EMPTY(CudaError(cudaStreamIsCapturing(stream, &capture),
                                    "cudaStreamIsCapturing"));
   if (capture != cudaStreamCaptureStatusNone) return "";
-  if (!flush_tried) {
-    flush_tried = true;
-    const size_t bytes = FlushBytes();
-    if (bytes > 0 && flush.Reserve(bytes) != cudaSuccess) {
-      cudaGetLastError();  // no flush then (the buffer stays empty)
-    }
+  // What is written to evict L2 before each timed call, for this call only
+  // (a plan is timed once; holding it would keep twice the L2 allocated for
+  // the object's life). Empty where memory is short: no flush then.
+  DeviceBuffer flush;
+  const size_t flush_bytes = FlushBytes();
+  if (flush_bytes > 0 && flush.Reserve(flush_bytes) != cudaSuccess) {
+    cudaGetLastError();
   }
   const std::vector<cublasLtMatmulAlgo_t> candidates =
       std::move(plan->candidates);

@@ -131,27 +131,50 @@ TEST_F(LinearCudaTest, RoundedXBeyondScratchFails) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
+// A case's operands on the device (fp32 x and bias, W in c.type, y zeroed)
+// and the parameters of their product.
+struct Operands {
+  Operands(const Case& c, const Problem& p) {
+    Upload(p.x, &x);
+    Upload(Encode(c.type, p.w), &w);
+    Upload(p.bias, &bias);
+    Upload(std::vector<float>(c.rows * c.n, 0.0f), &y);
+    params = {.x = x.get(),
+              .w = w.get(),
+              .w_type = c.type,
+              .bias = bias.as<float>(),
+              .y = y.get(),
+              .rows = c.rows,
+              .n = c.n,
+              .k = c.k,
+              .gelu = c.gelu};
+  }
+  DeviceBuffer x, w, bias, y;
+  LinearCudaParams params;
+};
+
+// One Run of `params` captured on `stream` (which must not be capturing)
+// into *graph, instantiated as *exec.
+void CaptureRun(LinearCuda& linear, const LinearCudaParams& params,
+                cudaStream_t stream, cudaGraph_t* graph,
+                cudaGraphExec_t* exec) {
+  ASSERT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const std::string error = linear.Run(params, stream);
+  ASSERT_CUDA_OK(cudaStreamEndCapture(stream, graph));
+  ASSERT_EQ(error, "");
+  ASSERT_CUDA_OK(cudaGraphInstantiate(exec, *graph, 0));
+}
+
 // After a first call has chosen the algorithm, a captured call replays with
 // whatever x holds at replay time.
 TEST_F(LinearCudaTest, ReplaysFromACudaGraph) {
   const Case c{ElementType::kF16, 33, 96, 160, true, true, true};
   const Problem p = MakeProblem(c, 21);
-  DeviceBuffer x, w, bias, y;
-  Upload(p.x, &x);
-  Upload(Encode(c.type, p.w), &w);
-  Upload(p.bias, &bias);
-  Upload(std::vector<float>(c.rows * c.n, 0.0f), &y);
+  Operands o(c, p);
+  DeviceBuffer &x = o.x, &y = o.y;
+  const LinearCudaParams& params = o.params;
   std::unique_ptr<LinearCuda> linear;
   ASSERT_EQ(LinearCuda::Create({c.rows * c.k, false, true}, &linear), "");
-  const LinearCudaParams params{.x = x.get(),
-                                .w = w.get(),
-                                .w_type = c.type,
-                                .bias = bias.as<float>(),
-                                .y = y.get(),
-                                .rows = c.rows,
-                                .n = c.n,
-                                .k = c.k,
-                                .gelu = c.gelu};
   cudaStream_t stream = nullptr;
   ASSERT_CUDA_OK(cudaStreamCreate(&stream));
   ASSERT_EQ(linear->Run(params, stream), "");
@@ -159,11 +182,7 @@ TEST_F(LinearCudaTest, ReplaysFromACudaGraph) {
 
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  ASSERT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  const std::string error = linear->Run(params, stream);
-  ASSERT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  ASSERT_EQ(error, "");
-  ASSERT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  ASSERT_NO_FATAL_FAILURE(CaptureRun(*linear, params, stream, &graph, &exec));
 
   // The same W and bias, a new x.
   const std::vector<float> x2 = RandomNormal(c.rows * c.k, 99);
@@ -206,33 +225,19 @@ TEST_F(LinearCudaTest, TunedAlgorithmsComputeTheProduct) {
 TEST_F(LinearCudaTest, TuningWaitsForAnUncapturedCall) {
   const Case c{ElementType::kF16, 8, 1024, 1024, true, false, true};
   const Problem p = MakeProblem(c, 23);
-  DeviceBuffer x, w, bias, y;
-  Upload(p.x, &x);
-  Upload(Encode(c.type, p.w), &w);
-  Upload(p.bias, &bias);
-  Upload(std::vector<float>(c.rows * c.n, 0.0f), &y);
+  Operands o(c, p);
+  DeviceBuffer& y = o.y;
+  const LinearCudaParams& params = o.params;
   std::unique_ptr<LinearCuda> linear;
   LinearCuda::Options options = OptionsFor(c);
   options.tune_algorithms = true;
   ASSERT_EQ(LinearCuda::Create(options, &linear), "");
-  const LinearCudaParams params{.x = x.get(),
-                                .w = w.get(),
-                                .w_type = c.type,
-                                .bias = bias.as<float>(),
-                                .y = y.get(),
-                                .rows = c.rows,
-                                .n = c.n,
-                                .k = c.k};
   cudaStream_t stream = nullptr;
   ASSERT_CUDA_OK(cudaStreamCreate(&stream));
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  ASSERT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  const std::string error = linear->Run(params, stream);
-  ASSERT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  ASSERT_EQ(error, "");
+  ASSERT_NO_FATAL_FAILURE(CaptureRun(*linear, params, stream, &graph, &exec));
   EXPECT_EQ(linear->tune_stats().timed, 0);
-  ASSERT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   ASSERT_CUDA_OK(cudaGraphLaunch(exec, stream));
   ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
   std::vector<float> got(c.rows * c.n);

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/skinny_gemm.h"
 
@@ -229,17 +230,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool Aligned16(const void* ptr) {
-  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
-}
-
 template <typename T, int kRows>
 cudaError_t Launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int64_t size = sizeof(typename Weight<T>::Bits);
   const int64_t k_pad = (p.k + kSkinnyChunk - 1) / kSkinnyChunk * kSkinnyChunk;
   const size_t shared = static_cast<size_t>(kSkinnyCols * k_pad * size);
-  const bool w_vec = Aligned16(p.w) && (p.k * size) % 16 == 0;
-  const bool x_vec = Aligned16(p.x) && (p.k * ElementSize(p.x_type)) % 16 == 0;
+  const bool w_vec = Aligned(p.w, 16) && (p.k * size) % 16 == 0;
+  const bool x_vec =
+      Aligned(p.x, 16) && (p.k * ElementSize(p.x_type)) % 16 == 0;
   auto* kernel = SkinnyGemmKernel<T, kRows>;
   // Above the 48 KiB every kernel gets, shared memory needs an opt-in: a
   // host-side attribute, not a stream operation, so it may be set during
