@@ -11,7 +11,7 @@
 //       [--graphs on|off] [--batch-invariant]
 //       [--batch-invariant-kernel skinny|cublaslt|stream]
 //       [--decode-products auto|cublaslt|stream|cublaslt-tuned]
-//       [--half-activations | --fp32-activations]
+//       [--half-activations | --fp32-activations] [--pdl on|off]
 //       [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
 //       [--batch 1] [--decode-context 128] [--decode-steps 32]
@@ -204,6 +204,7 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"batch_invariant", flags.backend.batch_invariant},
       {"batch_invariant_kernel", flags.backend.batch_invariant_kernel},
       {"decode_products", flags.backend.decode_products},
+      {"pdl", flags.backend.pdl},
       {"half_activations",
        model->backend().activation_type() != ElementType::kF32},
       {"graphs",
@@ -271,6 +272,10 @@ int main(int argc, char** argv) {
   app.add_flag("--fp32-activations", flags.backend.fp32_activations,
                "CUDA, 16-bit --dtype: fp32 activations instead")
       ->excludes(half);
+  app.add_option("--pdl", flags.backend.pdl,
+                 "CUDA, sm_90 and later: on launches the decode kernels "
+                 "overlapped (BackendOptions::pdl)")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--prompt-len", flags.prompt_len)->check(CLI::PositiveNumber);
   app.add_option("--decode-context", flags.decode_context)
       ->check(CLI::PositiveNumber);

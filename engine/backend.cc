@@ -61,6 +61,11 @@ absl::StatusOr<BackendOptions> ParseBackendFlags(const BackendFlags& flags) {
   if (flags.half_activations || flags.fp32_activations) {
     options.half_activations = flags.half_activations;
   }
+  if (flags.pdl != "on" && flags.pdl != "off") {
+    return absl::InvalidArgumentError("--pdl is \"" + flags.pdl +
+                                      "\"; use on or off");
+  }
+  options.pdl = flags.pdl == "on";
   return options;
 }
 

@@ -402,12 +402,20 @@ struct BackendOptions {
   // ResolveHalfActivations. Measured on an H200 with kFlash (see
   // AttentionKernel).
   std::optional<bool> half_activations;
+  // CUDA on compute capability 9.0 and later: programmatic dependent launch
+  // (kernels/cuda/launch_order.h, LaunchOrder::kOverlapPrior) of the decode
+  // step's own kernels (norms, StreamGemmCuda products, the H3 step, decode
+  // attention, sampling), so that each one's launch and weight reads
+  // overlap the kernel before it; off while the profiler is on (its events
+  // time each op alone). Ignored elsewhere. Off by default: not yet run on
+  // a GPU (docs/cuda-engine.md, "Overlapped launches").
+  bool pdl = false;
 };
 
 // The backend's flags as h3serve, h3 run and h3_engine_bench take them
 // (--device, --dtype, --attention, --h3-prefill, --batch-invariant,
 // --batch-invariant-kernel, --decode-products, --half-activations,
-// --fp32-activations), before they are parsed.
+// --fp32-activations, --pdl), before they are parsed.
 struct BackendFlags {
   std::string device = "auto";
   std::string dtype = "auto";
@@ -419,6 +427,7 @@ struct BackendFlags {
   // Neither: BackendOptions::half_activations stays unset (the default).
   bool half_activations = false;
   bool fp32_activations = false;
+  std::string pdl = "off";  // "on" or "off"
 };
 
 // The options `flags` name; InvalidArgument naming the flag and its choices

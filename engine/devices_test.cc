@@ -212,6 +212,14 @@ TEST(MakeBackendTest, ParsesTheBackendFlags) {
   EXPECT_EQ(named.decode_products, DecodeProducts::kStream);
   EXPECT_EQ(ParseBackendFlags({.attention = "wgmma"}).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // --pdl: off unless asked; a name other than on and off is refused.
+  EXPECT_FALSE(defaults.pdl);
+  EXPECT_FALSE(BackendOptions{}.pdl);
+  EXPECT_TRUE(ParseBackendFlags({.pdl = "on"})->pdl);
+  EXPECT_FALSE(ParseBackendFlags({.pdl = "off"})->pdl);
+  const absl::Status pdl = ParseBackendFlags({.pdl = "yes"}).status();
+  EXPECT_EQ(pdl.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(pdl.message().find("--pdl"), std::string::npos) << pdl;
 }
 
 // auto: the tensor-core attention and half activations with 16-bit weights,

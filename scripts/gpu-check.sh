@@ -24,7 +24,7 @@
 #                      1 of 512)
 #   --breakdown-flags F  more h3_engine_bench flags for both breakdown runs
 #   --fast-flags F     Table 4's second run of our engine (default
-#                      "--decode-products cublaslt-tuned")
+#                      "--pdl on")
 #   --table4-sides L   Table 4's sides (default engine,torch_h3,gpt2: our
 #                      engine, the eager PyTorch H3 and GPT-2)
 #   --serve-budgets L  serve_64's --prefill-tokens values (default: default)
@@ -117,7 +117,7 @@ test_shards=4
 # An engine path that is off by default; table4 times it beside the
 # defaults (half activations and the tensor-core attention with 16-bit
 # weights).
-fast_flags="--decode-products cublaslt-tuned"
+fast_flags="--pdl on"
 breakdown_flags=""
 table4_sides=engine,torch_h3,gpt2
 out=""

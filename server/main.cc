@@ -250,6 +250,14 @@ int main(int argc, char** argv) {
                "GPU with a 16-bit --dtype: fp32 activations (and K/V cache) "
                "instead of the default half ones")
       ->excludes(half_flag);
+  app.add_option("--pdl", backend.pdl,
+                 "GPU, compute capability 9.0 and later: on launches the "
+                 "decode step's own kernels overlapped with the kernel before "
+                 "each (programmatic dependent launch), hiding launch gaps "
+                 "and weight reads; not yet measured; docs/cuda-engine.md, "
+                 "\"Overlapped launches\"")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--threads", threads,
                  "CPU threads of the engine (default: $H3_NUM_THREADS, else "
                  "all hardware threads)")

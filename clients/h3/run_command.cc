@@ -276,6 +276,12 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--fp32-activations", flags->backend.fp32_activations,
                 "GPU, 16-bit --dtype: fp32 activations instead")
       ->excludes(half);
+  cmd->add_option("--pdl", flags->backend.pdl,
+                  "GPU, sm_90 and later: on launches the decode kernels "
+                  "overlapped (programmatic dependent launch; "
+                  "docs/cuda-engine.md)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   cmd->add_option("--prefill-chunk", flags->prefill_chunk,
                   "Prompt tokens per prefill chunk (state passing)")
       ->capture_default_str()

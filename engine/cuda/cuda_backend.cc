@@ -49,7 +49,8 @@ class CudaBackend final : public Backend {
                            BatchInvariantKernel::kCublasLt),
         stream_rows_(StreamProductRows(options.decode_products)),
         tune_products_(options.decode_products ==
-                       DecodeProducts::kCublasLtTuned) {}
+                       DecodeProducts::kCublasLtTuned),
+        pdl_requested_(options.pdl) {}
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
@@ -63,6 +64,10 @@ class CudaBackend final : public Backend {
 
   absl::Status Init() {
     H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    int major = 0;
+    H3_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+        &major, cudaDevAttrComputeCapabilityMajor, device_));
+    pdl_ = pdl_requested_ && major >= 9;
     H3_CUDA_RETURN_IF_ERROR(
         cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     prefill_scratch_ = std::make_unique<PrefillScratch>(stream_);
@@ -173,7 +178,8 @@ class CudaBackend final : public Backend {
       // One piece; products the kernel does not take stay on cuBLASLt.
       const kernels::SkinnyGemmParams params = ProductParams(p);
       if (kernels::StreamGemmCheck(params, true)[0] == '\0') {
-        H3_CUDA_RETURN_IF_ERROR(kernels::StreamGemmCuda(params, stream_));
+        H3_CUDA_RETURN_IF_ERROR(
+            kernels::StreamGemmCuda(params, stream_, Order()));
         return absl::OkStatus();
       }
     }
@@ -205,13 +211,13 @@ class CudaBackend final : public Backend {
   }
 
   absl::Status AddLayerNorm(const kernels::AddLayerNormParams& p) override {
-    H3_CUDA_RETURN_IF_ERROR(kernels::AddLayerNormCuda(p, stream_));
+    H3_CUDA_RETURN_IF_ERROR(kernels::AddLayerNormCuda(p, stream_, Order()));
     return absl::OkStatus();
   }
 
   absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) override {
-    return MakeCudaH3Layer(weights, type_, h3_prefill_, stream_, *this,
+    return MakeCudaH3Layer(weights, type_, h3_prefill_, pdl_, stream_, *this,
                            *prefill_scratch_);
   }
 
@@ -263,15 +269,15 @@ class CudaBackend final : public Backend {
         kernels::AttentionDecodeWorkspaceBytes(p.shape, p.batch, capacity);
     H3_RETURN_IF_ERROR(ReserveWorkspace(bytes));
     H3_CUDA_RETURN_IF_ERROR(kernels::AttentionDecodeCuda(
-        p, capacity, workspaces_.back(), workspace_bytes_, stream_));
+        p, capacity, workspaces_.back(), workspace_bytes_, stream_, Order()));
     return absl::OkStatus();
   }
 
   absl::Status Sample(const kernels::SampleParams& p) override {
     H3_RETURN_IF_ERROR(
         ReserveWorkspace(kernels::SampleWorkspaceBytes(p.batch, p.vocab_size)));
-    H3_CUDA_RETURN_IF_ERROR(
-        kernels::SampleCuda(p, workspaces_.back(), workspace_bytes_, stream_));
+    H3_CUDA_RETURN_IF_ERROR(kernels::SampleCuda(
+        p, workspaces_.back(), workspace_bytes_, stream_, Order()));
     return absl::OkStatus();
   }
 
@@ -331,6 +337,8 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  kernels::LaunchOrder Order() const { return DecodeLaunchOrder(pdl_, *this); }
+
   // The operands of `p` for SkinnyGemmCuda or StreamGemmCuda, all its rows.
   static kernels::SkinnyGemmParams ProductParams(const LinearParams& p) {
     kernels::SkinnyGemmParams params;
@@ -369,9 +377,9 @@ class CudaBackend final : public Backend {
             stream ? "stream" : "batch-invariant", " linear (", params.n, " x ",
             params.k, ", ", ElementTypeName(params.w_type), "): ", broken));
       }
-      H3_CUDA_RETURN_IF_ERROR(stream
-                                  ? kernels::StreamGemmCuda(params, stream_)
-                                  : kernels::SkinnyGemmCuda(params, stream_));
+      H3_CUDA_RETURN_IF_ERROR(
+          stream ? kernels::StreamGemmCuda(params, stream_, Order())
+                 : kernels::SkinnyGemmCuda(params, stream_));
     }
     return absl::OkStatus();
   }
@@ -439,6 +447,8 @@ class CudaBackend final : public Backend {
   // Products of <= 64 rows on cuBLASLt's fastest of a few algorithms, timed
   // at their first uncaptured call (LinearCuda::Options::tune_algorithms).
   bool tune_products_;
+  bool pdl_requested_;  // BackendOptions::pdl
+  bool pdl_ = false;    // ... and the device takes it (Init)
   cudaStream_t stream_ = nullptr;
   std::vector<std::unique_ptr<kernels::LinearCuda>> linears_;  // last: current
   int64_t linear_k_ = 0, linear_n_ = 0;  // the last LinearCuda's scratch

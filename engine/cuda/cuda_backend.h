@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "kernels/cuda/launch_order.h"
 
 namespace h3::engine::cuda {
 
@@ -23,8 +24,11 @@ namespace h3::engine::cuda {
 // StreamGemmCuda in pieces of 64 rows (REQUIRES: 16-bit `type`);
 // `decode_products` kStream, without batch_invariant, the products of at most
 // 64 rows by StreamGemmCuda where it takes them; `half_activations`, the
-// activations that feed products in `type` (REQUIRES: 16-bit `type`). The
-// device and the weight type in `options` are not read.
+// activations that feed products in `type` (REQUIRES: 16-bit `type`); `pdl`,
+// on a device of compute capability 9.0 or later, the decode kernels that
+// take a kernels::LaunchOrder launched with kOverlapPrior while the
+// profiler is off. The device and the weight type in `options` are not
+// read.
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
     int device, ElementType type, const BackendOptions& options);
 
@@ -56,10 +60,22 @@ class PrefillScratch {
 // times its parts (transposes, convolution) in nested ranges of
 // owner.profiler() while it is on; `owner` must outlive the layer.
 // qkv and out hold owner.activation_type(). `scratch` (the owner's) must
-// outlive the layer.
+// outlive the layer. `pdl`: the decode step launches with
+// kernels::LaunchOrder::kOverlapPrior while owner.profiler() is off.
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
     const kernels::H3Weights& weights, ElementType type, H3PrefillKernel kernel,
-    cudaStream_t stream, const Backend& owner, PrefillScratch& scratch);
+    bool pdl, cudaStream_t stream, const Backend& owner,
+    PrefillScratch& scratch);
+
+// How the decode kernels that take a kernels::LaunchOrder launch on a
+// backend whose BackendOptions::pdl resolved to `pdl` (requested, and the
+// device takes it): overlapped, except while owner.profiler() times each op
+// alone.
+inline kernels::LaunchOrder DecodeLaunchOrder(bool pdl, const Backend& owner) {
+  return pdl && owner.profiler() == nullptr
+             ? kernels::LaunchOrder::kOverlapPrior
+             : kernels::LaunchOrder::kAfterPrior;
+}
 
 // CUDA events recorded on `stream` (cuda_profile_clock.cc).
 std::unique_ptr<ProfileClock> MakeCudaProfileClock(cudaStream_t stream);

@@ -17,10 +17,11 @@ namespace {
 
 class CudaH3Layer final : public H3Layer {
  public:
-  CudaH3Layer(std::unique_ptr<kernels::H3PrefillCuda> prefill,
+  CudaH3Layer(std::unique_ptr<kernels::H3PrefillCuda> prefill, bool pdl,
               cudaStream_t stream, const Backend& owner,
               PrefillScratch& scratch)
       : prefill_(std::move(prefill)),
+        pdl_(pdl),
         stream_(stream),
         owner_(owner),
         type_(owner.activation_type()),
@@ -64,7 +65,8 @@ class CudaH3Layer final : public H3Layer {
     p.states = states;
     p.input_stride = 3 * d;
     p.positions = positions;
-    H3_CUDA_RETURN_IF_ERROR(kernels::H3StepCuda(p, stream_));
+    H3_CUDA_RETURN_IF_ERROR(
+        kernels::H3StepCuda(p, stream_, DecodeLaunchOrder(pdl_, owner_)));
     return absl::OkStatus();
   }
 
@@ -190,6 +192,7 @@ class CudaH3Layer final : public H3Layer {
   }
 
   std::unique_ptr<kernels::H3PrefillCuda> prefill_;
+  bool pdl_;  // MakeCudaH3Layer's
   cudaStream_t stream_;
   const Backend& owner_;
   const ElementType type_;   // of qkv, out and the scratch
@@ -214,7 +217,8 @@ absl::StatusOr<void*> PrefillScratch::Reserve(int64_t bytes) {
 
 absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
     const kernels::H3Weights& weights, ElementType type, H3PrefillKernel kernel,
-    cudaStream_t stream, const Backend& owner, PrefillScratch& scratch) {
+    bool pdl, cudaStream_t stream, const Backend& owner,
+    PrefillScratch& scratch) {
   kernels::H3PrefillCuda::Options options;
   // The fused and chunked kernels round their operands to fp16
   // (docs/flashconv.md): exact fp32 serving takes the cuFFT path.
@@ -225,7 +229,7 @@ absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
   std::unique_ptr<kernels::H3PrefillCuda> prefill;
   H3_CUDA_RETURN_IF_ERROR(
       kernels::H3PrefillCuda::Create(weights, options, &prefill));
-  return std::make_unique<CudaH3Layer>(std::move(prefill), stream, owner,
+  return std::make_unique<CudaH3Layer>(std::move(prefill), pdl, stream, owner,
                                        scratch);
 }
 

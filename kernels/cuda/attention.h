@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/launch_order.h"
 
 namespace h3::kernels {
 
@@ -69,10 +70,12 @@ size_t AttentionDecodeWorkspaceBytes(const AttentionShape& shape, int batch,
 // the caches are) or whose position is outside its cache gets NaNs and its
 // cache is left alone.
 // InvalidValue if the workspace is smaller than
-// AttentionDecodeWorkspaceBytes(shape, batch, max_positions).
+// AttentionDecodeWorkspaceBytes(shape, batch, max_positions). `order`
+// (kernels/cuda/launch_order.h) orders each of its three launches.
 cudaError_t AttentionDecodeCuda(const AttentionDecodeParams& params,
                                 int64_t max_positions, void* workspace,
-                                size_t workspace_bytes, cudaStream_t stream);
+                                size_t workspace_bytes, cudaStream_t stream,
+                                LaunchOrder order = LaunchOrder::kAfterPrior);
 
 }  // namespace h3::kernels
 

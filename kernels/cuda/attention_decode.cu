@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/launch_order.cuh"
 
 namespace h3::kernels {
 namespace {
@@ -78,6 +79,8 @@ __device__ inline bool Usable(int64_t pos, const KvCache& cache,
 
 template <typename T>  // qkv's elements
 __global__ void DecodeWriteKvKernel(AttentionDecodeParams p) {
+  LetNextKernelStart();
+  WaitForPriorKernel();
   const int b = blockIdx.x;
   const int64_t pos = p.positions[b];
   const KvCache cache = p.caches[b];
@@ -172,6 +175,8 @@ template <int kDims, typename T>  // DimsPerLane(head_dim)
 __global__ void __launch_bounds__(kThreads)
     DecodePieceKernel(AttentionDecodeParams p, Split split, Workspace ws,
                       float scale) {
+  LetNextKernelStart();
+  WaitForPriorKernel();
   const int piece = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int64_t pos = p.positions[b];
   const KvCache cache = p.caches[b];
@@ -243,6 +248,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>  // out's elements
 __global__ void __launch_bounds__(kThreads)
     DecodeCombineKernel(AttentionDecodeParams p, Split split, Workspace ws) {
+  LetNextKernelStart();
+  WaitForPriorKernel();
   const int h = blockIdx.x, b = blockIdx.y;
   const int hd = p.shape.head_dim;
   const int64_t d = static_cast<int64_t>(p.shape.heads) * hd;
@@ -281,13 +288,13 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int kDims, typename T>
 cudaError_t LaunchPieces(const AttentionDecodeParams& p, const Split& split,
-                         const Workspace& ws, cudaStream_t stream) {
+                         const Workspace& ws, cudaStream_t stream,
+                         LaunchOrder order) {
   const dim3 grid(static_cast<unsigned>(split.pieces),
                   static_cast<unsigned>(p.shape.heads),
                   static_cast<unsigned>(p.batch));
-  DecodePieceKernel<kDims, T><<<grid, kThreads, 0, stream>>>(
-      p, split, ws, ScoreScale(p.shape.head_dim));
-  return cudaGetLastError();
+  return LaunchInOrder(order, DecodePieceKernel<kDims, T>, grid, dim3(kThreads),
+                       0, stream, p, split, ws, ScoreScale(p.shape.head_dim));
 }
 
 }  // namespace
@@ -302,7 +309,8 @@ size_t AttentionDecodeWorkspaceBytes(const AttentionShape& shape, int batch,
 
 cudaError_t AttentionDecodeCuda(const AttentionDecodeParams& p,
                                 int64_t max_positions, void* workspace,
-                                size_t workspace_bytes, cudaStream_t stream) {
+                                size_t workspace_bytes, cudaStream_t stream,
+                                LaunchOrder order) {
   if (!ValidShape(p.shape, p.inv_freq) || p.batch < 0 || max_positions <= 0) {
     return cudaErrorInvalidValue;
   }
@@ -324,28 +332,29 @@ cudaError_t AttentionDecodeCuda(const AttentionDecodeParams& p,
   return io::DispatchIo(p.io_type, [&](auto tag) {
     using T = decltype(tag);
     // 256 threads: a d_model of 2048 is 8 elements per thread.
-    DecodeWriteKvKernel<T><<<p.batch, 256, 0, stream>>>(p);
-    cudaError_t err = cudaGetLastError();
+    cudaError_t err = LaunchInOrder(order, DecodeWriteKvKernel<T>,
+                                    dim3(static_cast<unsigned>(p.batch)),
+                                    dim3(256), 0, stream, p);
     if (err != cudaSuccess) return err;
     switch (DimsPerLane(p.shape.head_dim)) {
       case 1:
-        err = LaunchPieces<1, T>(p, split, ws, stream);
+        err = LaunchPieces<1, T>(p, split, ws, stream, order);
         break;
       case 2:
-        err = LaunchPieces<2, T>(p, split, ws, stream);
+        err = LaunchPieces<2, T>(p, split, ws, stream, order);
         break;
       case 4:
-        err = LaunchPieces<4, T>(p, split, ws, stream);
+        err = LaunchPieces<4, T>(p, split, ws, stream, order);
         break;
       default:
-        err = LaunchPieces<8, T>(p, split, ws, stream);
+        err = LaunchPieces<8, T>(p, split, ws, stream, order);
         break;
     }
     if (err != cudaSuccess) return err;
-    DecodeCombineKernel<T><<<dim3(static_cast<unsigned>(p.shape.heads),
-                                  static_cast<unsigned>(p.batch)),
-                             kThreads, 0, stream>>>(p, split, ws);
-    return cudaGetLastError();
+    return LaunchInOrder(order, DecodeCombineKernel<T>,
+                         dim3(static_cast<unsigned>(p.shape.heads),
+                              static_cast<unsigned>(p.batch)),
+                         dim3(kThreads), 0, stream, p, split, ws);
   });
 }
 

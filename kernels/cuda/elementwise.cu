@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/grid.h"
+#include "kernels/cuda/launch_order.cuh"
 
 namespace h3::kernels {
 namespace {
@@ -79,6 +80,8 @@ __global__ void __launch_bounds__(kNormThreads)
   const float* x = p.x + offset;
   float* res = p.residual + offset;
   T* out = static_cast<T*>(p.out) + offset;
+  LetNextKernelStart();
+  WaitForPriorKernel();
 
   float sum = 0.0f;
   for (int64_t c = threadIdx.x; c < p.cols; c += kNormThreads) {
@@ -119,15 +122,23 @@ __global__ void __launch_bounds__(kNormThreads)
   T* out = static_cast<T*>(p.out) + offset;
   const int cols = static_cast<int>(p.cols);
 
+  // gamma and beta before waiting for the kernel before (LaunchOrder).
+  LetNextKernelStart();
   float v[kPer], r[kPer], gamma[kPer], beta[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int c = threadIdx.x + i * kNormThreads;
+    const bool in = c < cols;
+    gamma[i] = in ? p.gamma[c] : 0.0f;
+    beta[i] = in ? p.beta[c] : 0.0f;
+  }
+  WaitForPriorKernel();
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int c = threadIdx.x + i * kNormThreads;
     const bool in = c < cols;
     v[i] = in ? x[c] : 0.0f;
     r[i] = in && p.add_residual ? res[c] : 0.0f;
-    gamma[i] = in ? p.gamma[c] : 0.0f;
-    beta[i] = in ? p.beta[c] : 0.0f;
   }
   float sum = 0.0f;
 #pragma unroll
@@ -157,17 +168,19 @@ __global__ void __launch_bounds__(kNormThreads)
 }
 
 template <typename T>
-void LaunchAddLayerNorm(const AddLayerNormParams& p, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>(p.rows);
-  if (p.cols <= 4 * kNormThreads) {
-    AddLayerNormRowKernel<T, 4><<<blocks, kNormThreads, 0, stream>>>(p);
-  } else if (p.cols <= 8 * kNormThreads) {
-    AddLayerNormRowKernel<T, 8><<<blocks, kNormThreads, 0, stream>>>(p);
-  } else if (p.cols <= 16 * kNormThreads) {
-    AddLayerNormRowKernel<T, 16><<<blocks, kNormThreads, 0, stream>>>(p);
-  } else {
-    AddLayerNormKernel<T><<<blocks, kNormThreads, 0, stream>>>(p);
+cudaError_t LaunchAddLayerNorm(const AddLayerNormParams& p, cudaStream_t stream,
+                               LaunchOrder order) {
+  const dim3 blocks(static_cast<unsigned>(p.rows));
+  auto launch = [&](auto kernel) {
+    return LaunchInOrder(order, kernel, blocks, dim3(kNormThreads), 0, stream,
+                         p);
+  };
+  if (p.cols <= 4 * kNormThreads) return launch(AddLayerNormRowKernel<T, 4>);
+  if (p.cols <= 8 * kNormThreads) return launch(AddLayerNormRowKernel<T, 8>);
+  if (p.cols <= 16 * kNormThreads) {
+    return launch(AddLayerNormRowKernel<T, 16>);
   }
+  return launch(AddLayerNormKernel<T>);
 }
 
 // ---- Embedding and rounding ---------------------------------------------
@@ -278,27 +291,24 @@ cudaError_t Transpose(const void* in, int64_t in_rows, int64_t in_cols,
 
 }  // namespace
 
-cudaError_t AddLayerNormCuda(const AddLayerNormParams& p, cudaStream_t stream) {
+cudaError_t AddLayerNormCuda(const AddLayerNormParams& p, cudaStream_t stream,
+                             LaunchOrder order) {
   if (p.rows == 0 || p.cols == 0) return cudaSuccess;
   if (p.rows < 0 || p.cols < 0 || p.rows > INT32_MAX) {
     return cudaErrorInvalidValue;
   }
   switch (p.out_type) {
     case ElementType::kF32:
-      LaunchAddLayerNorm<float>(p, stream);
-      break;
+      return LaunchAddLayerNorm<float>(p, stream, order);
     case ElementType::kF16:
       if (p.out == p.x) return cudaErrorInvalidValue;
-      LaunchAddLayerNorm<__half>(p, stream);
-      break;
+      return LaunchAddLayerNorm<__half>(p, stream, order);
     case ElementType::kBF16:
       if (p.out == p.x) return cudaErrorInvalidValue;
-      LaunchAddLayerNorm<__nv_bfloat16>(p, stream);
-      break;
+      return LaunchAddLayerNorm<__nv_bfloat16>(p, stream, order);
     default:
       return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 cudaError_t EmbeddingCuda(const int32_t* ids, int64_t n, const void* table,

@@ -10,14 +10,18 @@
 #include <cstdint>
 
 #include "base/element_type.h"
+#include "kernels/cuda/launch_order.h"
 #include "kernels/layer_norm.h"
 
 namespace h3::kernels {
 
 // The GPU twin of AddLayerNormCpu: same Params. cudaErrorInvalidValue for
 // an out_type other than kF32, kF16 and kBF16, or a 16-bit out aliasing x.
+// With LaunchOrder::kOverlapPrior it reads gamma and beta before it waits
+// for the kernel before (kernels/cuda/launch_order.h).
 cudaError_t AddLayerNormCuda(const AddLayerNormParams& params,
-                             cudaStream_t stream);
+                             cudaStream_t stream,
+                             LaunchOrder order = LaunchOrder::kAfterPrior);
 
 // out[i][:] = table[ids[i]][:] as fp32, for i < n; `table` [rows, cols] of
 // `type`. ids (device memory) must be in [0, rows): the caller checks them.

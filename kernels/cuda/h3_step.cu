@@ -17,6 +17,7 @@
 #include "kernels/cuda/h3_step.h"
 #include "kernels/cuda/h3_step_device.cuh"
 #include "kernels/cuda/io_element.cuh"
+#include "kernels/cuda/launch_order.cuh"
 #include "kernels/h3_step_lanes.h"
 
 namespace h3::kernels {
@@ -99,6 +100,7 @@ __global__ void __launch_bounds__(kThreads)
       int64_t{blockIdx.x} * (kThreads / lanes) + threadIdx.x / lanes;
   const bool active = c < d && lane * kVec < n_state;
   const int64_t row = c * n_state + lane * kVec;  // [d, N] and [H, M, 2]
+  LetNextKernelStart();
 
   float taps[kVec] = {}, da[kVec] = {}, db[kVec] = {}, cc[kVec] = {};
   float shift_d = 0, skip_d = 0;
@@ -115,6 +117,7 @@ __global__ void __launch_bounds__(kThreads)
   // every shuffle.
   const int first = blockIdx.y * l.sequences_per_block;
   const int last = min(first + l.sequences_per_block, p.batch);
+  WaitForPriorKernel();  // the parameters above are read before (LaunchOrder)
   Slice<kVec> cur = LoadSlice<kVec, T>(p, l, first, c, row, active);
   for (int b = first; b < last; ++b) {
     Slice<kVec> next;
@@ -151,6 +154,8 @@ __global__ void __launch_bounds__(kThreads)
   const int h = static_cast<int>(blockIdx.x % heads);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int warps = kThreads / kWarp;
+  LetNextKernelStart();
+  WaitForPriorKernel();
   const H3State state = p.states[b];
   const int64_t in = b * l.input_stride + int64_t{h} * pd;
   float* kbar = shared;
@@ -227,27 +232,27 @@ int LanesFor(int n_state, int vec) {
 
 template <int kVec, typename T>
 cudaError_t LaunchHeadDim1(const H3StepParams& p, StepLayout l,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, LaunchOrder order) {
   const H3Weights& w = p.w;
   constexpr size_t kBytes = kVecAlignment<kVec>;
   l.weights_aligned = Aligned(w.shift_kernel, kBytes) &&
                       Aligned(w.dA, kBytes) && Aligned(w.dB, kBytes) &&
                       Aligned(w.C, kBytes);
   const dim3 grid = SequenceGrid(p, kThreads / l.lanes, &l);
-  H3StepHeadDim1Kernel<kVec, T><<<grid, kThreads, 0, stream>>>(p, l);
-  return cudaGetLastError();
+  return LaunchInOrder(order, H3StepHeadDim1Kernel<kVec, T>, grid,
+                       dim3(kThreads), 0, stream, p, l);
 }
 
 template <typename T>
 cudaError_t LaunchGeneral(const H3StepParams& p, const StepLayout& l,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, LaunchOrder order) {
   const int pd = p.w.shape.head_dim;
   const size_t shared = sizeof(float) * (pd + size_t{1} * pd * pd);
   const int64_t blocks = int64_t{p.batch} * l.heads;
   if (shared > kSharedLimit || blocks > INT32_MAX) return cudaErrorNotSupported;
-  H3StepGeneralKernel<T>
-      <<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(p, l);
-  return cudaGetLastError();
+  return LaunchInOrder(order, H3StepGeneralKernel<T>,
+                       dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                       shared, stream, p, l);
 }
 
 bool ValidShape(const H3Shape& s) {
@@ -258,7 +263,8 @@ bool ValidShape(const H3Shape& s) {
 }  // namespace
 }  // namespace h3_step
 
-cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream) {
+cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
+                       LaunchOrder order) {
   using h3_step::LanesFor;
   using h3_step::LaunchGeneral;
   using h3_step::LaunchHeadDim1;
@@ -288,16 +294,16 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream) {
       const int n_state = w.shape.d_state;
       if (n_state % kOctet == 0 && (l.lanes = LanesFor(n_state, kOctet)) > 0 &&
           l.lanes * kOctet == n_state) {
-        return LaunchOctet(params, l, stream);
+        return LaunchOctet(params, l, stream, order);
       }
       if (n_state % 4 == 0 && (l.lanes = LanesFor(n_state, 4)) > 0) {
-        return LaunchHeadDim1<4, T>(params, l, stream);
+        return LaunchHeadDim1<4, T>(params, l, stream, order);
       }
       if ((l.lanes = LanesFor(n_state, 2)) > 0) {
-        return LaunchHeadDim1<2, T>(params, l, stream);
+        return LaunchHeadDim1<2, T>(params, l, stream, order);
       }
     }
-    return LaunchGeneral<T>(params, l, stream);
+    return LaunchGeneral<T>(params, l, stream, order);
   });
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/launch_order.h"
 #include "kernels/h3.h"
 
 namespace h3::kernels {
@@ -35,7 +36,10 @@ namespace h3::kernels {
 // each channel's shift ring, slot positions[b] mod N, leaving the other
 // N - 1 untouched. Taps that would reach before position 0 are skipped, so
 // the contents of the slots of positions not yet reached do not matter.
-cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream);
+// With LaunchOrder::kOverlapPrior it reads the layer's parameters before it
+// waits for the kernel before (kernels/cuda/launch_order.h).
+cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
+                       LaunchOrder order = LaunchOrder::kAfterPrior);
 
 // The bytes one call must move through global memory at least, 4 bytes a
 // float: per sequence the shift ring read (d N) and its new slots written

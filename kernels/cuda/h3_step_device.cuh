@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/io_element.cuh"
+#include "kernels/cuda/launch_order.h"
 #include "kernels/h3.h"
 
 namespace h3::kernels::h3_step {
@@ -195,7 +196,7 @@ inline dim3 SequenceGrid(const H3StepParams& p, int channels_per_block,
 // The octet kernel's launch (h3_step_octet.cu), q, k, v and out of
 // p.io_type. REQUIRES: l.lanes = N / 8, a power of two up to a warp.
 cudaError_t LaunchOctet(const H3StepParams& p, StepLayout l,
-                        cudaStream_t stream);
+                        cudaStream_t stream, LaunchOrder order);
 
 }  // namespace h3::kernels::h3_step
 

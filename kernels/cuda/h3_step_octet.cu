@@ -5,6 +5,7 @@
 #include "kernels/cuda/h3_step.h"
 #include "kernels/cuda/h3_step_device.cuh"
 #include "kernels/cuda/io_element.cuh"
+#include "kernels/cuda/launch_order.cuh"
 #include "kernels/h3_step_lanes.h"
 
 namespace h3::kernels::h3_step {
@@ -35,6 +36,7 @@ __global__ void __launch_bounds__(kThreads)
   const bool active = c < d;
   const int64_t row = c * n_state + lane * kOctet;  // [d, N] and [H, M, 2]
   const int stride = 2 * n_state + 1;
+  LetNextKernelStart();
   for (int e = threadIdx.x; e < per_block * 2 * n_state; e += kThreads) {
     const int ch = e / (2 * n_state), t = e % (2 * n_state);
     taps2[ch * stride + t] =
@@ -58,6 +60,7 @@ __global__ void __launch_bounds__(kThreads)
   // every shuffle.
   const int first = blockIdx.y * l.sequences_per_block;
   const int last = min(first + l.sequences_per_block, p.batch);
+  WaitForPriorKernel();  // the parameters above are read before (LaunchOrder)
   Slice<kOctet> cur = LoadSlice<kOctet, T>(p, l, first, c, row, active);
   for (int b = first; b < last; ++b) {
     Slice<kOctet> next;
@@ -85,7 +88,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t LaunchOctet(const H3StepParams& p, StepLayout l,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, LaunchOrder order) {
   const H3Weights& w = p.w;
   constexpr size_t kBytes = kVecAlignment<kOctet>;
   l.weights_aligned =
@@ -96,8 +99,8 @@ cudaError_t LaunchOctet(const H3StepParams& p, StepLayout l,
       sizeof(float) * channels_per_block * (2 * w.shape.d_state + 1);
   return io::DispatchIo(p.io_type, [&](auto tag) {
     using T = decltype(tag);
-    H3StepOctetKernel<T><<<grid, kThreads, shared, stream>>>(p, l);
-    return cudaGetLastError();
+    return LaunchInOrder(order, H3StepOctetKernel<T>, grid, dim3(kThreads),
+                         shared, stream, p, l);
   });
 }
 

@@ -8,9 +8,18 @@
 // kept mass in id order. Masses are integers, so every sum is exact and the
 // result does not depend on the order of the additions. Banned tokens get
 // key 0, below every candidate's, and every threshold is at least 1.
+//
+// Two kernels: SampleScanKernel reads the logits once, a block to every
+// kScanChunk tokens of a row, writing the processed logits and each chunk's
+// largest key, banned tokens and log-sum-exp share; SampleKernel, a block a
+// row, combines the chunks' shares and, for rows that draw, runs the
+// selection and the draw over the processed logits. (One block a row did
+// it all at first: at batch 1 a greedy step's sampling took 74 us of an
+// H200's 1.4 ms step, one block walking 50K logits twice; e190e6a.)
 #include <cstdint>
 
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/sampling.h"
 #include "kernels/philox.h"
 #include "kernels/sampling_token.h"
@@ -36,8 +45,11 @@ constexpr float kMassScale = 0x1p39f;
 // The draw scans the row in tiles of kThreads * kPerThread consecutive ids:
 // 16 per thread costs vocab / 8192 block-wide scans.
 constexpr int kPerThread = 16;
-// The first pass loads this many tokens' inputs a thread before using them.
-constexpr int kFirstPassLoads = 4;
+// The scan: a thread loads all kScanLoads of its tokens' inputs before it
+// uses any, so a block's chunk costs one memory round trip; 4096 tokens a
+// block give a 50K vocabulary 13 blocks a row.
+constexpr int kScanLoads = 8;
+constexpr int32_t kScanChunk = kThreads * kScanLoads;
 // A banned token's processed logit in the workspace: no candidate's is NaN
 // (kernels/sampling.h REQUIRES), so every pass tells banned tokens apart by
 // x alone, without reading the flags again.
@@ -54,6 +66,18 @@ struct Shared {
   double f64[32];
   int32_t chosen;
 };
+
+// A chunk's share of its row, from the scan (workspace [batch, chunks]).
+struct ScanShare {
+  uint64_t best;    // the chunk's largest order key (0: all banned)
+  double sum_exp;   // sum of exp(logit - max_logit) (0 when max is -inf)
+  float max_logit;  // the chunk's largest logit
+  int32_t banned;   // its banned tokens
+};
+
+int32_t ScanChunks(int32_t vocab) {
+  return (vocab + kScanChunk - 1) / kScanChunk;
+}
 
 // One row's processed logits and weights, in the workspace.
 struct Row {
@@ -186,33 +210,97 @@ __device__ int32_t Draw(const Row& r, uint64_t threshold, float min_p,
   return last >= 0 ? last : fallback;
 }
 
-// log(sum exp(logits)) over the row, with double sums as on the CPU.
-__device__ double LogSumExp(const float* logits, int32_t vocab, Shared& sh) {
-  float max_logit = -INFINITY;
-  for (int32_t v = threadIdx.x; v < vocab; v += kThreads) {
-    max_logit = fmaxf(max_logit, logits[v]);
-  }
-  max_logit = BlockAllReduce(
-      max_logit, [](float a, float b) { return fmaxf(a, b); }, sh.f32);
-  double sum = 0;
-  for (int32_t v = threadIdx.x; v < vocab; v += kThreads) {
-    sum += exp(double{logits[v]} - max_logit);
-  }
-  sum = BlockAllReduce(
-      sum, [](double a, double b) { return a + b; }, sh.f64);
-  return max_logit + log(sum);
-}
-
 int IdBits(int32_t vocab) {
   int bits = 0;
   while ((int64_t{1} << bits) < vocab) ++bits;
   return (bits + kDigitBits - 1) / kDigitBits * kDigitBits;
 }
 
-// One block per row. x_all, w_all: [batch, vocab] workspace.
+// Grid (batch, chunks): steps 1-2 of kernels/sampling.h on chunk
+// blockIdx.y of row blockIdx.x (processed logits into the workspace, which
+// only the draw reads; the largest candidate; banned tokens), and with
+// logprobs the chunk's share of log(sum exp(logits)) in double as on the
+// CPU: its largest logit m and the sum of exp(logit - m).
 __global__ void __launch_bounds__(kThreads)
-    SampleKernel(SampleParams p, int id_bits, float* x_all, float* w_all) {
+    SampleScanKernel(SampleParams p, int id_bits, float* x_all,
+                     ScanShare* shares, int32_t chunks) {
   __shared__ Shared sh;
+  LetNextKernelStart();
+  WaitForPriorKernel();
+  const int b = blockIdx.x;
+  const int32_t chunk = blockIdx.y, vocab = p.vocab_size;
+  const SamplingRow row = p.rows[b];
+  const float* logits = p.logits + b * p.row_stride;
+  float* x = x_all + int64_t{b} * vocab;
+  const Row r{x, nullptr, vocab, id_bits};
+  const bool greedy = !(row.temperature > 0);
+  const TokenHistory h =
+      p.histories != nullptr ? p.histories[b] : TokenHistory{};
+
+  const int32_t first = chunk * kScanChunk + threadIdx.x;
+  float logit[kScanLoads];
+  int32_t count[kScanLoads];
+  uint8_t flags[kScanLoads];
+#pragma unroll
+  for (int i = 0; i < kScanLoads; ++i) {
+    const int32_t v = first + i * kThreads;
+    const bool in = v < vocab;
+    logit[i] = in ? logits[v] : -INFINITY;
+    count[i] = in && h.counts != nullptr ? h.counts[v] : 0;
+    flags[i] = in && h.flags != nullptr ? h.flags[v] : 0;
+  }
+  uint64_t best = 0;
+  int32_t banned = 0;
+  float max_logit = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kScanLoads; ++i) {
+    const int32_t v = first + i * kThreads;
+    if (v >= vocab) break;
+    max_logit = fmaxf(max_logit, logit[i]);
+    float xv = PenalizedLogit(logit[i], count[i],
+                              (flags[i] & kTokenInPrompt) != 0, row);
+    if (!greedy) xv /= row.temperature;
+    if (flags[i] & kTokenBanned) {
+      xv = kBannedLogit;
+      ++banned;
+    }
+    if (!greedy) x[v] = xv;
+    best = MaxU64(best, OrderKey(xv, v, r));
+  }
+  ScanShare share;
+  share.best = BlockAllReduce(best, MaxU64, sh.u64);
+  share.banned = BlockAllReduce(banned, Plus32, sh.i32);
+  share.max_logit = -INFINITY;
+  share.sum_exp = 0;
+  if (p.logprobs != nullptr) {
+    share.max_logit = BlockAllReduce(
+        max_logit, [](float a, float c) { return fmaxf(a, c); }, sh.f32);
+    double sum = 0;
+    if (share.max_logit > -INFINITY) {
+#pragma unroll
+      for (int i = 0; i < kScanLoads; ++i) {
+        if (first + i * kThreads < vocab) {
+          sum += exp(double{logit[i]} - share.max_logit);
+        }
+      }
+    }
+    share.sum_exp = BlockAllReduce(
+        sum, [](double a, double c) { return a + c; }, sh.f64);
+  }
+  if (threadIdx.x == 0) shares[int64_t{b} * chunks + chunk] = share;
+}
+
+// One block per row, after the scan: the argmax (the greedy choice; the last
+// id if every token is banned), then for rows that draw steps 3-6 over the
+// processed logits, and the logprob from the chunks' log-sum-exp shares
+// (each weighed by exp(its max - the row's max), in chunk order). x_all,
+// w_all: [batch, vocab] workspace.
+__global__ void __launch_bounds__(kThreads)
+    SampleKernel(SampleParams p, int id_bits, const ScanShare* shares,
+                 int32_t chunks, float* x_all, float* w_all) {
+  __shared__ Shared sh;
+  LetNextKernelStart();
+  WaitForPriorKernel();
   const int b = blockIdx.x;
   const SamplingRow row = p.rows[b];
   const int32_t vocab = p.vocab_size;
@@ -224,46 +312,17 @@ __global__ void __launch_bounds__(kThreads)
   const bool greedy = !(row.temperature > 0);
   const TokenHistory h =
       p.histories != nullptr ? p.histories[b] : TokenHistory{};
+  const ScanShare* mine = shares + int64_t{b} * chunks;
 
-  // Steps 1-2: processed logits (into the workspace, which only the
-  // sampling steps read), and the largest candidate (the greedy choice; the
-  // last id if every token is banned). A thread loads kFirstPassLoads
-  // tokens' inputs before it uses any: one token at a time (a load, then a
-  // store to the workspace the next load could not pass), a row's single
-  // block waited a memory round trip per token; the H200 breakdown timed
-  // the greedy sample op at 74 us at batch 1 (50K tokens; e190e6a), which
-  // that explains. Not yet timed since.
   uint64_t best = 0;
   int32_t banned = 0;
-  for (int32_t first = threadIdx.x; first < vocab;
-       first += kThreads * kFirstPassLoads) {
-    float logit[kFirstPassLoads];
-    int32_t count[kFirstPassLoads];
-    uint8_t flags[kFirstPassLoads];
-#pragma unroll
-    for (int i = 0; i < kFirstPassLoads; ++i) {
-      const int32_t v = first + i * kThreads;
-      const bool in = v < vocab;
-      logit[i] = in ? logits[v] : 0.0f;
-      count[i] = in && h.counts != nullptr ? h.counts[v] : 0;
-      flags[i] = in && h.flags != nullptr ? h.flags[v] : 0;
-    }
-#pragma unroll
-    for (int i = 0; i < kFirstPassLoads; ++i) {
-      const int32_t v = first + i * kThreads;
-      if (v >= vocab) break;
-      float xv = PenalizedLogit(logit[i], count[i],
-                                (flags[i] & kTokenInPrompt) != 0, row);
-      if (!greedy) xv /= row.temperature;
-      if (flags[i] & kTokenBanned) {
-        xv = kBannedLogit;
-        ++banned;
-      }
-      if (!greedy) x[v] = xv;
-      best = MaxU64(best, OrderKey(xv, v, r));
-    }
+  float max_logit = -INFINITY;
+  for (int32_t c = threadIdx.x; c < chunks; c += kThreads) {
+    best = MaxU64(best, mine[c].best);
+    banned += mine[c].banned;
+    max_logit = fmaxf(max_logit, mine[c].max_logit);
   }
-  best = BlockAllReduce(best, MaxU64, sh.u64);  // also publishes x
+  best = BlockAllReduce(best, MaxU64, sh.u64);
   const uint64_t id_mask = (uint64_t{1} << id_bits) - 1;
   const int32_t argmax = vocab - 1 - static_cast<int32_t>(best & id_mask);
   int32_t id = argmax;
@@ -283,11 +342,11 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     if (row.top_p < 1.0f) {
-      uint64_t mine = 0;
+      uint64_t mass = 0;
       for (int32_t v = threadIdx.x; v < vocab; v += kThreads) {
-        if (OrderKey(x[v], v, r) >= threshold) mine += Mass(w[v]);
+        if (OrderKey(x[v], v, r) >= threshold) mass += Mass(w[v]);
       }
-      const uint64_t total = BlockAllReduce(mine, Plus, sh.u64);
+      const uint64_t total = BlockAllReduce(mass, Plus, sh.u64);
       // Integer masses reach top_p * total iff they reach its ceiling; at
       // least the most likely token however small top_p.
       const double want = ceil(double{row.top_p} * static_cast<double>(total));
@@ -303,10 +362,22 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   double log_z = 0;
-  if (p.logprobs != nullptr) log_z = LogSumExp(logits, vocab, sh);
+  if (p.logprobs != nullptr) {
+    max_logit = BlockAllReduce(
+        max_logit, [](float a, float c) { return fmaxf(a, c); }, sh.f32);
+    double sum = 0;
+    for (int32_t c = threadIdx.x; c < chunks; c += kThreads) {
+      if (mine[c].max_logit > -INFINITY) {
+        sum += mine[c].sum_exp * exp(double{mine[c].max_logit} - max_logit);
+      }
+    }
+    sum = BlockAllReduce(
+        sum, [](double a, double c) { return a + c; }, sh.f64);
+    log_z = max_logit + log(sum);
+  }
   if (threadIdx.x == 0) {
     p.ids[b] = id;
-    // Step 7. Every thread read the counts before the first block reduction.
+    // Step 7. The scan read the counts before this kernel started.
     if (h.counts != nullptr) ++h.counts[id];
     if (p.logprobs != nullptr) {
       p.logprobs[b] = static_cast<float>(double{logits[id]} - log_z);
@@ -318,14 +389,17 @@ __global__ void __launch_bounds__(kThreads)
 
 size_t SampleWorkspaceBytes(int batch, int32_t vocab_size) {
   if (batch <= 0 || vocab_size <= 0) return 0;
-  // Processed logits, then weights: [batch, vocab_size] floats each.
-  return 2 * static_cast<size_t>(batch) * static_cast<size_t>(vocab_size) *
-         sizeof(float);
+  // The chunks' shares [batch, chunks], then the processed logits and their
+  // weights: [batch, vocab_size] floats each.
+  return static_cast<size_t>(batch) *
+         (ScanChunks(vocab_size) * sizeof(ScanShare) +
+          2 * static_cast<size_t>(vocab_size) * sizeof(float));
 }
 
 cudaError_t SampleCuda(const SampleParams& p, void* workspace,
-                       size_t workspace_bytes, cudaStream_t stream) {
-  if (p.batch < 0 || p.vocab_size <= 0 ||
+                       size_t workspace_bytes, cudaStream_t stream,
+                       LaunchOrder order) {
+  if (p.batch < 0 || p.batch > 65535 || p.vocab_size <= 0 ||
       p.vocab_size > (int32_t{1} << kMaxVocabBits) ||
       p.row_stride < p.vocab_size) {
     return cudaErrorInvalidValue;
@@ -334,13 +408,21 @@ cudaError_t SampleCuda(const SampleParams& p, void* workspace,
   if (p.logits == nullptr || p.rows == nullptr || p.ids == nullptr ||
       workspace == nullptr ||
       workspace_bytes < SampleWorkspaceBytes(p.batch, p.vocab_size) ||
-      reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0) {
+      reinterpret_cast<uintptr_t>(workspace) % alignof(ScanShare) != 0) {
     return cudaErrorInvalidValue;
   }
-  float* x = static_cast<float*>(workspace);
+  const int32_t chunks = ScanChunks(p.vocab_size);
+  ScanShare* shares = static_cast<ScanShare*>(workspace);
+  float* x = reinterpret_cast<float*>(shares + int64_t{p.batch} * chunks);
   float* w = x + static_cast<size_t>(p.batch) * p.vocab_size;
-  SampleKernel<<<p.batch, kThreads, 0, stream>>>(p, IdBits(p.vocab_size), x, w);
-  return cudaGetLastError();
+  const int id_bits = IdBits(p.vocab_size);
+  const unsigned rows = static_cast<unsigned>(p.batch);
+  cudaError_t err = LaunchInOrder(
+      order, SampleScanKernel, dim3(rows, static_cast<unsigned>(chunks)),
+      dim3(kThreads), 0, stream, p, id_bits, x, shares, chunks);
+  if (err != cudaSuccess) return err;
+  return LaunchInOrder(order, SampleKernel, dim3(rows), dim3(kThreads), 0,
+                       stream, p, id_bits, shares, chunks, x, w);
 }
 
 }  // namespace h3::kernels

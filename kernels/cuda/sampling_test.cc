@@ -328,7 +328,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Argument checks come before any launch, so these run without a device.
 TEST(SampleCudaArgsTest, RejectsBadArgumentsAndSmallWorkspaces) {
-  EXPECT_EQ(SampleWorkspaceBytes(2, 10), 2u * 10u * 8u);
+  // 8 bytes a token, 24 a chunk of 4096 tokens, per row.
+  EXPECT_EQ(SampleWorkspaceBytes(2, 10), 2u * (10u * 8u + 24u));
+  EXPECT_EQ(SampleWorkspaceBytes(1, 4097), 4097u * 8u + 2u * 24u);
   EXPECT_EQ(SampleWorkspaceBytes(0, 10), 0u);
   // Never dereferenced: every call below fails its checks or has no rows.
   alignas(16) static char fake[64];
@@ -343,6 +345,7 @@ TEST(SampleCudaArgsTest, RejectsBadArgumentsAndSmallWorkspaces) {
   EXPECT_EQ(SampleCuda(p, fake, need - 1, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(SampleCuda(p, nullptr, need, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(SampleCuda(p, fake + 1, need, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(SampleCuda(p, fake + 4, need, nullptr), cudaErrorInvalidValue);
   SampleParams bad = p;
   bad.row_stride = 9;
   EXPECT_EQ(SampleCuda(bad, fake, need, nullptr), cudaErrorInvalidValue);
@@ -356,6 +359,9 @@ TEST(SampleCudaArgsTest, RejectsBadArgumentsAndSmallWorkspaces) {
   bad = p;
   bad.batch = -1;
   EXPECT_EQ(SampleCuda(bad, fake, need, nullptr), cudaErrorInvalidValue);
+  bad = p;
+  bad.batch = 65536;  // a grid dimension
+  EXPECT_EQ(SampleCuda(bad, fake, SIZE_MAX, nullptr), cudaErrorInvalidValue);
   bad = p;
   bad.batch = 0;  // nothing to do, no workspace needed
   EXPECT_EQ(SampleCuda(bad, nullptr, 0, nullptr), cudaSuccess);

@@ -9,12 +9,18 @@
 // rows take more registers. After the loop the
 // warps' accumulators meet in shared memory and warp 0 sums them in warp
 // order, adds the bias, applies GELU and stores y.
+//
+// Launched with LaunchOrder::kOverlapPrior, a warp issues its first steps'
+// W loads before it waits for the kernel before (which writes x): at k =
+// 2048 that is all of the block's W, so a product's weights stream while
+// the norm or the H3 step before it finishes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
 #include "kernels/cuda/io_element.cuh"
+#include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/mma_half.cuh"
 #include "kernels/cuda/stream_gemm.h"
 #include "kernels/skinny_gemm.h"
@@ -84,26 +90,36 @@ __global__ void __launch_bounds__(kThreads)
     x_row[r] = row < p.rows ? x + row * p.k : nullptr;
   }
 
+  LetNextKernelStart();
   float acc[kTiles][4] = {};
   for (int64_t s0 = warp; s0 < steps; s0 += kStreamWarps * kUnroll) {
     uint4 wv[kUnroll][2][2], xv[kUnroll][kTiles][2];
+    // k % 8 == 0: a vector is wholly inside k or wholly past it.
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t e0 = (s0 + kStreamWarps * u) * kStreamStep + 16 * t;
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
-        // k % 8 == 0: a vector is wholly inside k or wholly past it.
         const int64_t e = e0 + 8 * v;
-        const bool in = e < p.k;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          wv[u][h][v] = in && w_row[h] != nullptr ? LoadStreamed(w_row[h], e)
-                                                  : make_uint4(0, 0, 0, 0);
+          wv[u][h][v] = e < p.k && w_row[h] != nullptr
+                            ? LoadStreamed(w_row[h], e)
+                            : make_uint4(0, 0, 0, 0);
         }
+      }
+    }
+    WaitForPriorKernel();  // x is the kernel before's output
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t e0 = (s0 + kStreamWarps * u) * kStreamStep + 16 * t;
+#pragma unroll
+      for (int v = 0; v < 2; ++v) {
+        const int64_t e = e0 + 8 * v;
 #pragma unroll
         for (int r = 0; r < kTiles; ++r) {
-          xv[u][r][v] = in && x_row[r] != nullptr ? LoadX<T>(x_row[r], e)
-                                                  : make_uint4(0, 0, 0, 0);
+          xv[u][r][v] = e < p.k && x_row[r] != nullptr ? LoadX<T>(x_row[r], e)
+                                                       : make_uint4(0, 0, 0, 0);
         }
       }
     }
@@ -126,6 +142,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
+  WaitForPriorKernel();  // a warp without steps: before warp 0 writes y
   if (warp > 0) {
 #pragma unroll
     for (int r = 0; r < kTiles; ++r) {
@@ -152,41 +169,47 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, typename X, int kTiles>
-cudaError_t Launch(const StreamGemmParams& p, cudaStream_t stream) {
+cudaError_t Launch(const StreamGemmParams& p, cudaStream_t stream,
+                   LaunchOrder order) {
   const int64_t blocks = (p.n + kStreamCols - 1) / kStreamCols;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
   const int64_t steps = (p.k + kStreamStep - 1) / kStreamStep;
-  StreamGemmKernel<T, X, kTiles>
-      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, steps);
-  return cudaGetLastError();
+  return LaunchInOrder(order, StreamGemmKernel<T, X, kTiles>,
+                       dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
+                       stream, p, steps);
 }
 
 template <typename T, typename X>
-cudaError_t LaunchForRows(const StreamGemmParams& p, cudaStream_t stream) {
-  if (p.rows <= 8) return Launch<T, X, 1>(p, stream);
-  if (p.rows <= 16) return Launch<T, X, 2>(p, stream);
-  if (p.rows <= 32) return Launch<T, X, 4>(p, stream);
-  return Launch<T, X, 8>(p, stream);
+cudaError_t LaunchForRows(const StreamGemmParams& p, cudaStream_t stream,
+                          LaunchOrder order) {
+  if (p.rows <= 8) return Launch<T, X, 1>(p, stream, order);
+  if (p.rows <= 16) return Launch<T, X, 2>(p, stream, order);
+  if (p.rows <= 32) return Launch<T, X, 4>(p, stream, order);
+  return Launch<T, X, 8>(p, stream, order);
 }
 
 template <typename T>
-cudaError_t LaunchForX(const StreamGemmParams& p, cudaStream_t stream) {
-  if (p.x_type == ElementType::kF32) return LaunchForRows<T, float>(p, stream);
-  return LaunchForRows<T, T>(p, stream);
+cudaError_t LaunchForX(const StreamGemmParams& p, cudaStream_t stream,
+                       LaunchOrder order) {
+  if (p.x_type == ElementType::kF32) {
+    return LaunchForRows<T, float>(p, stream, order);
+  }
+  return LaunchForRows<T, T>(p, stream, order);
 }
 
 }  // namespace
 
-cudaError_t StreamGemmCuda(const StreamGemmParams& p, cudaStream_t stream) {
+cudaError_t StreamGemmCuda(const StreamGemmParams& p, cudaStream_t stream,
+                           LaunchOrder order) {
   if (StreamGemmCheck(p, true)[0] != '\0') return cudaErrorInvalidValue;
   if (p.rows == 0 || p.n == 0) return cudaSuccess;
   if (const cudaError_t err = CheckMmaDevice(); err != cudaSuccess) {
     return err;
   }
   if (p.w_type == ElementType::kBF16) {
-    return LaunchForX<__nv_bfloat16>(p, stream);
+    return LaunchForX<__nv_bfloat16>(p, stream, order);
   }
-  return LaunchForX<__half>(p, stream);
+  return LaunchForX<__half>(p, stream, order);
 }
 
 }  // namespace h3::kernels

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/launch_order.h"
 #include "kernels/stream_gemm.h"
 
 namespace h3::kernels {
@@ -11,8 +12,10 @@ namespace h3::kernels {
 // later): the same Params, pointers in device memory. Enqueues on `stream`;
 // allocates nothing (graph-capturable). cudaErrorInvalidValue, with nothing
 // enqueued, when StreamGemmCheck(params, true) is not ""; empty outputs
-// launch nothing.
-cudaError_t StreamGemmCuda(const StreamGemmParams& params, cudaStream_t stream);
+// launch nothing. With LaunchOrder::kOverlapPrior it reads W before it
+// waits for the kernel before (kernels/cuda/launch_order.h).
+cudaError_t StreamGemmCuda(const StreamGemmParams& params, cudaStream_t stream,
+                           LaunchOrder order = LaunchOrder::kAfterPrior);
 
 }  // namespace h3::kernels
 

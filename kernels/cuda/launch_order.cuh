@@ -1,0 +1,73 @@
+#ifndef H3_KERNELS_CUDA_LAUNCH_ORDER_CUH_
+#define H3_KERNELS_CUDA_LAUNCH_ORDER_CUH_
+
+// Launches in a LaunchOrder (kernels/cuda/launch_order.h), and the two
+// device calls a kernel launched with kOverlapPrior makes. Both compile to
+// nothing before sm_90, where the launch falls back to kAfterPrior.
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "kernels/cuda/launch_order.h"
+
+namespace h3::kernels {
+
+// Blocks the calling thread until the kernels this one was launched after
+// have finished and their writes are visible; returns at once when the
+// launch was kAfterPrior. A kernel launched with kOverlapPrior calls it in
+// every thread before its first read of anything a kernel writes and before
+// its first global write.
+__device__ __forceinline__ void WaitForPriorKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel on the stream, if it was launched with
+// kOverlapPrior, start once every block of this kernel has called this (or
+// exited). Orders no memory: the next kernel still waits for this one to
+// finish before it reads what this one writes.
+__device__ __forceinline__ void LetNextKernelStart() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether the current device takes kOverlapPrior (compute capability 9.0
+// or later); false when the runtime cannot tell.
+inline bool OverlapSupported() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                             device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major >= 9;
+}
+
+// kernel<<<grid, block, shared, stream>>>(args...) in `order`; the launch's
+// error, if any.
+template <typename... Params, typename... Args>
+cudaError_t LaunchInOrder(LaunchOrder order, void (*kernel)(Params...),
+                          dim3 grid, dim3 block, size_t shared,
+                          cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute overlap[1];
+  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  if (order == LaunchOrder::kOverlapPrior && OverlapSupported()) {
+    config.attrs = overlap;
+    config.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_CUDA_LAUNCH_ORDER_CUH_

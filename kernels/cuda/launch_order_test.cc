@@ -1,0 +1,174 @@
+// LaunchOrder::kOverlapPrior (label gpu: skipped without a device; on a
+// device before sm_90 the launches fall back to stream order and the test
+// still holds). A long product writes y1, a norm launched overlapped reads
+// it, and a short product launched overlapped reads the norm's output: each
+// overlapped kernel starts while the one before still runs, and must still
+// read that one's finished output. Every buffer the chain writes is poisoned
+// before each run, so a read that came too early shows in the result, which
+// must be bit for bit the chain's in plain stream order, run eagerly and
+// replayed from a captured graph.
+#include "kernels/cuda/launch_order.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/half_float.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/stream_gemm.h"
+#include "tests/support/gpu_test.h"
+
+namespace h3::kernels {
+namespace {
+
+#define ASSERT_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess)
+
+// y1 [rows, kWide] = W1 x0, fp32: 256 MiB of fp16 weights, long enough
+// (tens of microseconds) for the kernels after it to start and wait.
+constexpr int64_t kK = 4096, kWide = 32768, kNarrow = 16;
+
+std::vector<uint16_t> RandomHalves(size_t n, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<uint16_t> v(n);
+  for (uint16_t& e : v) e = FloatToHalf(normal(rng));
+  return v;
+}
+
+class LaunchOrderGpuTest : public h3::testing::GpuTestWithParam<int64_t> {
+ protected:
+  void SetUp() override {
+    h3::testing::GpuTestWithParam<int64_t>::SetUp();
+    if (IsSkipped()) return;
+    rows_ = GetParam();
+    ASSERT_CUDA_OK(CopyToDevice(RandomHalves(rows_ * kK, 1.0f, 1), &x0_));
+    ASSERT_CUDA_OK(CopyToDevice(RandomHalves(kWide * kK, 1.0f / 64, 2), &w1_));
+    ASSERT_CUDA_OK(
+        CopyToDevice(RandomHalves(kNarrow * kWide, 1.0f / 181, 3), &w2_));
+    std::vector<float> gamma(kWide), beta(kWide);
+    std::mt19937 rng(4);
+    std::uniform_real_distribution<float> uniform(0.5f, 1.5f);
+    for (int64_t c = 0; c < kWide; ++c) {
+      gamma[c] = uniform(rng);
+      beta[c] = uniform(rng) - 1.0f;
+    }
+    ASSERT_CUDA_OK(CopyToDevice(gamma, &gamma_));
+    ASSERT_CUDA_OK(CopyToDevice(beta, &beta_));
+    ASSERT_CUDA_OK(y1_.Reserve(rows_ * kWide * sizeof(float)));
+    ASSERT_CUDA_OK(residual_.Reserve(rows_ * kWide * sizeof(float)));
+    ASSERT_CUDA_OK(normed_.Reserve(rows_ * kWide * sizeof(uint16_t)));
+    ASSERT_CUDA_OK(y2_.Reserve(rows_ * kNarrow * sizeof(float)));
+    ASSERT_CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  // Poisons what the chain writes (0xff bytes: NaNs in every type), then
+  // enqueues it: the long product in stream order, the norm and the short
+  // product in `order`.
+  cudaError_t Enqueue(LaunchOrder order) {
+    for (const DeviceBuffer* b : {&y1_, &residual_, &normed_, &y2_}) {
+      if (cudaError_t err =
+              cudaMemsetAsync(b->get(), 0xff, b->bytes(), stream_);
+          err != cudaSuccess) {
+        return err;
+      }
+    }
+    const StreamGemmParams p1{.x = x0_.get(),
+                              .x_type = ElementType::kF16,
+                              .w = w1_.get(),
+                              .y = y1_.get(),
+                              .rows = rows_,
+                              .n = kWide,
+                              .k = kK};
+    if (cudaError_t err = StreamGemmCuda(p1, stream_); err != cudaSuccess) {
+      return err;
+    }
+    AddLayerNormParams norm;
+    norm.x = y1_.as<float>();
+    norm.residual = residual_.as<float>();
+    norm.add_residual = false;
+    norm.gamma = gamma_.as<float>();
+    norm.beta = beta_.as<float>();
+    norm.out = normed_.get();
+    norm.out_type = ElementType::kF16;
+    norm.rows = rows_;
+    norm.cols = kWide;
+    norm.eps = 1e-5f;
+    if (cudaError_t err = AddLayerNormCuda(norm, stream_, order);
+        err != cudaSuccess) {
+      return err;
+    }
+    const StreamGemmParams p2{.x = normed_.get(),
+                              .x_type = ElementType::kF16,
+                              .w = w2_.get(),
+                              .y = y2_.get(),
+                              .rows = rows_,
+                              .n = kNarrow,
+                              .k = kWide};
+    return StreamGemmCuda(p2, stream_, order);
+  }
+
+  // y2, residual and normed after the stream drains, as bytes.
+  void Results(std::vector<uint8_t>* out) {
+    out->clear();
+    for (const DeviceBuffer* b : {&y2_, &residual_, &normed_}) {
+      std::vector<uint8_t> host(b->bytes());
+      ASSERT_CUDA_OK(cudaMemcpyAsync(host.data(), b->get(), host.size(),
+                                     cudaMemcpyDeviceToHost, stream_));
+      ASSERT_CUDA_OK(cudaStreamSynchronize(stream_));
+      out->insert(out->end(), host.begin(), host.end());
+    }
+  }
+
+  int64_t rows_ = 0;
+  DeviceBuffer x0_, w1_, w2_, gamma_, beta_, y1_, residual_, normed_, y2_;
+  cudaStream_t stream_ = nullptr;
+};
+
+TEST_P(LaunchOrderGpuTest, OverlappedKernelsReadTheKernelBeforesOutput) {
+  std::vector<uint8_t> want, got;
+  ASSERT_CUDA_OK(Enqueue(LaunchOrder::kAfterPrior));
+  ASSERT_NO_FATAL_FAILURE(Results(&want));
+  // The norm's outputs are finite: the poison is gone.
+  const float y2 = reinterpret_cast<const float*>(want.data())[0];
+  ASSERT_TRUE(std::isfinite(y2)) << y2;
+
+  for (int run = 0; run < 10; ++run) {
+    ASSERT_CUDA_OK(Enqueue(LaunchOrder::kOverlapPrior));
+    ASSERT_NO_FATAL_FAILURE(Results(&got));
+    ASSERT_EQ(got, want) << "eager run " << run;
+  }
+
+  cudaGraph_t graph = nullptr;
+  ASSERT_CUDA_OK(
+      cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  const cudaError_t captured = Enqueue(LaunchOrder::kOverlapPrior);
+  ASSERT_CUDA_OK(cudaStreamEndCapture(stream_, &graph));
+  ASSERT_CUDA_OK(captured);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  ASSERT_CUDA_OK(instantiated);
+  for (int replay = 0; replay < 10; ++replay) {
+    ASSERT_CUDA_OK(cudaGraphLaunch(exec, stream_));
+    ASSERT_NO_FATAL_FAILURE(Results(&got));
+    EXPECT_EQ(got, want) << "replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, LaunchOrderGpuTest, ::testing::Values(1, 4),
+                         [](const ::testing::TestParamInfo<int64_t>& info) {
+                           return "rows" + std::to_string(info.param);
+                         });
+
+}  // namespace
+}  // namespace h3::kernels
