@@ -1,6 +1,7 @@
 #include "engine/runner.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -285,16 +286,18 @@ absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
   result->logprobs.assign(n, 0.0f);
   result->logits_row.assign(n, -1);
   result->padded_vocab = vocab;
+  // sampled_'s ids and the logprobs after them in one copy (a copy back
+  // waits for the step: one round trip instead of two).
+  std::vector<float> sampled(head_capacity_ + head);
   std::vector<int32_t> drawn(head);
-  std::vector<float> logprobs(head);
   if (sample) {
     static_assert(sizeof(int32_t) == sizeof(float));
     ProfileRange range(backend.profiler(), "ids_to_host");
     H3_RETURN_IF_ERROR(backend.CopyToHost(
-        sampled_.data(), head, reinterpret_cast<float*>(drawn.data())));
-    H3_RETURN_IF_ERROR(backend.CopyToHost(sampled_.data() + head_capacity_,
-                                          head, logprobs.data()));
+        sampled_.data(), static_cast<int64_t>(sampled.size()), sampled.data()));
+    std::memcpy(drawn.data(), sampled.data(), head * sizeof(int32_t));
   }
+  const float* logprobs = sampled.data() + head_capacity_;
   int logits_rows = 0;
   for (size_t i = 0; i < n; ++i) logits_rows += plan.sequences[i].logits;
   result->logits.resize(logits_rows * vocab);
