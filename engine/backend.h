@@ -230,6 +230,16 @@ class Backend {
   virtual absl::Status Linear(const LinearParams& params) = 0;
   virtual absl::Status AddLayerNorm(
       const kernels::AddLayerNormParams& params) = 0;
+  // AddLayerNorm(norm), then Linear(product) of its output (product.x is
+  // norm.out). A backend may do both in one pass and then leave norm.out
+  // unwritten: the CUDA backend does for products of at most 4 rows on
+  // StreamGemmCuda (kernels::AddNormStreamGemmCuda), which needs
+  // norm.residual_in distinct from norm.residual. This default runs the two.
+  virtual absl::Status AddNormLinear(const kernels::AddLayerNormParams& norm,
+                                     const LinearParams& product) {
+    if (absl::Status s = AddLayerNorm(norm); !s.ok()) return s;
+    return Linear(product);
+  }
   // `weights` holds host pointers (as H3Discretize fills them); copied.
   virtual absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) = 0;

@@ -211,7 +211,8 @@ absl::StatusOr<Activations> Model::NewActivations(int64_t rows) {
   Activations act;
   act.rows = rows;
   act.type = backend_->activation_type();
-  for (Buffer* b : {&act.hidden, &act.residual, &act.mixed}) {
+  for (Buffer* b :
+       {&act.hidden, &act.residual, &act.residual_next, &act.mixed}) {
     H3_ASSIGN_OR_RETURN(*b, backend_->Allocate(rows * d));
   }
   auto allocate = [&](int64_t elements) {

@@ -64,17 +64,19 @@ struct ForwardBatch {
 
 // A forward's activations for up to `rows` rows, in backend memory; made by
 // Model::NewActivations, owned by whoever runs forwards (the Runner).
-// hidden, residual and mixed are fp32 (the residual stream); normed, qkv and
+// hidden, residual, residual_next and mixed are fp32 (the residual stream,
+// which each norm reads from one of the two residual buffers and writes to
+// the other: Backend::AddNormLinear); normed, qkv and
 // mlp, which feed products, hold elements of `type` (the backend's
 // activation_type()): with 16-bit activations their Buffers' sizes in floats
 // are not their element counts.
 struct Activations {
   int64_t rows = 0;
-  ElementType type = ElementType::kF32;  // of normed, qkv and mlp
-  Buffer hidden, residual, mixed;        // [rows, d]
-  Buffer normed;                         // [rows, d]: the final norm's output
-  Buffer qkv;                            // [rows, 3d]
-  Buffer mlp;                            // [rows, d_inner]
+  ElementType type = ElementType::kF32;           // of normed, qkv and mlp
+  Buffer hidden, residual, residual_next, mixed;  // [rows, d]
+  Buffer normed;  // [rows, d]: the final norm's output
+  Buffer qkv;     // [rows, 3d]
+  Buffer mlp;     // [rows, d_inner]
 };
 
 // The hybrid H3 language model, written once over a Backend: its weights and

@@ -28,12 +28,21 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
   // normed, qkv and mlp in act.type; the residual stream in fp32.
   const ElementType at = act.type;
   constexpr ElementType f32 = ElementType::kF32;
-  // residual (+)= x; normed = LayerNorm(residual) gamma + beta.
-  auto add_norm = [&](const float* x, bool add, const Buffer& gamma,
-                      const Buffer& beta) {
+  // residual_out = x (+ residual_in); normed = LayerNorm(residual_out)
+  // gamma + beta. The two residual buffers take turns: the first norm of a
+  // layer reads act.residual and writes act.residual_next, the second the
+  // other way round, so that a backend may norm a product's input inside
+  // the product (AddNormLinear: its blocks read the whole residual while
+  // each writes a slice of the sum).
+  float* const res_a = act.residual.data();
+  float* const res_b = act.residual_next.data();
+  auto norm_params = [&](const float* x, bool add, const float* residual_in,
+                         float* residual_out, const Buffer& gamma,
+                         const Buffer& beta) {
     kernels::AddLayerNormParams p;
     p.x = x;
-    p.residual = act.residual.data();
+    p.residual_in = residual_in;
+    p.residual = residual_out;
     p.add_residual = add;
     p.gamma = gamma.data();
     p.beta = beta.data();
@@ -42,28 +51,38 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
     p.rows = rows;
     p.cols = d;
     p.eps = eps;
-    return backend_->AddLayerNorm(p);
+    return p;
   };
   // Each op in a named range of the profiler (engine/profiler.h), if on.
   Profiler* const prof = backend_->profiler();
+  // The norm and the product after it: one call to the backend, which may
+  // fuse them, or with the profiler on two ops timed apart (as PDL, the
+  // profiler times the ops alone).
+  auto norm_product = [&](const char* norm_name, const char* product_name,
+                          const char* type,
+                          const kernels::AddLayerNormParams& norm,
+                          const LinearParams& product) -> absl::Status {
+    if (prof == nullptr) return backend_->AddNormLinear(norm, product);
+    H3_RETURN_IF_ERROR(TimeOp(prof, norm_name, type,
+                              [&] { return backend_->AddLayerNorm(norm); }));
+    return TimeOp(prof, product_name, type,
+                  [&] { return backend_->Linear(product); });
+  };
   H3_RETURN_IF_ERROR(TimeOp(prof, "embedding", "model", [&] {
     return backend_->Embedding(batch.ids, rows, embedding_, act.hidden.data());
   }));
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& layer = layers_[i];
     const char* type = layer.attention ? "attention" : "h3";
-    // The residual add (from the second layer on) and the first norm.
-    H3_RETURN_IF_ERROR(TimeOp(prof, "ln_1", type, [&] {
-      return add_norm(act.hidden.data(), /*add=*/i > 0, layer.norm1_w,
-                      layer.norm1_b);
-    }));
-    // The mixer: q|k|v in one product, the sequence mixing into normed
-    // (free once the product has read it), the output projection.
-    H3_RETURN_IF_ERROR(TimeOp(prof, "qkv_linear", type, [&] {
-      return backend_->Linear({act.normed.data(), &layer.wqkv_w,
-                               layer.wqkv_b.data(), act.qkv.data(), rows,
-                               Epilogue::kNone, at, at, at});
-    }));
+    // The residual add (from the second layer on) and the first norm; the
+    // mixer: q|k|v in one product, the sequence mixing into normed (free
+    // once the product has read it), the output projection.
+    H3_RETURN_IF_ERROR(
+        norm_product("ln_1", "qkv_linear", type,
+                     norm_params(act.hidden.data(), /*add=*/i > 0, res_a, res_b,
+                                 layer.norm1_w, layer.norm1_b),
+                     {act.normed.data(), &layer.wqkv_w, layer.wqkv_b.data(),
+                      act.qkv.data(), rows, Epilogue::kNone, at, at, at}));
     H3_RETURN_IF_ERROR(
         layer.attention ? AttentionMixer(layer, index_of_layer_[i], batch, act)
                         : H3Mixer(layer, index_of_layer_[i], batch, act));
@@ -72,14 +91,12 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
                                layer.out_b.data(), act.mixed.data(), rows,
                                Epilogue::kNone, at, f32});
     }));
-    H3_RETURN_IF_ERROR(TimeOp(prof, "ln_2", type, [&] {
-      return add_norm(act.mixed.data(), true, layer.norm2_w, layer.norm2_b);
-    }));
-    H3_RETURN_IF_ERROR(TimeOp(prof, "mlp_fc1_gelu", type, [&] {
-      return backend_->Linear({act.normed.data(), &layer.fc1_w,
-                               layer.fc1_b.data(), act.mlp.data(), rows,
-                               Epilogue::kGeluTanh, at, at, at});
-    }));
+    H3_RETURN_IF_ERROR(
+        norm_product("ln_2", "mlp_fc1_gelu", type,
+                     norm_params(act.mixed.data(), true, res_b, res_a,
+                                 layer.norm2_w, layer.norm2_b),
+                     {act.normed.data(), &layer.fc1_w, layer.fc1_b.data(),
+                      act.mlp.data(), rows, Epilogue::kGeluTanh, at, at, at}));
     H3_RETURN_IF_ERROR(TimeOp(prof, "mlp_fc2", type, [&] {
       return backend_->Linear({act.mlp.data(), &layer.fc2_w, layer.fc2_b.data(),
                                act.hidden.data(), rows, Epilogue::kNone, at,
@@ -87,7 +104,8 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
     }));
   }
   return TimeOp(prof, "ln_f", "model", [&] {
-    return add_norm(act.hidden.data(), true, ln_f_weight_, ln_f_bias_);
+    return backend_->AddLayerNorm(norm_params(act.hidden.data(), true, res_a,
+                                              res_b, ln_f_weight_, ln_f_bias_));
   });
 }
 

@@ -15,8 +15,10 @@ namespace h3::kernels {
 
 // REQUIRES: x, residual, out hold [rows, cols]; gamma and beta [cols].
 // residual is read (unless add_residual is false) and overwritten with the
-// sum. out holds elements of out_type (kF32, kF16 or kBF16): the fp32 result
-// rounded once to it, to nearest even. out may alias x only for kF32 out.
+// sum; with residual_in, the sum of x and residual_in goes to residual
+// instead (residual_in is only read; the two do not overlap). out holds
+// elements of out_type (kF32, kF16 or kBF16): the fp32 result rounded once
+// to it, to nearest even. out may alias x only for kF32 out.
 struct AddLayerNormParams {
   const float* x = nullptr;
   float* residual = nullptr;
@@ -28,6 +30,8 @@ struct AddLayerNormParams {
   int64_t rows = 0;
   int64_t cols = 0;
   float eps = 1e-5f;
+  // [rows, cols], or null: residual is read and written in place.
+  const float* residual_in = nullptr;
 };
 
 void AddLayerNormCpu(const AddLayerNormParams& params);

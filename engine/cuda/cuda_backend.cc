@@ -215,6 +215,27 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  // The products StreamGemmCuda takes here (as Linear decides) norm their
+  // own input where AddNormStreamGemmCuda takes the pair; the rest run the
+  // two ops.
+  absl::Status AddNormLinear(const kernels::AddLayerNormParams& norm,
+                             const LinearParams& p) override {
+    if (!batch_invariant_ && p.rows <= stream_rows_ &&
+        p.BiasTypeError().empty()) {
+      const kernels::SkinnyGemmParams params = ProductParams(p);
+      if (kernels::StreamGemmCheck(params, true)[0] == '\0') {
+        const cudaError_t err =
+            kernels::AddNormStreamGemmCuda(norm, params, stream_, Order());
+        if (err != cudaErrorNotSupported) {
+          H3_CUDA_RETURN_IF_ERROR(err);
+          return absl::OkStatus();
+        }
+      }
+    }
+    H3_RETURN_IF_ERROR(AddLayerNorm(norm));
+    return Linear(p);
+  }
+
   absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) override {
     return MakeCudaH3Layer(weights, type_, h3_prefill_, pdl_, stream_, *this,

@@ -12,9 +12,11 @@ void AddLayerNormCpu(const AddLayerNormParams& p) {
     for (int64_t r = begin; r < end; ++r) {
       const float* x = p.x + r * p.cols;
       float* res = p.residual + r * p.cols;
+      const float* in =
+          (p.residual_in != nullptr ? p.residual_in : p.residual) + r * p.cols;
       double sum = 0;
       for (int64_t c = 0; c < p.cols; ++c) {
-        res[c] = p.add_residual ? x[c] + res[c] : x[c];
+        res[c] = p.add_residual ? x[c] + in[c] : x[c];
         sum += res[c];
       }
       const double mean = sum / p.cols;

@@ -43,6 +43,25 @@ TEST(AddLayerNormCpuTest, FirstBlockTakesXAsTheResidualAndMayRunInPlace) {
   EXPECT_NEAR(x[3], 3 / std::sqrt(3 + 1e-5), 1e-5);
 }
 
+// With residual_in the sum goes to residual and residual_in stays: the same
+// sum and norm as in place.
+TEST(AddLayerNormCpuTest, ReadsResidualInAndWritesResidual) {
+  const std::vector<float> x = {1, 2, 3, 4, -1, 0, 1, 10};
+  const std::vector<float> before = {1, 1, 1, 1, 0, 0, 0, -10};
+  const std::vector<float> gamma = {1, 2, 1, 1}, beta = {0, 0, 0.5f, 0};
+  std::vector<float> in_place = before, out_in_place(8), out(8);
+  AddLayerNormCpu({x.data(), in_place.data(), true, gamma.data(), beta.data(),
+                   out_in_place.data(), ElementType::kF32, 2, 4, 1e-5f});
+  const std::vector<float> residual_in = before;
+  std::vector<float> residual(8, -7.0f);
+  AddLayerNormCpu({x.data(), residual.data(), true, gamma.data(), beta.data(),
+                   out.data(), ElementType::kF32, 2, 4, 1e-5f,
+                   residual_in.data()});
+  EXPECT_EQ(residual, in_place);
+  EXPECT_EQ(out, out_in_place);
+  EXPECT_EQ(residual_in, before);
+}
+
 // A 16-bit out is the fp32 out rounded once (to nearest even), bit for bit,
 // and the residual is the same either way.
 class AddLayerNormHalfOutTest : public ::testing::TestWithParam<ElementType> {};

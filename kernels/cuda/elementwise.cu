@@ -10,11 +10,10 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/grid.h"
 #include "kernels/cuda/launch_order.cuh"
+#include "kernels/cuda/layer_norm_device.cuh"
 
 namespace h3::kernels {
 namespace {
-
-constexpr unsigned kFullMask = 0xffffffffu;
 
 // Grid-stride elementwise kernels: 256 threads (8 warps) per block hide
 // memory latency at any occupancy; 32 blocks per SM saturate HBM on A100 and
@@ -43,64 +42,48 @@ __device__ void FromFloat(float v, __nv_bfloat16* out) {
 // ---- AddLayerNorm -------------------------------------------------------
 
 // One block per row: a row (d_model = 768..2560 floats) fits the block's
-// threads a few elements each, and the two reductions stay on chip. 256
-// threads: enough loads in flight per row, and few idle threads for the
-// smallest models.
-constexpr int kNormThreads = 256;
-constexpr int kNormWarps = kNormThreads / 32;
+// threads a few elements each, and the two reductions stay on chip
+// (layer_norm_device.cuh: kNormThreads, the shared arithmetic).
+using layer_norm::kNormThreads;
+using layer_norm::NormValue;
 
-// The sum of `v` over the block, returned to every thread. `shared` holds
-// one float per warp; the leading barrier lets a second call reuse it.
-__device__ float BlockSum(float v, float* shared) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    v += __shfl_xor_sync(kFullMask, v, offset);
-  }
-  const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < kNormWarps ? shared[lane] : 0.0f;
-  for (int offset = 16; offset > 0; offset /= 2) {
-    v += __shfl_xor_sync(kFullMask, v, offset);
-  }
-  return v;
-}
-
-// Two passes over the row for the variance (sum of squared deviations from
-// the mean, not E[x^2] - mean^2, which cancels badly when |mean| >> std).
-// Each thread handles the same columns in every pass, so writing residual
-// and out in place of what it read (out aliasing x, fp32 out) is safe. T is
-// out's element type: the fp32 result is rounded once when stored.
+// Rows longer than AddLayerNormRowKernel takes, in passes over the row
+// (the same arithmetic). Each thread handles the same columns in every
+// pass, so writing residual and out in place of what it read (out aliasing
+// x, fp32 out) is safe. T is out's element type: the fp32 result is rounded
+// once when stored.
 template <typename T>
 __global__ void __launch_bounds__(kNormThreads)
     AddLayerNormKernel(AddLayerNormParams p) {
-  __shared__ float partial[kNormWarps];
+  __shared__ float partial[layer_norm::kNormWarps];
   const int64_t offset = static_cast<int64_t>(blockIdx.x) * p.cols;
   const float* x = p.x + offset;
   float* res = p.residual + offset;
+  const float* in =
+      (p.residual_in != nullptr ? p.residual_in : p.residual) + offset;
   T* out = static_cast<T*>(p.out) + offset;
   LetNextKernelStart();
   WaitForPriorKernel();
 
-  float sum = 0.0f;
+  float sum[1] = {0.0f};
   for (int64_t c = threadIdx.x; c < p.cols; c += kNormThreads) {
-    const float v = p.add_residual ? x[c] + res[c] : x[c];
+    const float v = p.add_residual ? x[c] + in[c] : x[c];
     res[c] = v;
-    sum += v;
+    sum[0] += v;
   }
-  const float mean = BlockSum(sum, partial) / static_cast<float>(p.cols);
+  layer_norm::BlockSums<1>(sum, partial);
+  const float mean = sum[0] / static_cast<float>(p.cols);
 
-  float squares = 0.0f;
+  float squares[1] = {0.0f};
   for (int64_t c = threadIdx.x; c < p.cols; c += kNormThreads) {
-    const float dev = res[c] - mean;
-    squares += dev * dev;
+    const float dev = __fsub_rn(res[c], mean);
+    squares[0] = __fmaf_rn(dev, dev, squares[0]);
   }
-  const float var = BlockSum(squares, partial) / static_cast<float>(p.cols);
-  const float inv = rsqrtf(var + p.eps);
+  layer_norm::BlockSums<1>(squares, partial);
+  const float inv = rsqrtf(squares[0] / static_cast<float>(p.cols) + p.eps);
 
   for (int64_t c = threadIdx.x; c < p.cols; c += kNormThreads) {
-    FromFloat((res[c] - mean) * inv * p.gamma[c] + p.beta[c], &out[c]);
+    FromFloat(NormValue(res[c], mean, inv, p.gamma[c], p.beta[c]), &out[c]);
   }
 }
 
@@ -115,55 +98,46 @@ __global__ void __launch_bounds__(kNormThreads)
 template <typename T, int kPer>
 __global__ void __launch_bounds__(kNormThreads)
     AddLayerNormRowKernel(AddLayerNormParams p) {
-  __shared__ float partial[kNormWarps];
+  __shared__ float partial[layer_norm::kNormWarps];
   const int64_t offset = static_cast<int64_t>(blockIdx.x) * p.cols;
   const float* x = p.x + offset;
   float* res = p.residual + offset;
+  const float* in =
+      (p.residual_in != nullptr ? p.residual_in : p.residual) + offset;
   T* out = static_cast<T*>(p.out) + offset;
   const int cols = static_cast<int>(p.cols);
 
   // gamma and beta before waiting for the kernel before (LaunchOrder).
   LetNextKernelStart();
-  float v[kPer], r[kPer], gamma[kPer], beta[kPer];
+  float v[1][kPer], r[kPer], gamma[kPer], beta[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int c = threadIdx.x + i * kNormThreads;
-    const bool in = c < cols;
-    gamma[i] = in ? p.gamma[c] : 0.0f;
-    beta[i] = in ? p.beta[c] : 0.0f;
+    const bool inside = c < cols;
+    gamma[i] = inside ? p.gamma[c] : 0.0f;
+    beta[i] = inside ? p.beta[c] : 0.0f;
   }
   WaitForPriorKernel();
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int c = threadIdx.x + i * kNormThreads;
-    const bool in = c < cols;
-    v[i] = in ? x[c] : 0.0f;
-    r[i] = in && p.add_residual ? res[c] : 0.0f;
+    const bool inside = c < cols;
+    v[0][i] = inside ? x[c] : 0.0f;
+    r[i] = inside && p.add_residual ? in[c] : 0.0f;
   }
-  float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    if (p.add_residual) v[i] = v[i] + r[i];
-    if (threadIdx.x + i * kNormThreads < cols) sum += v[i];
+    if (p.add_residual) v[0][i] = v[0][i] + r[i];
   }
-  const float mean = BlockSum(sum, partial) / static_cast<float>(p.cols);
-
-  float squares = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    if (threadIdx.x + i * kNormThreads >= cols) continue;
-    const float dev = v[i] - mean;
-    squares += dev * dev;
-  }
-  const float var = BlockSum(squares, partial) / static_cast<float>(p.cols);
-  const float inv = rsqrtf(var + p.eps);
+  float mean[1], inv[1];
+  layer_norm::RowStats<1, kPer>(v, cols, p.eps, partial, mean, inv);
 
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int c = threadIdx.x + i * kNormThreads;
     if (c >= cols) continue;
-    res[c] = v[i];
-    FromFloat((v[i] - mean) * inv * gamma[i] + beta[i], &out[c]);
+    res[c] = v[0][i];
+    FromFloat(NormValue(v[0][i], mean[0], inv[0], gamma[i], beta[i]), &out[c]);
   }
 }
 

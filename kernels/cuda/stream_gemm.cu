@@ -19,153 +19,39 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/mma_half.cuh"
 #include "kernels/cuda/stream_gemm.h"
-#include "kernels/skinny_gemm.h"
+#include "kernels/cuda/stream_gemm_device.cuh"
 
 namespace h3::kernels {
 namespace {
 
-constexpr int kThreads = kStreamWarps * 32;
-
-// The 8 elements [e, e + 8) of a 16-bit row as 4 fragment registers.
-template <typename T>
-__device__ __forceinline__ uint4 LoadStreamed(const T* row, int64_t e) {
-  return __ldcs(reinterpret_cast<const uint4*>(row + e));
-}
-
-template <typename T>
-__device__ __forceinline__ uint4 LoadX(const T* row, int64_t e) {
-  return __ldg(reinterpret_cast<const uint4*>(row + e));
-}
-
-// fp32 x: 8 values rounded to T's type, packed as LoadX packs 16-bit ones.
-template <typename T>
-__device__ __forceinline__ uint4 LoadX(const float* row, int64_t e) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(row + e));
-  const float4 b = __ldg(reinterpret_cast<const float4*>(row + e + 4));
-  return make_uint4(
-      HalfOps<T>::PackFloats(a.x, a.y), HalfOps<T>::PackFloats(a.z, a.w),
-      HalfOps<T>::PackFloats(b.x, b.y), HalfOps<T>::PackFloats(b.z, b.w));
-}
-
-__device__ __forceinline__ uint32_t Word(const uint4& v, int q) {
-  return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
-}
-
-// y[row, col] = epilogue(v), rounded once to y_type.
-__device__ void Finish(const StreamGemmParams& p, int64_t row, int64_t col,
-                       float v) {
-  if (row >= p.rows || col >= p.n) return;
-  if (p.bias != nullptr) v = __fadd_rn(v, io::LoadAs(p.bias, p.bias_type, col));
-  if (p.gelu) v = SkinnyGeluTanh(v);
-  io::StoreAs(p.y, p.y_type, row * p.n + col, v);
-}
+using stream_gemm::kThreads;
+using stream_gemm::LoadX;
+using stream_gemm::StreamBlock;
 
 // T: W's type; X: x's (float or T); kTiles: tiles of 8 x rows.
 template <typename T, typename X, int kTiles>
 __global__ void __launch_bounds__(kThreads)
     StreamGemmKernel(StreamGemmParams p, int64_t steps) {
-  // Steps loaded before the first of them is multiplied.
-  constexpr int kUnroll = kTiles == 1 ? 4 : kTiles == 2 ? 2 : 1;
   __shared__ float partial[kStreamWarps - 1][kTiles][4][32];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
-  const int64_t col0 = int64_t{blockIdx.x} * kStreamCols;
-  const T* w = static_cast<const T*>(p.w);
+  const int g = threadIdx.x % 32 / 4;
   const X* x = static_cast<const X*>(p.x);
-  // W's rows col0 + g + 8 h, or null past n (their values count as 0).
-  const T* w_row[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t col = col0 + g + 8 * h;
-    w_row[h] = col < p.n ? w + col * p.k : nullptr;
-  }
   const X* x_row[kTiles];
 #pragma unroll
   for (int r = 0; r < kTiles; ++r) {
     const int64_t row = kStreamRowTile * r + g;
     x_row[r] = row < p.rows ? x + row * p.k : nullptr;
   }
-
   LetNextKernelStart();
-  float acc[kTiles][4] = {};
-  for (int64_t s0 = warp; s0 < steps; s0 += kStreamWarps * kUnroll) {
-    uint4 wv[kUnroll][2][2], xv[kUnroll][kTiles][2];
-    // k % 8 == 0: a vector is wholly inside k or wholly past it.
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t e0 = (s0 + kStreamWarps * u) * kStreamStep + 16 * t;
-#pragma unroll
-      for (int v = 0; v < 2; ++v) {
-        const int64_t e = e0 + 8 * v;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          wv[u][h][v] = e < p.k && w_row[h] != nullptr
-                            ? LoadStreamed(w_row[h], e)
-                            : make_uint4(0, 0, 0, 0);
-        }
-      }
-    }
-    WaitForPriorKernel();  // x is the kernel before's output
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t e0 = (s0 + kStreamWarps * u) * kStreamStep + 16 * t;
-#pragma unroll
-      for (int v = 0; v < 2; ++v) {
-        const int64_t e = e0 + 8 * v;
-#pragma unroll
-        for (int r = 0; r < kTiles; ++r) {
-          xv[u][r][v] = e < p.k && x_row[r] != nullptr ? LoadX<T>(x_row[r], e)
-                                                       : make_uint4(0, 0, 0, 0);
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (s0 + kStreamWarps * u >= steps) break;  // the same for the warp
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        // StreamElement(t, j, half): vector j / 2, word 2 (j % 2) + half.
-        const int v = j / 2, q = 2 * (j % 2);
-        const uint32_t a[4] = {Word(wv[u][0][v], q), Word(wv[u][1][v], q),
-                               Word(wv[u][0][v], q + 1),
-                               Word(wv[u][1][v], q + 1)};
-#pragma unroll
-        for (int r = 0; r < kTiles; ++r) {
-          HalfOps<T>::Mma(acc[r], a, Word(xv[u][r][v], q),
-                          Word(xv[u][r][v], q + 1));
-        }
-      }
-    }
-  }
-
-  WaitForPriorKernel();  // a warp without steps: before warp 0 writes y
-  if (warp > 0) {
-#pragma unroll
-    for (int r = 0; r < kTiles; ++r) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) partial[warp - 1][r][c][lane] = acc[r][c];
-    }
-  }
-  __syncthreads();
-  if (warp > 0) return;
-#pragma unroll
-  for (int r = 0; r < kTiles; ++r) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      float v = acc[r][c];
-      for (int from = 0; from < kStreamWarps - 1; ++from) {
-        v = __fadd_rn(v, partial[from][r][c][lane]);
-      }
-      // C fragment: c0, c1 at W row g, x rows 2t, 2t + 1; c2, c3 at g + 8.
-      const int64_t col = col0 + g + 8 * (c / 2);
-      const int64_t row = kStreamRowTile * r + 2 * t + c % 2;
-      Finish(p, row, col, v);
-    }
-  }
+  StreamBlock<T, kTiles>(
+      p, steps,
+      [&](int r, int64_t e) {
+        return x_row[r] != nullptr ? LoadX<T>(x_row[r], e)
+                                   : make_uint4(0, 0, 0, 0);
+      },
+      partial);
 }
 
 template <typename T, typename X, int kTiles>

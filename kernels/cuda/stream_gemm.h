@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/launch_order.h"
+#include "kernels/layer_norm.h"
 #include "kernels/stream_gemm.h"
 
 namespace h3::kernels {
@@ -16,6 +17,33 @@ namespace h3::kernels {
 // waits for the kernel before (kernels/cuda/launch_order.h).
 cudaError_t StreamGemmCuda(const StreamGemmParams& params, cudaStream_t stream,
                            LaunchOrder order = LaunchOrder::kAfterPrior);
+
+// The product of a decode step's first rows after their norm, in one kernel
+// (stream_gemm_norm.cu): AddLayerNormCuda(norm), then StreamGemmCuda(product)
+// on the norm's output, except that every block norms the rows itself
+// (AddLayerNormCuda's arithmetic: the same bits), keeps them in shared
+// memory as x and writes its slice of norm.residual; norm.out is not
+// written. For rows up to kNormStreamMaxRows of up to kNormStreamMaxCols.
+constexpr int64_t kNormStreamMaxRows = 4;
+constexpr int64_t kNormStreamMaxCols = 4096;
+
+// "" when AddNormStreamGemmCuda takes the pair, else why not: norm.rows ==
+// product.rows in [1, kNormStreamMaxRows]; norm.cols == product.k <=
+// kNormStreamMaxCols; product.x == norm.out and product.x_type ==
+// norm.out_type == product.w_type; x, residual, gamma, beta set, and
+// residual_in when adding, which must not overlap residual (other blocks
+// still read it); residual overlaps neither norm.x nor product.y.
+const char* AddNormStreamGemmCheck(const AddLayerNormParams& norm,
+                                   const StreamGemmParams& product);
+
+// cudaErrorNotSupported, with nothing enqueued, when AddNormStreamGemmCheck
+// is not "" (the caller runs the two ops apart); otherwise as StreamGemmCuda
+// on `product`, `order` included (the norm's parameters and the first W
+// rows, into L2, come before the wait).
+cudaError_t AddNormStreamGemmCuda(const AddLayerNormParams& norm,
+                                  const StreamGemmParams& product,
+                                  cudaStream_t stream,
+                                  LaunchOrder order = LaunchOrder::kAfterPrior);
 
 }  // namespace h3::kernels
 
