@@ -15,7 +15,8 @@
 // row, combines the chunks' shares and, for rows that draw, runs the
 // selection and the draw over the processed logits. (One block a row did
 // it all at first: at batch 1 a greedy step's sampling took 74 us of an
-// H200's 1.4 ms step, one block walking 50K logits twice; e190e6a.)
+// H200's 1.4 ms step, one block walking 50K logits three times: the
+// processed logits, then the logprob's max and sum; e190e6a.)
 #include <cstdint>
 
 #include "kernels/cuda/block_reduce.cuh"
@@ -293,7 +294,7 @@ __global__ void __launch_bounds__(kThreads)
 // One block per row, after the scan: the argmax (the greedy choice; the last
 // id if every token is banned), then for rows that draw steps 3-6 over the
 // processed logits, and the logprob from the chunks' log-sum-exp shares
-// (each weighed by exp(its max - the row's max), in chunk order). x_all,
+// (each weighed by exp(its max - the row's max), in a fixed order). x_all,
 // w_all: [batch, vocab] workspace.
 __global__ void __launch_bounds__(kThreads)
     SampleKernel(SampleParams p, int id_bits, const ScanShare* shares,
