@@ -9,6 +9,7 @@
 
 #include <utility>
 
+#include "kernels/cuda/device_major.h"
 #include "kernels/cuda/launch_order.h"
 
 namespace h3::kernels {
@@ -37,10 +38,8 @@ __device__ __forceinline__ void LetNextKernelStart() {
 // Whether the current device takes kOverlapPrior (compute capability 9.0
 // or later); false when the runtime cannot tell.
 inline bool OverlapSupported() {
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                             device) != cudaSuccess) {
+  int major = 0;
+  if (CurrentDeviceMajor(&major) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }

@@ -13,19 +13,18 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_major.h"
+
 namespace h3::kernels {
 
 // cudaSuccess when the current device runs HalfOps' MMAs (compute
 // capability 8.0 or later: mma.sync with bf16), cudaErrorNotSupported when
 // it does not, else the runtime's error.
 inline cudaError_t CheckMmaDevice() {
-  int device = 0, major = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                 device);
+  int major = 0;
+  if (const cudaError_t err = CurrentDeviceMajor(&major); err != cudaSuccess) {
+    return err;
   }
-  if (err != cudaSuccess) return err;
   return major >= 8 ? cudaSuccess : cudaErrorNotSupported;
 }
 

@@ -1,0 +1,45 @@
+#ifndef H3_KERNELS_CUDA_DEVICE_MAJOR_H_
+#define H3_KERNELS_CUDA_DEVICE_MAJOR_H_
+
+// The current device's compute capability major, asked of the runtime once
+// per device and process: the host entries that choose or refuse a kernel
+// by architecture call this on every launch outside graph capture.
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+
+namespace h3::kernels {
+
+// cudaSuccess and *major for the current device, or the runtime's error
+// (then *major is untouched). Thread-safe.
+inline cudaError_t CurrentDeviceMajor(int* major) {
+  constexpr int kCached = 64;  // devices past this are asked every time
+  static std::atomic<int> known[kCached] = {};  // 0: not yet asked
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) {
+    return err;
+  }
+  if (device >= 0 && device < kCached) {
+    const int seen = known[device].load(std::memory_order_relaxed);
+    if (seen > 0) {
+      *major = seen;
+      return cudaSuccess;
+    }
+  }
+  int asked = 0;
+  if (const cudaError_t err = cudaDeviceGetAttribute(
+          &asked, cudaDevAttrComputeCapabilityMajor, device);
+      err != cudaSuccess) {
+    return err;
+  }
+  if (device >= 0 && device < kCached) {
+    known[device].store(asked, std::memory_order_relaxed);
+  }
+  *major = asked;
+  return cudaSuccess;
+}
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_CUDA_DEVICE_MAJOR_H_
