@@ -47,7 +47,8 @@ inline bool OverlapSupported() {
 }
 
 // kernel<<<grid, block, shared, stream>>>(args...) in `order`; the launch's
-// error, if any.
+// error, if any (or an earlier one the runtime still holds), which it
+// clears.
 template <typename... Params, typename... Args>
 cudaError_t LaunchInOrder(LaunchOrder order, void (*kernel)(Params...),
                           dim3 grid, dim3 block, size_t shared,
@@ -64,7 +65,12 @@ cudaError_t LaunchInOrder(LaunchOrder order, void (*kernel)(Params...),
     config.attrs = overlap;
     config.numAttrs = 1;
   }
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  // As kernel<<<...>>>(...); cudaGetLastError(): the launch's error, and
+  // the runtime's last error cleared.
+  const cudaError_t err =
+      cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  const cudaError_t last = cudaGetLastError();
+  return err != cudaSuccess ? err : last;
 }
 
 }  // namespace h3::kernels
