@@ -12,6 +12,14 @@
 // fc1 outputs, whose bias is then of y's type, as the model stores it).
 // "half-fp32-bias" times qkv and fc1 with half activations but an fp32 bias
 // (LinearCuda's route through fp32 D and a rounding kernel), for comparison.
+// "stream_pdl" is "stream" launched with LaunchOrder::kOverlapPrior (--pdl:
+// each call may start while the one before finishes). With half activations
+// and at most kNormStreamMaxRows rows, qkv and fc1 are also timed with the
+// norm before them, as a decode step runs them: "norm+stream"
+// (AddLayerNormCuda, then StreamGemmCuda), "fused_norm"
+// (AddNormStreamGemmCuda), each also "_pdl"; their bytes count the norm's
+// too (x and two residual rows in fp32, gamma, beta; the normed rows twice
+// where they exist).
 // JSON on stdout, or in --out.
 //
 //   h3_linear_bench [--types fp16,bf16] [--rows 1,8,64] [--vocab 50264]
@@ -48,6 +56,7 @@
 #include "bench/flashconv_floor.h"
 #include "bench/flashconv_report.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/cuda/stream_gemm.h"
@@ -182,6 +191,19 @@ int Run(const Flags& f) {
       H3_BENCH_CUDA_CHECK(
           FillNormal(bias.get(), p.n, ElementType::kF32, 2, stream));
       H3_BENCH_CUDA_CHECK(FillNormal(bias16.get(), p.n, type, 2, stream));
+      // The norm before the product (timed for qkv and fc1): its input and
+      // the residual in fp32, gamma and beta.
+      kernels::DeviceBuffer norm_x, norm_in, norm_out, gamma, beta;
+      for (kernels::DeviceBuffer* b : {&norm_x, &norm_in, &norm_out}) {
+        H3_BENCH_CUDA_CHECK(b->Reserve(max_rows * p.k * sizeof(float)));
+        H3_BENCH_CUDA_CHECK(
+            FillNormal(b->get(), max_rows * p.k, ElementType::kF32, 3, stream));
+      }
+      for (kernels::DeviceBuffer* b : {&gamma, &beta}) {
+        H3_BENCH_CUDA_CHECK(b->Reserve(p.k * sizeof(float)));
+        H3_BENCH_CUDA_CHECK(
+            FillNormal(b->get(), p.k, ElementType::kF32, 4, stream));
+      }
       for (const int64_t rows : f.rows) {
         for (const std::string& act : f.activations) {
           const bool half = act != "fp32";
@@ -237,6 +259,13 @@ int Run(const Flags& f) {
                 H3_BENCH_CUDA_CHECK(
                     kernels::StreamGemmCuda(stream_params, stream));
               });
+          const std::vector<double> streamed_pdl =
+              TimeRounds(f, copies, stream, [&](int c) {
+                stream_params.w = w[c].get();
+                H3_BENCH_CUDA_CHECK(kernels::StreamGemmCuda(
+                    stream_params, stream,
+                    kernels::LaunchOrder::kOverlapPrior));
+              });
           const std::vector<double> cublas = time_lt(*lt);
           const std::vector<double> cublas_pinned = time_lt(*pinned);
           const std::vector<double> cublas_tuned = time_lt(*tuned);
@@ -244,13 +273,62 @@ int Run(const Flags& f) {
               w_bytes +
               rows * (p.k * ElementSize(x_type) + p.n * ElementSize(y_type)) +
               (p.bias ? double(ElementSize(bias_type)) * p.n : 0.0);
-          for (auto [kernel, ms] :
-               {std::pair{"skinny", skinny}, std::pair{"cublaslt", cublas},
-                std::pair{"cublaslt_pinned", cublas_pinned},
-                std::pair{"cublaslt_tuned", cublas_tuned},
-                std::pair{"stream", streamed}}) {
+          std::vector<std::pair<const char*, std::vector<double>>> timed = {
+              {"skinny", skinny},
+              {"cublaslt", cublas},
+              {"cublaslt_pinned", cublas_pinned},
+              {"cublaslt_tuned", cublas_tuned},
+              {"stream", streamed},
+              {"stream_pdl", streamed_pdl}};
+          // The norm before qkv and fc1, apart and inside the product.
+          const bool normed = half && !fp32_bias && p.half_y &&
+                              rows <= kernels::kNormStreamMaxRows;
+          if (normed) {
+            kernels::AddLayerNormParams norm;
+            norm.x = norm_x.as<float>();
+            norm.residual_in = norm_in.as<float>();
+            norm.residual = norm_out.as<float>();
+            norm.gamma = gamma.as<float>();
+            norm.beta = beta.as<float>();
+            norm.out = x16.get();
+            norm.out_type = type;
+            norm.rows = rows;
+            norm.cols = p.k;
+            for (const auto order : {kernels::LaunchOrder::kAfterPrior,
+                                     kernels::LaunchOrder::kOverlapPrior}) {
+              const bool pdl = order == kernels::LaunchOrder::kOverlapPrior;
+              timed.push_back({pdl ? "norm+stream_pdl" : "norm+stream",
+                               TimeRounds(f, copies, stream, [&](int c) {
+                                 stream_params.w = w[c].get();
+                                 H3_BENCH_CUDA_CHECK(kernels::AddLayerNormCuda(
+                                     norm, stream, order));
+                                 H3_BENCH_CUDA_CHECK(kernels::StreamGemmCuda(
+                                     stream_params, stream, order));
+                               })});
+              timed.push_back({pdl ? "fused_norm_pdl" : "fused_norm",
+                               TimeRounds(f, copies, stream, [&](int c) {
+                                 stream_params.w = w[c].get();
+                                 H3_BENCH_CUDA_CHECK(
+                                     kernels::AddNormStreamGemmCuda(
+                                         norm, stream_params, stream, order));
+                               })});
+            }
+          }
+          // The norm's bytes: x and both residual rows (fp32), gamma, beta.
+          const double norm_bytes = double(rows) * p.k * 3 * sizeof(float) +
+                                    2.0 * p.k * sizeof(float);
+          for (const auto& [kernel, ms] : timed) {
+            const std::string name = kernel;
+            const bool with_norm =
+                name.rfind("norm+", 0) == 0 || name.rfind("fused_norm", 0) == 0;
+            // Apart, the normed rows are also written and read back.
+            const double call_bytes =
+                bytes + (with_norm ? norm_bytes : 0.0) +
+                (name.rfind("norm+", 0) == 0
+                     ? double(rows) * p.k * ElementSize(type)
+                     : 0.0);
             const TimeStats s = Summarize(ms);
-            const double gbps = bytes / (s.min * 1e-3) / 1e9;
+            const double gbps = call_bytes / (s.min * 1e-3) / 1e9;
             records.push_back({{"product", p.name},
                                {"n", p.n},
                                {"k", p.k},
@@ -263,10 +341,10 @@ int Run(const Flags& f) {
                                {"kernel", kernel},
                                {"ms", s.min},
                                {"ms_median_round", s.median},
-                               {"bytes", bytes},
+                               {"bytes", call_bytes},
                                {"gb_per_s", gbps},
                                {"fraction_of_copy", gbps * 1e9 / bw.measured}});
-            if (fp32_bias) continue;  // two products: no step
+            if (fp32_bias || with_norm) continue;  // two products: no step
             const std::string key = type_name + "_rows" + std::to_string(rows) +
                                     "_" + kernel + (half ? "_half" : "");
             const double layers = std::string(p.name) == "lm_head" ? 1 : 24;

@@ -54,9 +54,11 @@
 #                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
 #                     64 (graphs off, forced), with --fp32-activations; then
 #                     the same with --half-activations (breakdown_half)
-#   linear     90/20  h3_linear_bench: the batch-invariant skinny GEMM against
-#                     cuBLASLt on the H3-1.3B decode products, rows 1, 8, 64,
-#                     with fp32 and with 16-bit (half) activations
+#   linear    120/20  h3_linear_bench: the batch-invariant skinny GEMM against
+#                     cuBLASLt on the H3-1.3B decode products, rows 1, 2, 4,
+#                     8, 64, with fp32 and with 16-bit (half) activations;
+#                     the stream kernel also overlapped (--pdl) and, before
+#                     qkv and fc1, with its norm apart and inside it
 #   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against
 #                     tensor cores (fp16, bf16), h3-1.3b's shape, prompts of
 #                     512, 1536 and 4096 at batch 1 and 64; decode attention
@@ -95,7 +97,7 @@ usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0";
 all_phases=(facts devices tests table4 flashconv profile breakdown linear attention serve_1
             serve_64 memcheck)
 declare -A limit=([facts]=20 [devices]=30 [tests]=180 [table4]=240 [breakdown]=240
-                  [profile]=90 [flashconv]=120 [linear]=90 [attention]=120 [serve_1]=60
+                  [profile]=90 [flashconv]=120 [linear]=120 [attention]=120 [serve_1]=60
                   [serve_64]=150 [memcheck]=600)
 declare -A least=([facts]=5 [devices]=5 [tests]=30 [table4]=90 [breakdown]=60 [profile]=30
                   [flashconv]=30 [linear]=20 [attention]=30 [serve_1]=30 [serve_64]=60
@@ -387,13 +389,15 @@ elif kind == "linear":
         h = step.get(f"fp16_rows{rows}_cublaslt_half")
         pinned = step.get(f"fp16_rows{rows}_cublaslt_pinned")
         st, sth = step.get(f"fp16_rows{rows}_stream"), step.get(f"fp16_rows{rows}_stream_half")
+        pdl = step.get(f"fp16_rows{rows}_stream_pdl_half")
         if s and c:
             parts.append(f"fp16 rows {rows}: products of a step {s:.3f} ms skinny, "
                          f"{c:.3f} ms cuBLASLt" +
                          (f" ({h:.3f} ms with half activations)" if h else "") +
                          (f", {pinned:.3f} ms pinned" if pinned else "") +
                          (f", {st:.3f} ms stream" if st else "") +
-                         (f" ({sth:.3f} ms half)" if sth else ""))
+                         (f" ({sth:.3f} ms half" + (f", {pdl:.3f} ms with --pdl" if pdl else "") +
+                          ")" if sth else ""))
     print("; ".join(parts) or "no fp16 timings")
 elif kind.startswith("serve"):
     print("; ".join(
