@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "engine/cuda/cuda_status.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/device_major.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/linear.h"
@@ -65,8 +66,7 @@ class CudaBackend final : public Backend {
   absl::Status Init() {
     H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     int major = 0;
-    H3_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
-        &major, cudaDevAttrComputeCapabilityMajor, device_));
+    H3_CUDA_RETURN_IF_ERROR(kernels::CurrentDeviceMajor(&major));
     pdl_ = pdl_requested_ && major >= 9;
     H3_CUDA_RETURN_IF_ERROR(
         cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -174,14 +174,10 @@ class CudaBackend final : public Backend {
         invariant_kernel_ == BatchInvariantKernel::kStream) {
       return PiecewiseLinear(p, /*stream=*/true);
     }
-    if (!batch_invariant_ && p.rows <= stream_rows_) {
-      // One piece; products the kernel does not take stay on cuBLASLt.
-      const kernels::SkinnyGemmParams params = ProductParams(p);
-      if (kernels::StreamGemmCheck(params, true)[0] == '\0') {
-        H3_CUDA_RETURN_IF_ERROR(
-            kernels::StreamGemmCuda(params, stream_, Order()));
-        return absl::OkStatus();
-      }
+    if (kernels::SkinnyGemmParams params; OnStreamKernel(p, &params)) {
+      H3_CUDA_RETURN_IF_ERROR(
+          kernels::StreamGemmCuda(params, stream_, Order()));
+      return absl::OkStatus();
     }
     kernels::LinearCudaParams params;
     params.x = p.x;
@@ -215,21 +211,17 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  // The products StreamGemmCuda takes here (as Linear decides) norm their
-  // own input where AddNormStreamGemmCuda takes the pair; the rest run the
-  // two ops.
+  // The products Linear runs on StreamGemmCuda norm their own input where
+  // AddNormStreamGemmCuda takes the pair; the rest run the two ops.
   absl::Status AddNormLinear(const kernels::AddLayerNormParams& norm,
                              const LinearParams& p) override {
-    if (!batch_invariant_ && p.rows <= stream_rows_ &&
-        p.BiasTypeError().empty()) {
-      const kernels::SkinnyGemmParams params = ProductParams(p);
-      if (kernels::StreamGemmCheck(params, true)[0] == '\0') {
-        const cudaError_t err =
-            kernels::AddNormStreamGemmCuda(norm, params, stream_, Order());
-        if (err != cudaErrorNotSupported) {
-          H3_CUDA_RETURN_IF_ERROR(err);
-          return absl::OkStatus();
-        }
+    if (kernels::SkinnyGemmParams params;
+        p.BiasTypeError().empty() && OnStreamKernel(p, &params)) {
+      const cudaError_t err =
+          kernels::AddNormStreamGemmCuda(norm, params, stream_, Order());
+      if (err != cudaErrorNotSupported) {
+        H3_CUDA_RETURN_IF_ERROR(err);
+        return absl::OkStatus();
       }
     }
     H3_RETURN_IF_ERROR(AddLayerNorm(norm));
@@ -359,6 +351,16 @@ class CudaBackend final : public Backend {
 
  private:
   kernels::LaunchOrder Order() const { return DecodeLaunchOrder(pdl_, *this); }
+
+  // Whether Linear runs `p` on StreamGemmCuda in one piece (without
+  // batch_invariant_, at most stream_rows_ rows, a product the kernel
+  // takes; the others stay on cuBLASLt), and then its operands in *params.
+  bool OnStreamKernel(const LinearParams& p,
+                      kernels::SkinnyGemmParams* params) const {
+    if (batch_invariant_ || p.rows > stream_rows_) return false;
+    *params = ProductParams(p);
+    return kernels::StreamGemmCheck(*params, true)[0] == '\0';
+  }
 
   // The operands of `p` for SkinnyGemmCuda or StreamGemmCuda, all its rows.
   static kernels::SkinnyGemmParams ProductParams(const LinearParams& p) {

@@ -113,28 +113,12 @@ __global__ void __launch_bounds__(kThreads)
     skip_d = p.w.D[c];
   }
 
-  // The loop bounds are the same for the whole block: every lane reaches
-  // every shuffle.
-  const int first = blockIdx.y * l.sequences_per_block;
-  const int last = min(first + l.sequences_per_block, p.batch);
-  WaitForPriorKernel();  // the parameters above are read before (LaunchOrder)
-  Slice<kVec> cur = LoadSlice<kVec, T>(p, l, first, c, row, active);
-  for (int b = first; b < last; ++b) {
-    Slice<kVec> next;
-    if (b + 1 < last) next = LoadSlice<kVec, T>(p, l, b + 1, c, row, active);
-
-    const int newest = static_cast<int>(cur.pos % n_state);
-    const float kbar = ShiftStep<kVec>(cur.s, taps, shift_d, cur.k, cur.pos,
-                                       newest, n_state, lane, lanes);
-
-    const float kv = kbar * cur.v;
-    const float y =
-        2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), lanes) +
-        skip_d * kv;
-
-    if (active) StoreStep<kVec, T>(p, cur, newest, lane, b, c, y);
-    cur = next;
-  }
+  StepSequences<kVec, T>(p, l, c, row, active, lane, da, db, cc, skip_d,
+                         [&](Slice<kVec>& cur, int newest) {
+                           return ShiftStep<kVec>(cur.s, taps, shift_d, cur.k,
+                                                  cur.pos, newest, n_state,
+                                                  lane, lanes);
+                         });
 }
 
 __device__ __forceinline__ float WarpSum(float x) { return GroupSum(x, kWarp); }

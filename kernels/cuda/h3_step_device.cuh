@@ -14,7 +14,7 @@
 
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/io_element.cuh"
-#include "kernels/cuda/launch_order.h"
+#include "kernels/cuda/launch_order.cuh"
 #include "kernels/h3.h"
 
 namespace h3::kernels::h3_step {
@@ -174,6 +174,38 @@ __device__ __forceinline__ void StoreStep(const H3StepParams& p,
   if (lane == 0) {
     static_cast<T*>(p.out)[int64_t{b} * p.w.shape.d_model + c] =
         io::FromFloat<T>(cur.q * y);
+  }
+}
+
+// A head_dim-1 lane's walk through its block's sequences: waits for the
+// kernel before (LaunchOrder: the parameters are read before this), then
+// for each sequence b, the next one's slice prefetched, kbar =
+// shift(cur, newest) (the shift SSM, the new k put in its ring slot), the
+// diagonal SSM on the lane's modes, y summed over the channel's lanes, and
+// StoreStep. The loop bounds are the same for the whole block: every lane
+// reaches every shuffle.
+template <int kVec, typename T, typename Shift>
+__device__ __forceinline__ void StepSequences(
+    const H3StepParams& p, const StepLayout& l, int64_t c, int64_t row,
+    bool active, int lane, const float (&da)[kVec], const float (&db)[kVec],
+    const float (&cc)[kVec], float skip_d, Shift shift) {
+  const int n_state = p.w.shape.d_state;
+  const int first = blockIdx.y * l.sequences_per_block;
+  const int last = min(first + l.sequences_per_block, p.batch);
+  WaitForPriorKernel();
+  Slice<kVec> cur = LoadSlice<kVec, T>(p, l, first, c, row, active);
+  for (int b = first; b < last; ++b) {
+    Slice<kVec> next;
+    if (b + 1 < last) next = LoadSlice<kVec, T>(p, l, b + 1, c, row, active);
+
+    const int newest = static_cast<int>(cur.pos % n_state);
+    const float kv = shift(cur, newest) * cur.v;
+    const float y =
+        2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), l.lanes) +
+        skip_d * kv;
+
+    if (active) StoreStep<kVec, T>(p, cur, newest, lane, b, c, y);
+    cur = next;
   }
 }
 

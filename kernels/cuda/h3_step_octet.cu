@@ -56,33 +56,17 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();  // the taps
 
-  // The loop bounds are the same for the whole block: every lane reaches
-  // every shuffle.
-  const int first = blockIdx.y * l.sequences_per_block;
-  const int last = min(first + l.sequences_per_block, p.batch);
-  WaitForPriorKernel();  // the parameters above are read before (LaunchOrder)
-  Slice<kOctet> cur = LoadSlice<kOctet, T>(p, l, first, c, row, active);
-  for (int b = first; b < last; ++b) {
-    Slice<kOctet> next;
-    if (b + 1 < last) next = LoadSlice<kOctet, T>(p, l, b + 1, c, row, active);
-
-    const int newest = static_cast<int>(cur.pos % n_state);
+  StepSequences<kOctet, T>(
+      p, l, c, row, active, lane, da, db, cc, skip_d,
+      [&](Slice<kOctet>& cur, int newest) {
 #pragma unroll
-    for (int i = 0; i < kOctet; ++i) {
-      if (lane * kOctet + i == newest) cur.s[i] = cur.k;
-    }
-    const float kbar =
-        GroupSum(OctetShiftSum(taps, cur.s, cur.pos, lane, n_state), lanes) +
-        shift_d * cur.k;
-
-    const float kv = kbar * cur.v;
-    const float y =
-        2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), lanes) +
-        skip_d * kv;
-
-    if (active) StoreStep<kOctet, T>(p, cur, newest, lane, b, c, y);
-    cur = next;
-  }
+        for (int i = 0; i < kOctet; ++i) {
+          if (lane * kOctet + i == newest) cur.s[i] = cur.k;
+        }
+        return GroupSum(OctetShiftSum(taps, cur.s, cur.pos, lane, n_state),
+                        lanes) +
+               shift_d * cur.k;
+      });
 }
 
 }  // namespace

@@ -83,13 +83,16 @@ __device__ __forceinline__ void StreamBlock(
   float acc[kTiles][4] = {};
   for (int64_t s0 = warp; s0 < steps; s0 += kStreamWarps * kUnroll) {
     uint4 wv[kUnroll][2][2], xv[kUnroll][kTiles][2];
-    // k % 8 == 0: a vector is wholly inside k or wholly past it.
+    // The first of the 8 elements vector v of step s0 + 8 u holds. k % 8 ==
+    // 0: a vector is wholly inside k or wholly past it.
+    const auto element = [&](int u, int v) {
+      return (s0 + kStreamWarps * u) * kStreamStep + 16 * t + 8 * v;
+    };
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t e0 = (s0 + kStreamWarps * u) * kStreamStep + 16 * t;
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
-        const int64_t e = e0 + 8 * v;
+        const int64_t e = element(u, v);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           wv[u][h][v] = e < p.k && w_row[h] != nullptr
@@ -101,10 +104,9 @@ __device__ __forceinline__ void StreamBlock(
     WaitForPriorKernel();  // x is the kernel before's output
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t e0 = (s0 + kStreamWarps * u) * kStreamStep + 16 * t;
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
-        const int64_t e = e0 + 8 * v;
+        const int64_t e = element(u, v);
 #pragma unroll
         for (int r = 0; r < kTiles; ++r) {
           xv[u][r][v] = e < p.k ? load_x(r, e) : make_uint4(0, 0, 0, 0);
