@@ -9,8 +9,8 @@
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
 //       [--attention auto|fma|flash] [--h3-prefill auto|fft|chunked]
 //       [--graphs on|off] [--batch-invariant]
-//       [--batch-invariant-kernel skinny|cublaslt|stream]
-//       [--decode-products auto|cublaslt|stream|cublaslt-tuned]
+//       [--batch-invariant-kernel skinny|cublaslt|stream|stream-split]
+//       [--decode-products auto|cublaslt|stream|cublaslt-tuned|stream-split]
 //       [--half-activations | --fp32-activations] [--pdl on|off]
 //       [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
@@ -257,14 +257,14 @@ int main(int argc, char** argv) {
   app.add_option("--batch-invariant-kernel",
                  flags.backend.batch_invariant_kernel,
                  "with --batch-invariant: skinny, cublaslt (one pinned "
-                 "algorithm per shape) or stream (tensor cores, 16-bit "
-                 "--dtype; BackendOptions::batch_invariant_kernel)")
-      ->check(CLI::IsMember({"skinny", "cublaslt", "stream"}));
+                 "algorithm per shape), stream or stream-split (tensor cores, "
+                 "16-bit --dtype; BackendOptions::batch_invariant_kernel)")
+      ->check(CLI::IsMember(h3::engine::BatchInvariantKernelNames()));
   app.add_option("--decode-products", flags.backend.decode_products,
                  "CUDA without --batch-invariant: products of at most 64 rows "
-                 "by auto, cublaslt, stream or cublaslt-tuned "
+                 "by auto, cublaslt, stream, cublaslt-tuned or stream-split "
                  "(BackendOptions::decode_products)")
-      ->check(CLI::IsMember({"auto", "cublaslt", "stream", "cublaslt-tuned"}));
+      ->check(CLI::IsMember(h3::engine::DecodeProductsNames()));
   CLI::Option* half = app.add_flag(
       "--half-activations", flags.backend.half_activations,
       "CUDA, 16-bit --dtype: activations that feed products in that type "

@@ -13,7 +13,10 @@
 // "half-fp32-bias" times qkv and fc1 with half activations but an fp32 bias
 // (LinearCuda's route through fp32 D and a rounding kernel), for comparison.
 // "stream_pdl" is "stream" launched with LaunchOrder::kOverlapPrior (--pdl:
-// each call may start while the one before finishes). With half activations
+// each call may start while the one before finishes). On compute capability
+// 9.0 and later, "stream_split" (and "stream_split_pdl") times
+// StreamSplitGemmCuda (kernels/stream_split_gemm.h: k split across a
+// thread-block cluster, x read once per 128 columns). With half activations
 // and at most kNormStreamMaxRows rows, qkv and fc1 are also timed with the
 // norm before them, as a decode step runs them: "norm+stream"
 // (AddLayerNormCuda, then StreamGemmCuda), "fused_norm"
@@ -56,10 +59,12 @@
 #include "bench/flashconv_floor.h"
 #include "bench/flashconv_report.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/device_major.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/cuda/stream_gemm.h"
+#include "kernels/cuda/stream_split_gemm.h"
 #include "nlohmann/json.hpp"
 
 namespace h3::bench {
@@ -138,6 +143,9 @@ int Run(const Flags& f) {
   cudaStream_t stream;
   H3_BENCH_CUDA_CHECK(cudaStreamCreate(&stream));
   const Bandwidth bw = MeasureBandwidth(f.device, f.copy_mib << 20, stream);
+  int major = 0;
+  H3_BENCH_CUDA_CHECK(kernels::CurrentDeviceMajor(&major));
+  const bool clusters = major >= 9;  // StreamSplitGemmCuda runs
   const int64_t max_rows = *std::max_element(f.rows.begin(), f.rows.end());
   std::unique_ptr<kernels::LinearCuda> lt;
   kernels::LinearCuda::Options options;
@@ -266,6 +274,22 @@ int Run(const Flags& f) {
                     stream_params, stream,
                     kernels::LaunchOrder::kOverlapPrior));
               });
+          // The cluster kernel where the device has clusters.
+          std::vector<std::pair<const char*, std::vector<double>>> split;
+          if (clusters) {
+            for (const auto order : {kernels::LaunchOrder::kAfterPrior,
+                                     kernels::LaunchOrder::kOverlapPrior}) {
+              split.push_back({order == kernels::LaunchOrder::kAfterPrior
+                                   ? "stream_split"
+                                   : "stream_split_pdl",
+                               TimeRounds(f, copies, stream, [&](int c) {
+                                 stream_params.w = w[c].get();
+                                 H3_BENCH_CUDA_CHECK(
+                                     kernels::StreamSplitGemmCuda(
+                                         stream_params, stream, order));
+                               })});
+            }
+          }
           const std::vector<double> cublas = time_lt(*lt);
           const std::vector<double> cublas_pinned = time_lt(*pinned);
           const std::vector<double> cublas_tuned = time_lt(*tuned);
@@ -280,6 +304,7 @@ int Run(const Flags& f) {
               {"cublaslt_tuned", cublas_tuned},
               {"stream", streamed},
               {"stream_pdl", streamed_pdl}};
+          timed.insert(timed.end(), split.begin(), split.end());
           // The norm before qkv and fc1, apart and inside the product.
           const bool normed = half && !fp32_bias && p.half_y &&
                               rows <= kernels::kNormStreamMaxRows;

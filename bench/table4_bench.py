@@ -11,7 +11,9 @@ the reason, and our own GPT-2-shaped PyTorch decoder (bench/torch_gpt2.py)
 is reported separately under its own name. Then batch-1 decode latency.
 --engine-flags times the engine once more per prompt length (graphs on) and
 for latency with those h3_engine_bench flags added (the paths that are off
-by default), reported as h3serve_flagged_graphs_on / h3serve_flagged.
+by default), reported as h3serve_flagged_graphs_on / h3serve_flagged; a
+flagged run that fails is recorded there as {"flags", "error"} and the rest
+of the run goes on (the flags name paths not yet proven on every device).
 
   bench/table4_bench.py [--build DIR] [--no-build] [--out FILE]
       [--model /tmp/h3-table4/h3-1.3b.h3] [--prompt-lens 512,1024,1536]
@@ -238,6 +240,14 @@ def main():
 
     flags = args.engine_flags.split()
 
+    def flagged(*engine_args):
+        """engine(*engine_args, flags) with the flags recorded, or the error."""
+        try:
+            return dict(engine(*engine_args, flags), flags=args.engine_flags)
+        except RuntimeError as e:
+            log(f"flagged run failed: {e}")
+            return dict(flags=args.engine_flags, error=str(e))
+
     def engine(what, graphs, length, steps, reps, batch, extra=()):
         return run_json([bench, "--model", args.model, "--device", "cuda", "--dtype", args.dtype,
                          "--graphs", graphs, "--what", what, "--batch", str(batch),
@@ -254,9 +264,8 @@ def main():
                 machine = machine or out["machine"]
                 row[f"h3serve_graphs_{graphs}"] = out
             if flags:
-                row["h3serve_flagged_graphs_on"] = dict(
-                    engine("table4", "on", length, args.new_tokens, args.reps, args.batch,
-                           flags), flags=args.engine_flags)
+                row["h3serve_flagged_graphs_on"] = flagged(
+                    "table4", "on", length, args.new_tokens, args.reps, args.batch)
         if "torch_h3" in sides:
             row["torch_h3_eager"] = py.torch_h3(length)
         if "gpt2" in sides:
@@ -273,9 +282,8 @@ def main():
     if "engine" in sides:
         latency["h3serve"] = engine("latency", "on", args.latency_prompt, args.latency_steps, 3, 1)
         if flags:
-            latency["h3serve_flagged"] = dict(
-                engine("latency", "on", args.latency_prompt, args.latency_steps, 3, 1, flags),
-                flags=args.engine_flags)
+            latency["h3serve_flagged"] = flagged(
+                "latency", "on", args.latency_prompt, args.latency_steps, 3, 1)
         machine = machine or latency["h3serve"]["machine"]
     if "torch_h3" in sides:
         latency["torch_h3_eager"] = py.torch_h3_latency(args.latency_prompt, args.latency_steps)

@@ -104,6 +104,10 @@ class RatiosTest(unittest.TestCase):
         self.assertAlmostEqual(out["h3serve_flagged_over_h3serve"], 2.5)
         self.assertAlmostEqual(out["flagged_fraction_of_issue_h100_floor"], 0.5)
         self.assertAlmostEqual(out["fraction_of_issue_h100_floor"], 0.2)
+        # A flagged run that failed is recorded with its error, no ratio.
+        row["h3serve_flagged_graphs_on"] = dict(flags="--pdl on", error="exit 1")
+        self.assertNotIn("h3serve_flagged_over_h3serve", table4_floor.ratios(row))
+        self.assertAlmostEqual(table4_floor.ratios(row)["fraction_of_issue_h100_floor"], 0.2)
         del row["h3serve_flagged_graphs_on"]
         self.assertNotIn("h3serve_flagged_over_h3serve", table4_floor.ratios(row))
 

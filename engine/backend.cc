@@ -82,18 +82,37 @@ absl::StatusOr<H3PrefillKernel> ParseH3PrefillKernel(const std::string& name) {
                                     "\"; use auto, fft or chunked");
 }
 
+const std::vector<std::string>& BatchInvariantKernelNames() {
+  static const auto* names = new std::vector<std::string>{
+      "skinny", "cublaslt", "stream", "stream-split"};
+  return *names;
+}
+
+const std::string& BatchInvariantKernelName(BatchInvariantKernel kernel) {
+  return BatchInvariantKernelNames()[static_cast<size_t>(kernel)];
+}
+
+const std::vector<std::string>& DecodeProductsNames() {
+  static const auto* names = new std::vector<std::string>{
+      "auto", "cublaslt", "stream", "cublaslt-tuned", "stream-split"};
+  return *names;
+}
+
 absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
     const std::string& name) {
   if (name == "skinny") return BatchInvariantKernel::kSkinny;
   if (name == "cublaslt") return BatchInvariantKernel::kCublasLt;
   if (name == "stream") return BatchInvariantKernel::kStream;
-  return absl::InvalidArgumentError("unknown batch-invariant kernel \"" + name +
-                                    "\"; use skinny, cublaslt or stream");
+  if (name == "stream-split") return BatchInvariantKernel::kStreamSplit;
+  return absl::InvalidArgumentError(
+      "unknown batch-invariant kernel \"" + name +
+      "\"; use skinny, cublaslt, stream or stream-split");
 }
 
 int64_t StreamProductRows(DecodeProducts products) {
   switch (products) {
     case DecodeProducts::kAuto:
+    case DecodeProducts::kStreamSplit:
       return kAutoStreamRows;
     case DecodeProducts::kStream:
       return kernels::kStreamMaxRows;
@@ -102,14 +121,19 @@ int64_t StreamProductRows(DecodeProducts products) {
   }
 }
 
+int64_t SplitProductRows(DecodeProducts products) {
+  return products == DecodeProducts::kStreamSplit ? kernels::kStreamMaxRows : 0;
+}
+
 absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name) {
   if (name == "auto") return DecodeProducts::kAuto;
   if (name == "cublaslt") return DecodeProducts::kCublasLt;
   if (name == "stream") return DecodeProducts::kStream;
   if (name == "cublaslt-tuned") return DecodeProducts::kCublasLtTuned;
+  if (name == "stream-split") return DecodeProducts::kStreamSplit;
   return absl::InvalidArgumentError(
       "unknown decode-products kernel \"" + name +
-      "\"; use auto, cublaslt, stream or cublaslt-tuned");
+      "\"; use auto, cublaslt, stream, cublaslt-tuned or stream-split");
 }
 
 H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type) {

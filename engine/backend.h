@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -354,10 +355,23 @@ const char* H3PrefillKernelName(H3PrefillKernel kernel);
 // 64. kStream: StreamGemmCuda (kernels/stream_gemm.h), the decode product on
 // tensor cores, invariant by construction, in pieces of 64 rows (so a long
 // prefill reads the weights once per 64 tokens); 16-bit weights only; as
-// fast as cuBLASLt at 1 row, 2 to 5 times slower at 64.
-enum class BatchInvariantKernel { kSkinny, kCublasLt, kStream };
+// fast as cuBLASLt at 1 row, 2 to 5 times slower at 64. kStreamSplit:
+// StreamSplitGemmCuda (kernels/stream_split_gemm.h), the same on
+// thread-block clusters with k split across a cluster's blocks, invariant by
+// construction, in pieces of 64 rows; 16-bit weights and compute capability
+// 9.0 or later only; not yet run on a GPU.
+enum class BatchInvariantKernel { kSkinny, kCublasLt, kStream, kStreamSplit };
 
-// "skinny", "cublaslt" or "stream"; InvalidArgument for anything else.
+// The names of the BatchInvariantKernel and DecodeProducts values, as the
+// programs' flags take them (and list them in their help).
+const std::vector<std::string>& BatchInvariantKernelNames();
+const std::vector<std::string>& DecodeProductsNames();
+
+// The name of `kernel` in BatchInvariantKernelNames.
+const std::string& BatchInvariantKernelName(BatchInvariantKernel kernel);
+
+// "skinny", "cublaslt", "stream" or "stream-split"; InvalidArgument for
+// anything else.
 absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
     const std::string& name);
 
@@ -373,15 +387,31 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 // products"). kCublasLtTuned: cuBLASLt with each product's algorithm timed
 // among the heuristic's first few at its first uncaptured call
 // (kernels/cuda/linear.h, Options::tune_algorithms; not yet run on a GPU).
-enum class DecodeProducts { kAuto, kCublasLt, kStream, kCublasLtTuned };
+// kStreamSplit: as kAuto up to kAutoStreamRows rows, StreamSplitGemmCuda
+// (kernels/stream_split_gemm.h: x read from L2 once per 128 columns, k split
+// across a thread-block cluster) from there to 64 rows, on compute
+// capability 9.0 and later (cuBLASLt elsewhere, and for the products it does
+// not take); not yet run on a GPU.
+enum class DecodeProducts {
+  kAuto,
+  kCublasLt,
+  kStream,
+  kCublasLtTuned,
+  kStreamSplit
+};
 constexpr int64_t kAutoStreamRows = 4;
 
 // The most rows of a product `products` sends to StreamGemmCuda (without
 // batch invariance): kStreamMaxRows, kAutoStreamRows or 0.
 int64_t StreamProductRows(DecodeProducts products);
 
-// "auto", "cublaslt", "stream" or "cublaslt-tuned"; InvalidArgument for
-// anything else.
+// The most rows of a product `products` sends to StreamSplitGemmCuda when
+// StreamGemmCuda does not take it (without batch invariance):
+// kStreamMaxRows for kStreamSplit, else 0.
+int64_t SplitProductRows(DecodeProducts products);
+
+// "auto", "cublaslt", "stream", "cublaslt-tuned" or "stream-split";
+// InvalidArgument for anything else.
 absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name);
 
 struct BackendOptions {

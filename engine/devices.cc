@@ -127,11 +127,16 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
         "use --dtype fp16 or bf16");
   }
   if (options.batch_invariant &&
-      options.batch_invariant_kernel == BatchInvariantKernel::kStream &&
+      (options.batch_invariant_kernel == BatchInvariantKernel::kStream ||
+       options.batch_invariant_kernel == BatchInvariantKernel::kStreamSplit) &&
       type == ElementType::kF32) {
-    return absl::InvalidArgumentError(
-        "--batch-invariant-kernel stream streams 16-bit weights: use --dtype "
-        "fp16 or bf16, or --batch-invariant-kernel skinny with fp32");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch-invariant-kernel ",
+        options.batch_invariant_kernel == BatchInvariantKernel::kStream
+            ? "stream"
+            : "stream-split",
+        " streams 16-bit weights: use --dtype fp16 or bf16, or "
+        "--batch-invariant-kernel skinny with fp32"));
   }
 #if H3_WITH_CUDA
   return cuda::MakeCudaBackend(device, type, options);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "base/build_info.h"
 #include "engine/backend.h"
@@ -109,6 +110,15 @@ TEST(MakeBackendTest, ParsesBatchInvariantKernels) {
             BatchInvariantKernel::kCublasLt);
   EXPECT_EQ(*ParseBatchInvariantKernel("stream"),
             BatchInvariantKernel::kStream);
+  EXPECT_EQ(*ParseBatchInvariantKernel("stream-split"),
+            BatchInvariantKernel::kStreamSplit);
+  // Each name parses back to its kernel.
+  for (const std::string& name : BatchInvariantKernelNames()) {
+    EXPECT_EQ(BatchInvariantKernelName(*ParseBatchInvariantKernel(name)), name);
+  }
+  for (const std::string& name : DecodeProductsNames()) {
+    EXPECT_TRUE(ParseDecodeProducts(name).ok()) << name;
+  }
   EXPECT_EQ(ParseBatchInvariantKernel("cublas").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BackendOptions{}.batch_invariant_kernel,
@@ -130,6 +140,13 @@ TEST(MakeBackendTest, ParsesDecodeProducts) {
   EXPECT_EQ(StreamProductRows(DecodeProducts::kStream), 64);
   EXPECT_EQ(StreamProductRows(DecodeProducts::kCublasLt), 0);
   EXPECT_EQ(StreamProductRows(DecodeProducts::kCublasLtTuned), 0);
+  // stream-split: auto's stream kernel for the smallest, the split kernel
+  // up to 64 rows.
+  EXPECT_EQ(*ParseDecodeProducts("stream-split"), DecodeProducts::kStreamSplit);
+  EXPECT_EQ(StreamProductRows(DecodeProducts::kStreamSplit), kAutoStreamRows);
+  EXPECT_EQ(SplitProductRows(DecodeProducts::kStreamSplit), 64);
+  EXPECT_EQ(SplitProductRows(DecodeProducts::kAuto), 0);
+  EXPECT_EQ(SplitProductRows(DecodeProducts::kStream), 0);
 }
 
 // auto takes the chunked kernel where the weights are 16-bit, the cuFFT
@@ -253,14 +270,19 @@ TEST(MakeBackendTest, RefusesHalfActivationsWithoutSixteenBitWeights) {
 // without a kernel, and ignores the choice).
 TEST(MakeBackendTest, RefusesTheStreamInvariantKernelWithFp32Weights) {
   if (ListCudaDevices().devices.empty()) GTEST_SKIP() << "no GPU";
-  BackendOptions options{.device = "cuda", .weight_type = ElementType::kF32};
-  options.batch_invariant = true;
-  options.batch_invariant_kernel = BatchInvariantKernel::kStream;
-  const absl::Status status = MakeBackend(options).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("--batch-invariant-kernel stream"),
-            absl::string_view::npos)
-      << status;
+  for (const auto& [kernel, name] :
+       {std::pair{BatchInvariantKernel::kStream, "stream "},
+        std::pair{BatchInvariantKernel::kStreamSplit, "stream-split "}}) {
+    BackendOptions options{.device = "cuda", .weight_type = ElementType::kF32};
+    options.batch_invariant = true;
+    options.batch_invariant_kernel = kernel;
+    const absl::Status status = MakeBackend(options).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(
+        status.message().find(std::string("--batch-invariant-kernel ") + name),
+        absl::string_view::npos)
+        << status;
+  }
 }
 
 }  // namespace

@@ -24,7 +24,8 @@
 #                      1 of 512)
 #   --breakdown-flags F  more h3_engine_bench flags for both breakdown runs
 #   --fast-flags F     Table 4's second run of our engine (default
-#                      "--pdl on")
+#                      "--pdl on --decode-products stream-split"; a failure
+#                      of that run is recorded and the phase goes on)
 #   --table4-sides L   Table 4's sides (default engine,torch_h3,gpt2: our
 #                      engine, the eager PyTorch H3 and GPT-2)
 #   --serve-budgets L  serve_64's --prefill-tokens values (default: default)
@@ -58,7 +59,8 @@
 #                     cuBLASLt on the H3-1.3B decode products, rows 1, 2, 4,
 #                     8, 64, with fp32 and with 16-bit (half) activations;
 #                     the stream kernel also overlapped (--pdl) and, before
-#                     qkv and fc1, with its norm apart and inside it
+#                     qkv and fc1, with its norm apart and inside it; the
+#                     cluster kernel (stream_split) on sm_90 and later
 #   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against
 #                     tensor cores (fp16, bf16), h3-1.3b's shape, prompts of
 #                     512, 1536 and 4096 at batch 1 and 64; decode attention
@@ -119,7 +121,7 @@ test_shards=4
 # An engine path that is off by default; table4 times it beside the
 # defaults (half activations and the tensor-core attention with 16-bit
 # weights).
-fast_flags="--pdl on"
+fast_flags="--pdl on --decode-products stream-split"
 breakdown_flags=""
 table4_sides=engine,torch_h3,gpt2
 out=""
@@ -346,16 +348,20 @@ if kind == "table4":
     parts = []
     for row in r.get("results", []):
         e = row.get("h3serve_graphs_on", {}).get("median_tokens_per_s")
-        fast = row.get("h3serve_flagged_graphs_on", {}).get("median_tokens_per_s")
+        flagged = row.get("h3serve_flagged_graphs_on", {})
+        fast = flagged.get("median_tokens_per_s")
         ratios = ", ".join(f"{k} {v:.2f}" for k, v in row.get("ratios", {}).items()
                            if isinstance(v, (int, float)) and not isinstance(v, bool))
         parts.append(f"prompt {row.get('prompt_len')}: engine {f(e)} tok/s" +
-                     (f", flagged {f(fast)} tok/s" if fast else "") + f" ({ratios})")
+                     (f", flagged {f(fast)} tok/s" if fast else "") +
+                     (", flagged run failed" if "error" in flagged else "") + f" ({ratios})")
     lat = r.get("latency", {}).get("h3serve", {}).get("median_step_ms")
     parts.append(f"batch-1 step {lat:.3f} ms" if lat else "no batch-1 latency")
-    lat = r.get("latency", {}).get("h3serve_flagged", {}).get("median_step_ms")
-    if lat:
-        parts.append(f"flagged {lat:.3f} ms")
+    flagged = r.get("latency", {}).get("h3serve_flagged", {})
+    if flagged.get("median_step_ms"):
+        parts.append(f"flagged {flagged['median_step_ms']:.3f} ms")
+    elif "error" in flagged:
+        parts.append("flagged latency run failed")
     print("; ".join(parts))
 elif kind.startswith("breakdown"):
     parts = []
@@ -390,6 +396,7 @@ elif kind == "linear":
         pinned = step.get(f"fp16_rows{rows}_cublaslt_pinned")
         st, sth = step.get(f"fp16_rows{rows}_stream"), step.get(f"fp16_rows{rows}_stream_half")
         pdl = step.get(f"fp16_rows{rows}_stream_pdl_half")
+        split = step.get(f"fp16_rows{rows}_stream_split_half")
         if s and c:
             parts.append(f"fp16 rows {rows}: products of a step {s:.3f} ms skinny, "
                          f"{c:.3f} ms cuBLASLt" +
@@ -397,7 +404,8 @@ elif kind == "linear":
                          (f", {pinned:.3f} ms pinned" if pinned else "") +
                          (f", {st:.3f} ms stream" if st else "") +
                          (f" ({sth:.3f} ms half" + (f", {pdl:.3f} ms with --pdl" if pdl else "") +
-                          ")" if sth else ""))
+                          ")" if sth else "") +
+                         (f", {split:.3f} ms stream-split (half)" if split else ""))
     print("; ".join(parts) or "no fp16 timings")
 elif kind.startswith("serve"):
     print("; ".join(

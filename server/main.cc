@@ -228,17 +228,20 @@ int main(int argc, char** argv) {
   app.add_option("--batch-invariant-kernel", backend.batch_invariant_kernel,
                  "with --batch-invariant: skinny (CUDA-core kernel, slow at "
                  "large batches), cublaslt (one pinned cuBLASLt algorithm per "
-                 "shape) or stream (tensor-core decode kernel, 16-bit --dtype)")
-      ->check(CLI::IsMember({"skinny", "cublaslt", "stream"}))
+                 "shape), stream (tensor-core decode kernel, 16-bit --dtype) "
+                 "or stream-split (the same on thread-block clusters, compute "
+                 "capability 9.0+)")
+      ->check(CLI::IsMember(h3::engine::BatchInvariantKernelNames()))
       ->capture_default_str();
   app.add_option("--decode-products", backend.decode_products,
                  "GPU without --batch-invariant: the products of at most 64 "
                  "rows by auto (stream up to 4 rows, cublaslt above), "
                  "cublaslt, stream (tensor-core kernel that streams 16-bit "
-                 "weights) or cublaslt-tuned (cuBLASLt's fastest of a few "
-                 "algorithms, timed at first use); docs/cuda-engine.md, "
-                 "\"Decode products\"")
-      ->check(CLI::IsMember({"auto", "cublaslt", "stream", "cublaslt-tuned"}))
+                 "weights), cublaslt-tuned (cuBLASLt's fastest of a few "
+                 "algorithms, timed at first use) or stream-split (stream up "
+                 "to 4 rows, its cluster variant above; compute capability "
+                 "9.0+); docs/cuda-engine.md, \"Decode products\"")
+      ->check(CLI::IsMember(h3::engine::DecodeProductsNames()))
       ->capture_default_str();
   CLI::Option* half_flag = app.add_flag(
       "--half-activations", backend.half_activations,

@@ -260,14 +260,14 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--batch-invariant-kernel",
                   flags->backend.batch_invariant_kernel,
                   "with --batch-invariant: skinny, cublaslt (pinned cuBLASLt "
-                  "algorithms) or stream (16-bit --dtype)")
-      ->check(CLI::IsMember({"skinny", "cublaslt", "stream"}))
+                  "algorithms), stream or stream-split (16-bit --dtype)")
+      ->check(CLI::IsMember(engine::BatchInvariantKernelNames()))
       ->capture_default_str();
   cmd->add_option("--decode-products", flags->backend.decode_products,
                   "GPU: products of at most 64 rows by auto (stream up to 4 "
-                  "rows), cublaslt, stream or cublaslt-tuned "
+                  "rows), cublaslt, stream, cublaslt-tuned or stream-split "
                   "(docs/cuda-engine.md)")
-      ->check(CLI::IsMember({"auto", "cublaslt", "stream", "cublaslt-tuned"}))
+      ->check(CLI::IsMember(engine::DecodeProductsNames()))
       ->capture_default_str();
   CLI::Option* half = cmd->add_flag(
       "--half-activations", flags->backend.half_activations,

@@ -18,6 +18,7 @@
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/cuda/stream_gemm.h"
+#include "kernels/cuda/stream_split_gemm.h"
 #include "loader/dtype.h"
 
 namespace h3::engine::cuda {
@@ -49,6 +50,7 @@ class CudaBackend final : public Backend {
                        options.batch_invariant_kernel ==
                            BatchInvariantKernel::kCublasLt),
         stream_rows_(StreamProductRows(options.decode_products)),
+        split_rows_(SplitProductRows(options.decode_products)),
         tune_products_(options.decode_products ==
                        DecodeProducts::kCublasLtTuned),
         pdl_requested_(options.pdl) {}
@@ -68,6 +70,14 @@ class CudaBackend final : public Backend {
     int major = 0;
     H3_CUDA_RETURN_IF_ERROR(kernels::CurrentDeviceMajor(&major));
     pdl_ = pdl_requested_ && major >= 9;
+    if (batch_invariant_ &&
+        invariant_kernel_ == BatchInvariantKernel::kStreamSplit && major < 9) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--batch-invariant-kernel stream-split runs on thread-block "
+          "clusters: compute capability 9.0 or later (",
+          name(), " is ", major,
+          ".x); use --batch-invariant-kernel stream or cublaslt"));
+    }
     H3_CUDA_RETURN_IF_ERROR(
         cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     prefill_scratch_ = std::make_unique<PrefillScratch>(stream_);
@@ -167,17 +177,25 @@ class CudaBackend final : public Backend {
       return absl::InvalidArgumentError(error);
     }
     if (batch_invariant_ &&
-        invariant_kernel_ == BatchInvariantKernel::kSkinny) {
-      return PiecewiseLinear(p, /*stream=*/false);
+        invariant_kernel_ != BatchInvariantKernel::kCublasLt) {
+      return PiecewiseLinear(p, invariant_kernel_);
     }
-    if (batch_invariant_ &&
-        invariant_kernel_ == BatchInvariantKernel::kStream) {
-      return PiecewiseLinear(p, /*stream=*/true);
-    }
-    if (kernels::SkinnyGemmParams params; OnStreamKernel(p, &params)) {
+    if (kernels::SkinnyGemmParams params;
+        OnStreamKernel(p, stream_rows_, &params)) {
       H3_CUDA_RETURN_IF_ERROR(
           kernels::StreamGemmCuda(params, stream_, Order()));
       return absl::OkStatus();
+    }
+    if (kernels::SkinnyGemmParams params;
+        OnStreamKernel(p, split_rows_, &params)) {
+      // NotSupported (a device before 9.0) comes before any launch:
+      // cuBLASLt serves instead.
+      const cudaError_t err =
+          kernels::StreamSplitGemmCuda(params, stream_, Order());
+      if (err != cudaErrorNotSupported) {
+        H3_CUDA_RETURN_IF_ERROR(err);
+        return absl::OkStatus();
+      }
     }
     kernels::LinearCudaParams params;
     params.x = p.x;
@@ -216,7 +234,7 @@ class CudaBackend final : public Backend {
   absl::Status AddNormLinear(const kernels::AddLayerNormParams& norm,
                              const LinearParams& p) override {
     if (kernels::SkinnyGemmParams params;
-        p.BiasTypeError().empty() && OnStreamKernel(p, &params)) {
+        p.BiasTypeError().empty() && OnStreamKernel(p, stream_rows_, &params)) {
       const cudaError_t err =
           kernels::AddNormStreamGemmCuda(norm, params, stream_, Order());
       if (err != cudaErrorNotSupported) {
@@ -352,12 +370,13 @@ class CudaBackend final : public Backend {
  private:
   kernels::LaunchOrder Order() const { return DecodeLaunchOrder(pdl_, *this); }
 
-  // Whether Linear runs `p` on StreamGemmCuda in one piece (without
-  // batch_invariant_, at most stream_rows_ rows, a product the kernel
-  // takes; the others stay on cuBLASLt), and then its operands in *params.
-  bool OnStreamKernel(const LinearParams& p,
+  // Whether Linear runs `p` in one piece on StreamGemmCuda (max_rows
+  // stream_rows_) or StreamSplitGemmCuda (split_rows_): without
+  // batch_invariant_, at most max_rows rows, a product the kernels take (the
+  // others stay on cuBLASLt); then its operands in *params.
+  bool OnStreamKernel(const LinearParams& p, int64_t max_rows,
                       kernels::SkinnyGemmParams* params) const {
-    if (batch_invariant_ || p.rows > stream_rows_) return false;
+    if (batch_invariant_ || p.rows > max_rows) return false;
     *params = ProductParams(p);
     return kernels::StreamGemmCheck(*params, true)[0] == '\0';
   }
@@ -380,12 +399,15 @@ class CudaBackend final : public Backend {
     return params;
   }
 
-  // The batch-invariant product by SkinnyGemmCuda (`stream` false) or
-  // StreamGemmCuda, rows in pieces of 64 (kSkinnyMaxRows = kStreamMaxRows),
-  // each row's result the same whatever the piece holds. InvalidArgument,
-  // naming the product and the rule, where the kernel does not take it.
-  absl::Status PiecewiseLinear(const LinearParams& p, bool stream) {
+  // The batch-invariant product by SkinnyGemmCuda, StreamGemmCuda or
+  // StreamSplitGemmCuda (`kernel`), rows in pieces of 64 (kSkinnyMaxRows =
+  // kStreamMaxRows), each row's result the same whatever the piece holds.
+  // InvalidArgument, naming the product and the rule, where the kernel does
+  // not take it.
+  absl::Status PiecewiseLinear(const LinearParams& p,
+                               BatchInvariantKernel kernel) {
     static_assert(kernels::kSkinnyMaxRows == kernels::kStreamMaxRows);
+    const bool stream = kernel != BatchInvariantKernel::kSkinny;
     kernels::SkinnyGemmParams params = ProductParams(p);
     const int64_t x_size = ElementSize(p.x_type),
                   y_size = ElementSize(p.y_type);
@@ -401,8 +423,11 @@ class CudaBackend final : public Backend {
             params.k, ", ", ElementTypeName(params.w_type), "): ", broken));
       }
       H3_CUDA_RETURN_IF_ERROR(
-          stream ? kernels::StreamGemmCuda(params, stream_, Order())
-                 : kernels::SkinnyGemmCuda(params, stream_));
+          kernel == BatchInvariantKernel::kSkinny
+              ? kernels::SkinnyGemmCuda(params, stream_)
+          : kernel == BatchInvariantKernel::kStream
+              ? kernels::StreamGemmCuda(params, stream_, Order())
+              : kernels::StreamSplitGemmCuda(params, stream_, Order()));
     }
     return absl::OkStatus();
   }
@@ -467,6 +492,9 @@ class CudaBackend final : public Backend {
   // Without batch_invariant_: products of at most this many rows by
   // StreamGemmCuda (StreamProductRows).
   int64_t stream_rows_;
+  // ... and of at most this many by StreamSplitGemmCuda where
+  // StreamGemmCuda does not take them (SplitProductRows).
+  int64_t split_rows_;
   // Products of <= 64 rows on cuBLASLt's fastest of a few algorithms, timed
   // at their first uncaptured call (LinearCuda::Options::tune_algorithms).
   bool tune_products_;

@@ -2,6 +2,8 @@
 // backend (the specification), and held to the decode path's own
 // invariants: a batch equals each sequence alone, graphs on equal graphs
 // off. Label gpu: skips without a device.
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -96,27 +98,40 @@ TEST_F(CudaEngineTest, FlashAttentionStaysCloseToTheCpu) {
 // the prompt chunks' of at most 64 rows) by StreamGemmCuda, which rounds x
 // to the weights' type as cuBLASLt's route does, so the same bounds; with
 // half activations too. Its logits differ from cuBLASLt's (another
-// summation order), which shows the kernel ran.
+// summation order), which shows the kernel ran. With stream-split (compute
+// capability 9.0 and later) the prompt's chunks of 48 rows run on
+// StreamSplitGemmCuda.
 TEST_F(CudaEngineTest, StreamDecodeProductsStayCloseToTheCpu) {
   Open(1);
   const std::vector<int32_t> prompt = Tokens(150, 4, config_.vocab_size);
   const std::vector<float> want = CpuGreedy(prompt, 8);
   ASSERT_FALSE(want.empty());
+  int major = 0;
+  ASSERT_EQ(
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0),
+      cudaSuccess);
   for (auto [type, bound] : kSixteenBitBounds) {
     for (bool half : {false, true}) {
-      BackendOptions options{.device = "cuda", .weight_type = type};
-      options.half_activations = half;
-      auto cublas = Load(options, true, 48);
-      options.decode_products = DecodeProducts::kStream;
-      auto stream = Load(options, true, 48);
-      ASSERT_NE(cublas, nullptr);
-      ASSERT_NE(stream, nullptr);
-      std::vector<int32_t> tokens;
-      const std::vector<float> got = Greedy(*stream, prompt, 8, &tokens);
-      const std::vector<float> lt = Greedy(*cublas, prompt, 8, &tokens);
-      EXPECT_LT(NormalisedError(got, want), bound)
-          << ElementTypeName(type) << (half ? " half activations" : "");
-      EXPECT_NE(got, lt) << ElementTypeName(type);
+      for (DecodeProducts products :
+           {DecodeProducts::kStream, DecodeProducts::kStreamSplit}) {
+        if (products == DecodeProducts::kStreamSplit && major < 9) continue;
+        BackendOptions options{.device = "cuda", .weight_type = type};
+        options.half_activations = half;
+        auto cublas = Load(options, true, 48);
+        options.decode_products = products;
+        auto stream = Load(options, true, 48);
+        ASSERT_NE(cublas, nullptr);
+        ASSERT_NE(stream, nullptr);
+        std::vector<int32_t> tokens;
+        const std::vector<float> got = Greedy(*stream, prompt, 8, &tokens);
+        const std::vector<float> lt = Greedy(*cublas, prompt, 8, &tokens);
+        const char* name =
+            products == DecodeProducts::kStream ? " stream" : " stream-split";
+        EXPECT_LT(NormalisedError(got, want), bound)
+            << ElementTypeName(type) << name
+            << (half ? " half activations" : "");
+        EXPECT_NE(got, lt) << ElementTypeName(type) << name;
+      }
     }
   }
 }
@@ -250,7 +265,9 @@ TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
 
 // --batch-invariant (BackendOptions::batch_invariant): every product is the
 // skinny kernel (or, with batch_invariant_kernel kCublasLt, cuBLASLt on one
-// pinned algorithm per shape; with kStream, StreamGemmCuda), and the other ops
+// pinned algorithm per shape; with kStream, StreamGemmCuda; with
+// kStreamSplit, StreamSplitGemmCuda where the device has clusters), and the
+// other ops
 // of a decode step are per row already (docs/cuda-engine.md), so a sequence's
 // logits are bitwise those it gets alone, in a batch of 7 or 64 (buckets 8 and
 // 64, graphs on) at any row; with 16-bit activations too (--half-activations).
@@ -267,12 +284,19 @@ TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
         std::tuple{ElementType::kF16, false, BatchInvariantKernel::kCublasLt},
         std::tuple{ElementType::kBF16, true, BatchInvariantKernel::kCublasLt},
         std::tuple{ElementType::kF16, false, BatchInvariantKernel::kStream},
-        std::tuple{ElementType::kBF16, true, BatchInvariantKernel::kStream}}) {
+        std::tuple{ElementType::kBF16, true, BatchInvariantKernel::kStream},
+        std::tuple{ElementType::kF16, true, BatchInvariantKernel::kStreamSplit},
+        std::tuple{ElementType::kBF16, false,
+                   BatchInvariantKernel::kStreamSplit}}) {
     auto backend = MakeBackend({.device = "cuda",
                                 .weight_type = type,
                                 .batch_invariant = true,
                                 .batch_invariant_kernel = kernel,
                                 .half_activations = half});
+    if (kernel == BatchInvariantKernel::kStreamSplit &&
+        backend.status().code() == absl::StatusCode::kFailedPrecondition) {
+      continue;  // a device without thread-block clusters
+    }
     ASSERT_TRUE(backend.ok()) << backend.status();
     auto runner = h3::testing::MakeRunner(*file_, *std::move(backend),
                                           /*slots=*/64, /*context=*/512, 48);
@@ -302,11 +326,9 @@ TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
         EXPECT_EQ(std::memcmp(logits.data() + at * row, alone[step].data(),
                               row * sizeof(float)),
                   0)
-            << ElementTypeName(type) << (half ? " half activations" : "")
-            << (kernel == BatchInvariantKernel::kCublasLt ? " cublaslt"
-                : kernel == BatchInvariantKernel::kStream ? " stream"
-                                                          : "")
-            << ": row " << at << " of " << batch << ", step " << step;
+            << ElementTypeName(type) << (half ? " half activations" : "") << " "
+            << BatchInvariantKernelName(kernel) << ": row " << at << " of "
+            << batch << ", step " << step;
       }
       for (SlotId s : slots) gpu.memory().Release(s);
     }
@@ -324,6 +346,10 @@ TEST_F(CudaEngineTest, BatchInvariantMixedStepEqualsEachSequenceAloneBitwise) {
                                 .weight_type = ElementType::kF16,
                                 .batch_invariant = true,
                                 .batch_invariant_kernel = kernel});
+    if (kernel == BatchInvariantKernel::kStreamSplit &&
+        backend.status().code() == absl::StatusCode::kFailedPrecondition) {
+      return;  // a device without thread-block clusters
+    }
     ASSERT_TRUE(backend.ok()) << backend.status();
     auto runner = h3::testing::MakeRunner(*file_, *std::move(backend), 16, 512,
                                           /*prefill_chunk=*/48);
@@ -360,10 +386,8 @@ TEST_F(CudaEngineTest, BatchInvariantMixedStepEqualsEachSequenceAloneBitwise) {
   };
   for (BatchInvariantKernel kernel :
        {BatchInvariantKernel::kSkinny, BatchInvariantKernel::kCublasLt,
-        BatchInvariantKernel::kStream}) {
-    SCOPED_TRACE(kernel == BatchInvariantKernel::kCublasLt ? "cublaslt"
-                 : kernel == BatchInvariantKernel::kStream ? "stream"
-                                                           : "skinny");
+        BatchInvariantKernel::kStream, BatchInvariantKernel::kStreamSplit}) {
+    SCOPED_TRACE(BatchInvariantKernelName(kernel));
     check(kernel);
   }
 }

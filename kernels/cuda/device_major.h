@@ -1,9 +1,10 @@
 #ifndef H3_KERNELS_CUDA_DEVICE_MAJOR_H_
 #define H3_KERNELS_CUDA_DEVICE_MAJOR_H_
 
-// The current device's compute capability major, asked of the runtime once
-// per device and process: the host entries that choose or refuse a kernel
-// by architecture call this on every launch outside graph capture.
+// The current device's compute capability major and multiprocessor count,
+// each asked of the runtime once per device and process: the host entries
+// that choose or refuse a kernel by architecture, or size a grid by the
+// device, call these on every launch outside graph capture.
 
 #include <cuda_runtime_api.h>
 
@@ -11,9 +12,11 @@
 
 namespace h3::kernels {
 
-// cudaSuccess and *major for the current device, or the runtime's error
-// (then *major is untouched). Thread-safe.
-inline cudaError_t CurrentDeviceMajor(int* major) {
+// cudaSuccess and *value, the attribute kAttribute (a positive number) of
+// the current device, or the runtime's error (then *value is untouched).
+// Thread-safe.
+template <cudaDeviceAttr kAttribute>
+cudaError_t CachedDeviceAttribute(int* value) {
   constexpr int kCached = 64;  // devices past this are asked every time
   static std::atomic<int> known[kCached] = {};  // 0: not yet asked
   int device = 0;
@@ -23,21 +26,29 @@ inline cudaError_t CurrentDeviceMajor(int* major) {
   if (device >= 0 && device < kCached) {
     const int seen = known[device].load(std::memory_order_relaxed);
     if (seen > 0) {
-      *major = seen;
+      *value = seen;
       return cudaSuccess;
     }
   }
   int asked = 0;
-  if (const cudaError_t err = cudaDeviceGetAttribute(
-          &asked, cudaDevAttrComputeCapabilityMajor, device);
+  if (const cudaError_t err =
+          cudaDeviceGetAttribute(&asked, kAttribute, device);
       err != cudaSuccess) {
     return err;
   }
   if (device >= 0 && device < kCached) {
     known[device].store(asked, std::memory_order_relaxed);
   }
-  *major = asked;
+  *value = asked;
   return cudaSuccess;
+}
+
+inline cudaError_t CurrentDeviceMajor(int* major) {
+  return CachedDeviceAttribute<cudaDevAttrComputeCapabilityMajor>(major);
+}
+
+inline cudaError_t CurrentDeviceMultiprocessors(int* count) {
+  return CachedDeviceAttribute<cudaDevAttrMultiProcessorCount>(count);
 }
 
 }  // namespace h3::kernels

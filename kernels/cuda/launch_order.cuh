@@ -46,31 +46,52 @@ inline bool OverlapSupported() {
   return major >= 9;
 }
 
-// kernel<<<grid, block, shared, stream>>>(args...) in `order`; the launch's
-// error, if any (or an earlier one the runtime still holds), which it
-// clears.
+// kernel<<<grid, block, shared, stream>>>(args...) in `order`, its blocks
+// in thread-block clusters of `cluster` blocks along x when `cluster` is not
+// 0 (compute capability 9.0 and later; the caller checks; grid.x a multiple
+// of it); the launch's error, if any (or an earlier one the runtime still
+// holds), which it clears.
 template <typename... Params, typename... Args>
-cudaError_t LaunchInOrder(LaunchOrder order, void (*kernel)(Params...),
-                          dim3 grid, dim3 block, size_t shared,
-                          cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute overlap[1];
-  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap[0].val.programmaticStreamSerializationAllowed = 1;
+cudaError_t LaunchClustersInOrder(LaunchOrder order, unsigned cluster,
+                                  void (*kernel)(Params...), dim3 grid,
+                                  dim3 block, size_t shared,
+                                  cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attributes[2];
+  unsigned count = 0;
+  if (order == LaunchOrder::kOverlapPrior && OverlapSupported()) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  if (cluster != 0) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = cluster;
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared;
   config.stream = stream;
-  if (order == LaunchOrder::kOverlapPrior && OverlapSupported()) {
-    config.attrs = overlap;
-    config.numAttrs = 1;
-  }
+  config.attrs = count > 0 ? attributes : nullptr;
+  config.numAttrs = count;
   // As kernel<<<...>>>(...); cudaGetLastError(): the launch's error, and
   // the runtime's last error cleared.
   const cudaError_t err =
       cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   const cudaError_t last = cudaGetLastError();
   return err != cudaSuccess ? err : last;
+}
+
+// The same without clusters.
+template <typename... Params, typename... Args>
+cudaError_t LaunchInOrder(LaunchOrder order, void (*kernel)(Params...),
+                          dim3 grid, dim3 block, size_t shared,
+                          cudaStream_t stream, Args&&... args) {
+  return LaunchClustersInOrder(order, 0, kernel, grid, block, shared, stream,
+                               std::forward<Args>(args)...);
 }
 
 }  // namespace h3::kernels

@@ -1,6 +1,7 @@
-// StreamGemmCuda (label gpu: skipped without a device) against the plain
-// product, and a row's bits alone against the same row in batches of 7 and
-// 64 at the first, a middle and the last position.
+// StreamGemmCuda and StreamSplitGemmCuda (label gpu: skipped without a
+// device; the split kernel also before compute capability 9.0) against the
+// plain product, and a row's bits alone against the same row in batches of
+// 7 and 64 at the first, a middle and the last position.
 #include "kernels/cuda/stream_gemm.h"
 
 #include <cuda_runtime.h>
@@ -8,10 +9,13 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/device_major.h"
+#include "kernels/cuda/stream_split_gemm.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/stream_gemm_case.h"
@@ -24,8 +28,10 @@ using h3::testing::StreamOperands;
 
 #define ASSERT_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess)
 
+enum class Kernel { kStream, kSplit };
+
 // y's bytes for case c (c.rows rows of o.x) from the device.
-void RunOnDevice(const StreamCase& c, const StreamOperands& o,
+void RunOnDevice(Kernel kernel, const StreamCase& c, const StreamOperands& o,
                  std::vector<uint8_t>* y) {
   const ElementType y_type = h3::testing::YType(c);
   DeviceBuffer dx, dw, db, dy;
@@ -41,28 +47,44 @@ void RunOnDevice(const StreamCase& c, const StreamOperands& o,
   ASSERT_CUDA_OK(cudaMemcpy(db.get(), o.bias.data(), o.bias.size(),
                             cudaMemcpyHostToDevice));
   ASSERT_CUDA_OK(cudaMemset(dy.get(), 0xff, y->size()));  // NaNs
-  ASSERT_CUDA_OK(StreamGemmCuda(
-      h3::testing::StreamParams(c, dx.get(), dw.get(), db.get(), dy.get()),
-      nullptr));
+  const StreamGemmParams params =
+      h3::testing::StreamParams(c, dx.get(), dw.get(), db.get(), dy.get());
+  ASSERT_CUDA_OK(kernel == Kernel::kStream
+                     ? StreamGemmCuda(params, nullptr)
+                     : StreamSplitGemmCuda(params, nullptr));
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
   ASSERT_CUDA_OK(
       cudaMemcpy(y->data(), dy.get(), y->size(), cudaMemcpyDeviceToHost));
 }
 
-class StreamGemmGpuTest : public h3::testing::GpuTestWithParam<StreamCase> {};
+class StreamGemmGpuTest
+    : public h3::testing::GpuTestWithParam<std::tuple<Kernel, StreamCase>> {
+ protected:
+  void SetUp() override {
+    h3::testing::GpuTestWithParam<std::tuple<Kernel, StreamCase>>::SetUp();
+    if (IsSkipped()) return;
+    int major = 0;
+    ASSERT_CUDA_OK(CurrentDeviceMajor(&major));
+    if (kernel() == Kernel::kSplit && major < 9) {
+      GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+    }
+  }
+  Kernel kernel() const { return std::get<0>(GetParam()); }
+  const StreamCase& test_case() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(StreamGemmGpuTest, MatchesThePlainProduct) {
-  const StreamCase& c = GetParam();
+  const StreamCase& c = test_case();
   const StreamOperands o = h3::testing::MakeStreamOperands(c, 11);
   std::vector<uint8_t> y;
-  RunOnDevice(c, o, &y);
+  RunOnDevice(kernel(), c, o, &y);
   EXPECT_LE(h3::testing::NormalisedError(h3::testing::DecodeY(c, y),
                                          h3::testing::StreamReference(c, o)),
             h3::testing::StreamTolerance(c));
 }
 
 TEST_P(StreamGemmGpuTest, ARowGetsTheSameBitsInAnyBatch) {
-  StreamCase c = GetParam();
+  StreamCase c = test_case();
   c.rows = 64;
   const StreamOperands all = h3::testing::MakeStreamOperands(c, 23);
   const size_t x_row = c.k * ElementSize(h3::testing::XType(c));
@@ -74,7 +96,7 @@ TEST_P(StreamGemmGpuTest, ARowGetsTheSameBitsInAnyBatch) {
   alone.x.assign(all.x.begin() + kRow * x_row,
                  all.x.begin() + (kRow + 1) * x_row);
   std::vector<uint8_t> want;
-  RunOnDevice(one, alone, &want);
+  RunOnDevice(kernel(), one, alone, &want);
   for (const int64_t size : {7, 64}) {
     for (const int64_t at : {int64_t{0}, size / 2, size - 1}) {
       StreamCase batch = c;
@@ -83,24 +105,54 @@ TEST_P(StreamGemmGpuTest, ARowGetsTheSameBitsInAnyBatch) {
       in.x.resize(size * x_row);
       std::copy(alone.x.begin(), alone.x.end(), in.x.begin() + at * x_row);
       std::vector<uint8_t> got;
-      RunOnDevice(batch, in, &got);
+      RunOnDevice(kernel(), batch, in, &got);
       ASSERT_EQ(std::memcmp(got.data() + at * y_row, want.data(), y_row), 0)
           << "row at " << at << " of " << size;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, StreamGemmGpuTest,
-                         ::testing::ValuesIn(h3::testing::StreamCases()),
-                         [](const ::testing::TestParamInfo<StreamCase>& info) {
-                           return h3::testing::StreamCaseName(info.param);
-                         });
+// StreamCases, and for the split kernel's column blocks of 128 and its
+// clusters: several blocks with a partial last one, 5 and 8 splits of
+// unequal shares (on 132 multiprocessors), an LM-head-like width.
+std::vector<StreamCase> GpuCases() {
+  std::vector<StreamCase> cases = h3::testing::StreamCases();
+  for (const ElementType type : {ElementType::kF16, ElementType::kBF16}) {
+    cases.push_back(
+        {.w_type = type, .bias = true, .rows = 64, .n = 300, .k = 1096});
+    cases.push_back({.w_type = type,
+                     .half_x = true,
+                     .half_y = true,
+                     .bias = true,
+                     .gelu = true,
+                     .rows = 40,
+                     .n = 6144,
+                     .k = 2048});
+    cases.push_back(
+        {.w_type = type, .half_x = true, .rows = 16, .n = 2048, .k = 8192});
+    cases.push_back(
+        {.w_type = type, .half_x = true, .rows = 5, .n = 50264, .k = 512});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, StreamGemmGpuTest,
+    ::testing::Combine(::testing::Values(Kernel::kStream, Kernel::kSplit),
+                       ::testing::ValuesIn(GpuCases())),
+    [](const ::testing::TestParamInfo<std::tuple<Kernel, StreamCase>>& info) {
+      return std::string(std::get<0>(info.param) == Kernel::kStream
+                             ? "stream_"
+                             : "split_") +
+             h3::testing::StreamCaseName(std::get<1>(info.param));
+    });
 
 TEST(StreamGemmRefusalTest, RefusesWithoutEnqueuing) {
   uint16_t w[8];
   float x[8], y[1];
   StreamGemmParams p{.x = x, .w = w, .y = y, .rows = 1, .n = 1, .k = 12};
   EXPECT_EQ(StreamGemmCuda(p, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(StreamSplitGemmCuda(p, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace
