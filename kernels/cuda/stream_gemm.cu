@@ -37,13 +37,8 @@ __global__ void __launch_bounds__(kThreads)
     StreamGemmKernel(StreamGemmParams p, int64_t steps) {
   __shared__ float partial[kStreamWarps - 1][kTiles][4][32];
   const int g = threadIdx.x % 32 / 4;
-  const X* x = static_cast<const X*>(p.x);
   const X* x_row[kTiles];
-#pragma unroll
-  for (int r = 0; r < kTiles; ++r) {
-    const int64_t row = kStreamRowTile * r + g;
-    x_row[r] = row < p.rows ? x + row * p.k : nullptr;
-  }
+  stream_gemm::XRows(p, g, x_row);
   LetNextKernelStart();
   StreamBlock<T, kTiles>(
       p, steps,

@@ -42,6 +42,19 @@ __device__ __forceinline__ uint4 LoadX(const float* row, int64_t e) {
       HalfOps<T>::PackFloats(b.x, b.y), HalfOps<T>::PackFloats(b.z, b.w));
 }
 
+// x_row[r]: the x row lane group g takes in row tile r (row 8 r + g), or
+// null past the rows (its values count as 0).
+template <typename X, int kTiles>
+__device__ __forceinline__ void XRows(const StreamGemmParams& p, int g,
+                                      const X* (&x_row)[kTiles]) {
+  const X* x = static_cast<const X*>(p.x);
+#pragma unroll
+  for (int r = 0; r < kTiles; ++r) {
+    const int64_t row = kStreamRowTile * r + g;
+    x_row[r] = row < p.rows ? x + row * p.k : nullptr;
+  }
+}
+
 __device__ __forceinline__ uint32_t Word(const uint4& v, int q) {
   return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
 }

@@ -35,6 +35,7 @@ using stream_gemm::Finish;
 using stream_gemm::LoadStreamed;
 using stream_gemm::LoadX;
 using stream_gemm::Word;
+using stream_gemm::XRows;
 
 constexpr int kThreads = kSplitWarps * 32;
 
@@ -69,13 +70,8 @@ __global__ void __launch_bounds__(kThreads)
       w_row[tile][h] = col < p.n ? w + col * p.k : nullptr;
     }
   }
-  const X* x = static_cast<const X*>(p.x);
   const X* x_row[kTiles];
-#pragma unroll
-  for (int r = 0; r < kTiles; ++r) {
-    const int64_t row = kStreamRowTile * r + g;
-    x_row[r] = row < p.rows ? x + row * p.k : nullptr;
-  }
+  XRows(p, g, x_row);
 
   // Steps loaded before the first of them is multiplied.
   constexpr int kUnroll = kTiles <= 2 ? 4 : 2;
