@@ -10,7 +10,8 @@
 //       [--attention auto|fma|flash] [--h3-prefill auto|fft|chunked]
 //       [--graphs on|off] [--batch-invariant]
 //       [--batch-invariant-kernel skinny|cublaslt|stream|stream-split]
-//       [--decode-products auto|cublaslt|stream|cublaslt-tuned|stream-split]
+//       [--decode-products auto|cublaslt|stream|cublaslt-tuned|stream-split|
+//                          measured]
 //       [--half-activations | --fp32-activations] [--pdl on|off]
 //       [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
@@ -44,6 +45,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_split.h"
 #include "base/parallel.h"
 #include "base/status_macros.h"
 #include "bench/engine_breakdown.h"
@@ -219,6 +221,13 @@ absl::Status Run(const EngineBenchFlags& flags) {
       {"machine", MachineJson(backend_name)},
   };
   out.update(result);
+  // --decode-products measured: the kernel each product chose, and why.
+  if (const std::string choices = model->backend().DescribeProductChoices();
+      !choices.empty()) {
+    const std::vector<std::string> lines =
+        absl::StrSplit(choices, '\n', absl::SkipEmpty());
+    out["product_choices"] = lines;
+  }
   std::cout << out.dump() << std::endl;
   return absl::OkStatus();
 }
@@ -262,8 +271,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(h3::engine::BatchInvariantKernelNames()));
   app.add_option("--decode-products", flags.backend.decode_products,
                  "CUDA without --batch-invariant: products of at most 64 rows "
-                 "by auto, cublaslt, stream, cublaslt-tuned or stream-split "
-                 "(BackendOptions::decode_products)")
+                 "by auto, cublaslt, stream, cublaslt-tuned, stream-split or "
+                 "measured (BackendOptions::decode_products; JSON "
+                 "product_choices says what measured chose)")
       ->check(CLI::IsMember(h3::engine::DecodeProductsNames()));
   CLI::Option* half = app.add_flag(
       "--half-activations", flags.backend.half_activations,

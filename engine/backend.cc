@@ -92,9 +92,14 @@ const std::string& BatchInvariantKernelName(BatchInvariantKernel kernel) {
   return BatchInvariantKernelNames()[static_cast<size_t>(kernel)];
 }
 
+const std::string& DecodeProductsName(DecodeProducts products) {
+  return DecodeProductsNames()[static_cast<size_t>(products)];
+}
+
 const std::vector<std::string>& DecodeProductsNames() {
   static const auto* names = new std::vector<std::string>{
-      "auto", "cublaslt", "stream", "cublaslt-tuned", "stream-split"};
+      "auto",           "cublaslt",     "stream",
+      "cublaslt-tuned", "stream-split", "measured"};
   return *names;
 }
 
@@ -131,9 +136,11 @@ absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name) {
   if (name == "stream") return DecodeProducts::kStream;
   if (name == "cublaslt-tuned") return DecodeProducts::kCublasLtTuned;
   if (name == "stream-split") return DecodeProducts::kStreamSplit;
+  if (name == "measured") return DecodeProducts::kMeasured;
   return absl::InvalidArgumentError(
       "unknown decode-products kernel \"" + name +
-      "\"; use auto, cublaslt, stream, cublaslt-tuned or stream-split");
+      "\"; use auto, cublaslt, stream, cublaslt-tuned, stream-split or "
+      "measured");
 }
 
 H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type) {

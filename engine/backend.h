@@ -260,6 +260,10 @@ class Backend {
   // Bytes this backend could still allocate: the device's free memory on a
   // GPU, the host's available memory (MemAvailable) on the CPU.
   virtual absl::StatusOr<int64_t> FreeMemoryBytes() = 0;
+  // What the backend chose at run time for its products (CUDA with
+  // --decode-products measured: ProductChoices::Describe), for benchmark
+  // reports; "" when it chose nothing.
+  virtual std::string DescribeProductChoices() const { return ""; }
 
   // Graphs: the ops enqueued between BeginCapture and EndCapture are
   // recorded, not run; Replay(id) runs them again, reading the memory's
@@ -391,13 +395,20 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 // (kernels/stream_split_gemm.h: x read from L2 once per 128 columns, k split
 // across a thread-block cluster) from there to 64 rows, on compute
 // capability 9.0 and later (cuBLASLt elsewhere, and for the products it does
-// not take); not yet run on a GPU.
+// not take); not yet run on a GPU. kMeasured: each product of at most 64
+// rows that the stream kernels take runs on whichever of cuBLASLt,
+// StreamGemmCuda and (9.0 and later) StreamSplitGemmCuda was fastest for
+// its row bucket, shape, types and epilogue at its first call outside graph
+// capture, timed then on the device (engine/product_choices.h); the kAuto
+// rule before that; the norm inside the product where StreamGemmCuda won.
+// Not yet run on a GPU.
 enum class DecodeProducts {
   kAuto,
   kCublasLt,
   kStream,
   kCublasLtTuned,
-  kStreamSplit
+  kStreamSplit,
+  kMeasured
 };
 constexpr int64_t kAutoStreamRows = 4;
 
@@ -410,8 +421,11 @@ int64_t StreamProductRows(DecodeProducts products);
 // kStreamMaxRows for kStreamSplit, else 0.
 int64_t SplitProductRows(DecodeProducts products);
 
-// "auto", "cublaslt", "stream", "cublaslt-tuned" or "stream-split";
-// InvalidArgument for anything else.
+// The name of `products` in DecodeProductsNames.
+const std::string& DecodeProductsName(DecodeProducts products);
+
+// "auto", "cublaslt", "stream", "cublaslt-tuned", "stream-split" or
+// "measured"; InvalidArgument for anything else.
 absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name);
 
 struct BackendOptions {

@@ -117,7 +117,7 @@ TEST(MakeBackendTest, ParsesBatchInvariantKernels) {
     EXPECT_EQ(BatchInvariantKernelName(*ParseBatchInvariantKernel(name)), name);
   }
   for (const std::string& name : DecodeProductsNames()) {
-    EXPECT_TRUE(ParseDecodeProducts(name).ok()) << name;
+    EXPECT_EQ(DecodeProductsName(*ParseDecodeProducts(name)), name);
   }
   EXPECT_EQ(ParseBatchInvariantKernel("cublas").status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -147,6 +147,10 @@ TEST(MakeBackendTest, ParsesDecodeProducts) {
   EXPECT_EQ(SplitProductRows(DecodeProducts::kStreamSplit), 64);
   EXPECT_EQ(SplitProductRows(DecodeProducts::kAuto), 0);
   EXPECT_EQ(SplitProductRows(DecodeProducts::kStream), 0);
+  // measured: the backend decides per product; neither fixed rule.
+  EXPECT_EQ(*ParseDecodeProducts("measured"), DecodeProducts::kMeasured);
+  EXPECT_EQ(StreamProductRows(DecodeProducts::kMeasured), 0);
+  EXPECT_EQ(SplitProductRows(DecodeProducts::kMeasured), 0);
 }
 
 // auto takes the chunked kernel where the weights are 16-bit, the cuFFT

@@ -24,7 +24,7 @@
 #                      1 of 512)
 #   --breakdown-flags F  more h3_engine_bench flags for both breakdown runs
 #   --fast-flags F     Table 4's second run of our engine (default
-#                      "--pdl on --decode-products stream-split"; a failure
+#                      "--pdl on --decode-products measured"; a failure
 #                      of that run is recorded and the phase goes on)
 #   --table4-sides L   Table 4's sides (default engine,torch_h3,gpt2: our
 #                      engine, the eager PyTorch H3 and GPT-2)
@@ -121,7 +121,7 @@ test_shards=4
 # An engine path that is off by default; table4 times it beside the
 # defaults (half activations and the tensor-core attention with 16-bit
 # weights).
-fast_flags="--pdl on --decode-products stream-split"
+fast_flags="--pdl on --decode-products measured"
 breakdown_flags=""
 table4_sides=engine,torch_h3,gpt2
 out=""

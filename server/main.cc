@@ -238,9 +238,11 @@ int main(int argc, char** argv) {
                  "rows by auto (stream up to 4 rows, cublaslt above), "
                  "cublaslt, stream (tensor-core kernel that streams 16-bit "
                  "weights), cublaslt-tuned (cuBLASLt's fastest of a few "
-                 "algorithms, timed at first use) or stream-split (stream up "
+                 "algorithms, timed at first use), stream-split (stream up "
                  "to 4 rows, its cluster variant above; compute capability "
-                 "9.0+); docs/cuda-engine.md, \"Decode products\"")
+                 "9.0+) or measured (the fastest of those kernels per "
+                 "product, timed at first use); docs/cuda-engine.md, "
+                 "\"Decode products\"")
       ->check(CLI::IsMember(h3::engine::DecodeProductsNames()))
       ->capture_default_str();
   CLI::Option* half_flag = app.add_flag(

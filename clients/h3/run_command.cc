@@ -265,8 +265,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--decode-products", flags->backend.decode_products,
                   "GPU: products of at most 64 rows by auto (stream up to 4 "
-                  "rows), cublaslt, stream, cublaslt-tuned or stream-split "
-                  "(docs/cuda-engine.md)")
+                  "rows), cublaslt, stream, cublaslt-tuned, stream-split or "
+                  "measured (docs/cuda-engine.md)")
       ->check(CLI::IsMember(engine::DecodeProductsNames()))
       ->capture_default_str();
   CLI::Option* half = cmd->add_flag(

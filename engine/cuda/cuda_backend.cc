@@ -10,10 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/product_choices.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_major.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/launch_timing.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/skinny_gemm.h"
@@ -51,6 +53,7 @@ class CudaBackend final : public Backend {
                            BatchInvariantKernel::kCublasLt),
         stream_rows_(StreamProductRows(options.decode_products)),
         split_rows_(SplitProductRows(options.decode_products)),
+        measured_(options.decode_products == DecodeProducts::kMeasured),
         tune_products_(options.decode_products ==
                        DecodeProducts::kCublasLtTuned),
         pdl_requested_(options.pdl) {}
@@ -69,6 +72,7 @@ class CudaBackend final : public Backend {
     H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     int major = 0;
     H3_CUDA_RETURN_IF_ERROR(kernels::CurrentDeviceMajor(&major));
+    major_ = major;
     pdl_ = pdl_requested_ && major >= 9;
     if (batch_invariant_ &&
         invariant_kernel_ == BatchInvariantKernel::kStreamSplit && major < 9) {
@@ -181,6 +185,10 @@ class CudaBackend final : public Backend {
       return PiecewiseLinear(p, invariant_kernel_);
     }
     if (kernels::SkinnyGemmParams params;
+        measured_ && OnStreamKernel(p, kernels::kStreamMaxRows, &params)) {
+      return MeasuredLinear(p, params);
+    }
+    if (kernels::SkinnyGemmParams params;
         OnStreamKernel(p, stream_rows_, &params)) {
       H3_CUDA_RETURN_IF_ERROR(
           kernels::StreamGemmCuda(params, stream_, Order()));
@@ -197,6 +205,11 @@ class CudaBackend final : public Backend {
         return absl::OkStatus();
       }
     }
+    return CublasLtLinear(p);
+  }
+
+  // `p` on LinearCuda (cuBLASLt, with its epilogues and roundings).
+  absl::Status CublasLtLinear(const LinearParams& p) {
     kernels::LinearCudaParams params;
     params.x = p.x;
     params.x_type = p.x_type;
@@ -229,12 +242,14 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  // The products Linear runs on StreamGemmCuda norm their own input where
-  // AddNormStreamGemmCuda takes the pair; the rest run the two ops.
+  // The products Linear runs on StreamGemmCuda (by its rows, or measured
+  // and chosen) norm their own input where AddNormStreamGemmCuda takes the
+  // pair; the rest run the two ops.
   absl::Status AddNormLinear(const kernels::AddLayerNormParams& norm,
                              const LinearParams& p) override {
     if (kernels::SkinnyGemmParams params;
-        p.BiasTypeError().empty() && OnStreamKernel(p, stream_rows_, &params)) {
+        p.BiasTypeError().empty() &&
+        (OnStreamKernel(p, stream_rows_, &params) || ChoseStream(p, &params))) {
       const cudaError_t err =
           kernels::AddNormStreamGemmCuda(norm, params, stream_, Order());
       if (err != cudaErrorNotSupported) {
@@ -324,6 +339,10 @@ class CudaBackend final : public Backend {
     return static_cast<int64_t>(free_bytes);
   }
 
+  std::string DescribeProductChoices() const override {
+    return choices_.Describe();
+  }
+
   bool SupportsGraphs() const override { return true; }
 
   absl::StatusOr<std::unique_ptr<ProfileClock>> MakeProfileClock() override {
@@ -379,6 +398,73 @@ class CudaBackend final : public Backend {
     if (batch_invariant_ || p.rows > max_rows) return false;
     *params = ProductParams(p);
     return kernels::StreamGemmCheck(*params, true)[0] == '\0';
+  }
+
+  // Whether measured_ chose StreamGemmCuda for `p` (then its operands in
+  // *params).
+  bool ChoseStream(const LinearParams& p,
+                   kernels::SkinnyGemmParams* params) const {
+    if (!measured_ || !OnStreamKernel(p, kernels::kStreamMaxRows, params)) {
+      return false;
+    }
+    const ProductKernel* chosen = choices_.Find(ProductKey::Of(*params));
+    return chosen != nullptr && *chosen == ProductKernel::kStream;
+  }
+
+  // A product under --decode-products measured (one the stream kernels
+  // take, at most 64 rows): on the kernel choices_ holds for its key; at the
+  // key's first call outside graph capture, each candidate (cuBLASLt,
+  // StreamGemmCuda, StreamSplitGemmCuda on 9.0 and later) is timed on this
+  // call's operands (kernels/cuda/launch_timing.h: the L2 flushed before
+  // each call, the median of 5) and the fastest kept; under capture before
+  // that, the kAuto rule.
+  absl::Status MeasuredLinear(const LinearParams& p,
+                              const kernels::SkinnyGemmParams& params) {
+    const ProductKey key = ProductKey::Of(params);
+    if (const ProductKernel* chosen = choices_.Find(key)) {
+      return RunProduct(*chosen, p, params);
+    }
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    H3_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_, &capture));
+    if (capture != cudaStreamCaptureStatusNone) {
+      return RunProduct(p.rows <= kAutoStreamRows ? ProductKernel::kStream
+                                                  : ProductKernel::kCublasLt,
+                        p, params);
+    }
+    std::vector<ProductKernel> candidates = {ProductKernel::kCublasLt,
+                                             ProductKernel::kStream};
+    if (major_ >= 9) candidates.push_back(ProductKernel::kSplit);
+    const kernels::DeviceBuffer flush = kernels::L2FlushBuffer();
+    std::vector<KernelTime> times;
+    for (const ProductKernel kernel : candidates) {
+      float ms = -1.0f;
+      const std::string error = kernels::MedianLaunchMs(
+          stream_, flush, [&] { return RunProduct(kernel, p, params).ok(); },
+          &ms);
+      if (!error.empty()) {
+        return absl::InternalError(absl::StrCat(
+            "timing the ", ProductKernelName(kernel), " product: ", error));
+      }
+      times.push_back({kernel, ms});
+    }
+    return RunProduct(choices_.Choose(key, times), p, params);
+  }
+
+  // `p` (with `params`, its operands) on `kernel`.
+  absl::Status RunProduct(ProductKernel kernel, const LinearParams& p,
+                          const kernels::SkinnyGemmParams& params) {
+    switch (kernel) {
+      case ProductKernel::kStream:
+        H3_CUDA_RETURN_IF_ERROR(
+            kernels::StreamGemmCuda(params, stream_, Order()));
+        return absl::OkStatus();
+      case ProductKernel::kSplit:
+        H3_CUDA_RETURN_IF_ERROR(
+            kernels::StreamSplitGemmCuda(params, stream_, Order()));
+        return absl::OkStatus();
+      default:
+        return CublasLtLinear(p);
+    }
   }
 
   // The operands of `p` for SkinnyGemmCuda or StreamGemmCuda, all its rows.
@@ -495,6 +581,11 @@ class CudaBackend final : public Backend {
   // ... and of at most this many by StreamSplitGemmCuda where
   // StreamGemmCuda does not take them (SplitProductRows).
   int64_t split_rows_;
+  // --decode-products measured: products of at most 64 rows on the kernel
+  // choices_ holds for them (MeasuredLinear).
+  bool measured_;
+  ProductChoices choices_;
+  int major_ = 0;  // the device's compute capability (Init)
   // Products of <= 64 rows on cuBLASLt's fastest of a few algorithms, timed
   // at their first uncaptured call (LinearCuda::Options::tune_algorithms).
   bool tune_products_;

@@ -26,6 +26,7 @@
 #include "kernels/cuda/cublaslt_api.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/launch_timing.h"
 #include "kernels/cuda/linear_plan.h"
 
 namespace h3::kernels {
@@ -60,10 +61,6 @@ struct Route {
 };
 
 }  // namespace
-
-// Tuning (Options::tune_algorithms): timed calls a candidate, after one
-// untimed.
-constexpr int kTuneReps = 5;
 
 struct LinearCuda::State {
   Options options;
@@ -109,44 +106,6 @@ std::string LinearCuda::State::Matmul(Plan* plan,
   return "";
 }
 
-namespace {
-
-// CUDA events destroyed with their scope.
-struct Events {
-  explicit Events(size_t count) : events(count, nullptr) {}
-  ~Events() {
-    for (cudaEvent_t e : events) {
-      if (e != nullptr) cudaEventDestroy(e);
-    }
-  }
-  cudaError_t Create() {
-    for (cudaEvent_t& e : events) {
-      const cudaError_t err = cudaEventCreate(&e);
-      if (err != cudaSuccess) return err;
-    }
-    return cudaSuccess;
-  }
-  std::vector<cudaEvent_t> events;
-};
-
-// Twice the L2 cache's bytes, where the device has a quarter of its free
-// memory or more to spare for it; else 0.
-size_t FlushBytes() {
-  int device = 0, l2 = 0;
-  size_t free_bytes = 0, total = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) !=
-          cudaSuccess ||
-      cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
-    cudaGetLastError();  // clear it: tuning goes on without a flush
-    return 0;
-  }
-  const size_t bytes = 2 * static_cast<size_t>(l2);
-  return 4 * bytes <= free_bytes ? bytes : 0;
-}
-
-}  // namespace
-
 std::string LinearCuda::State::Tune(Plan* plan, const void* w, const void* x_in,
                                     void* d, cudaStream_t stream) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -156,50 +115,20 @@ std::string LinearCuda::State::Tune(Plan* plan, const void* w, const void* x_in,
   // What is written to evict L2 before each timed call, for this call only
   // (a plan is timed once; holding it would keep twice the L2 allocated for
   // the object's life). Empty where memory is short: no flush then.
-  DeviceBuffer flush;
-  const size_t flush_bytes = FlushBytes();
-  if (flush_bytes > 0 && flush.Reserve(flush_bytes) != cudaSuccess) {
-    cudaGetLastError();
-  }
+  const DeviceBuffer flush = L2FlushBuffer();
   const std::vector<cublasLtMatmulAlgo_t> candidates =
       std::move(plan->candidates);
   plan->candidates.clear();
-  constexpr int kCalls = kTuneReps + 1;  // the first untimed
-  Events timing(2 * candidates.size() * kCalls);
-  H3_RETURN_IF_NOT_EMPTY(CudaError(timing.Create(), "cudaEventCreate"));
-  std::vector<bool> ran(candidates.size(), true);
-  for (size_t c = 0; c < candidates.size(); ++c) {
-    for (int r = 0; r < kCalls && ran[c]; ++r) {
-      if (flush.bytes() > 0) {
-        H3_RETURN_IF_NOT_EMPTY(
-            CudaError(cudaMemsetAsync(flush.get(), r, flush.bytes(), stream),
-                      "cudaMemsetAsync (L2 flush)"));
-      }
-      cudaEvent_t* pair = &timing.events[2 * (c * kCalls + r)];
-      H3_RETURN_IF_NOT_EMPTY(
-          CudaError(cudaEventRecord(pair[0], stream), "cudaEventRecord"));
-      // A candidate cuBLASLt refuses at run time drops out.
-      ran[c] = Matmul(plan, candidates[c], w, x_in, d, stream).empty();
-      H3_RETURN_IF_NOT_EMPTY(
-          CudaError(cudaEventRecord(pair[1], stream), "cudaEventRecord"));
-    }
-  }
-  H3_RETURN_IF_NOT_EMPTY(
-      CudaError(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
   size_t best = 0;
   float best_ms = -1.0f;
   for (size_t c = 0; c < candidates.size(); ++c) {
-    if (!ran[c]) continue;
-    std::vector<float> ms(kTuneReps);
-    for (int r = 1; r < kCalls; ++r) {
-      const cudaEvent_t* pair = &timing.events[2 * (c * kCalls + r)];
-      H3_RETURN_IF_NOT_EMPTY(
-          CudaError(cudaEventElapsedTime(&ms[r - 1], pair[0], pair[1]),
-                    "cudaEventElapsedTime"));
-    }
-    std::nth_element(ms.begin(), ms.begin() + kTuneReps / 2, ms.end());
-    const float median = ms[kTuneReps / 2];
-    if (best_ms < 0 || median < best_ms) {
+    float median = -1.0f;
+    // A candidate cuBLASLt refuses at run time drops out.
+    H3_RETURN_IF_NOT_EMPTY(MedianLaunchMs(
+        stream, flush,
+        [&] { return Matmul(plan, candidates[c], w, x_in, d, stream).empty(); },
+        &median));
+    if (median >= 0 && (best_ms < 0 || median < best_ms)) {
       best = c;
       best_ms = median;
     }

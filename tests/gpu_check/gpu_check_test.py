@@ -309,7 +309,7 @@ class GpuCheckTest(unittest.TestCase):
         bench = m.read("bench.log")
         self.assertIn("--shapes 64x768 --types fp16 --paths fused,chunked,chunked_mma,cufft "
                       "--rows", bench)
-        self.assertIn("--engine-flags=--pdl on --decode-products stream-split", bench)
+        self.assertIn("--engine-flags=--pdl on --decode-products measured", bench)
         self.assertIn("--device cuda", bench)
         self.assertIn("--concurrency 64 --num-prompts 128 --input-len 1536 --output-len 128",
                       bench)
