@@ -63,6 +63,38 @@ H3_HOST_DEVICE constexpr int64_t StreamSplitFirstStep(int64_t steps, int splits,
   return steps * q / splits;
 }
 
+// A block's partial sums, as its warps leave them in shared memory for the
+// cluster: [kSplitWarps][2 W tiles][tiles][4 accumulators][32 lanes] floats
+// for `tiles` tiles of 8 x rows. Warp w's accumulator c of W tile h and row
+// tile r in lane (g, t) = (lane / 4, lane % 4) is entry
+// StreamSplitEntryIndex(w, h, r, c, lane, tiles); by the MMA's C fragment
+// it holds the output of W row (column of y) 32 w + 16 h + g + 8 (c / 2)
+// of the block and x row 8 r + 2 t + c % 2.
+H3_HOST_DEVICE constexpr int StreamSplitEntries(int tiles) {
+  return kSplitWarps * 2 * tiles * 4 * 32;
+}
+H3_HOST_DEVICE constexpr int StreamSplitEntryIndex(int warp, int tile, int r,
+                                                   int c, int lane, int tiles) {
+  return (((warp * 2 + tile) * tiles + r) * 4 + c) * 32 + lane;
+}
+struct StreamSplitOutput {
+  int row = 0;  // of x and y
+  int col = 0;  // of y, within the block's kSplitBlockCols
+};
+H3_HOST_DEVICE constexpr StreamSplitOutput StreamSplitEntryOutput(int f,
+                                                                  int tiles) {
+  const int lane = f % 32, c = f / 32 % 4, r = f / 128 % tiles;
+  const int tile = f / (128 * tiles) % 2, warp = f / (256 * tiles);
+  return {8 * r + 2 * (lane % 4) + c % 2,
+          warp * kSplitWarpCols + 16 * tile + lane / 4 + 8 * (c / 2)};
+}
+
+// Block q of a cluster of `splits` sums the entries [StreamSplitShare(q),
+// StreamSplitShare(q + 1)) over the splits.
+H3_HOST_DEVICE constexpr int StreamSplitShare(int tiles, int splits, int q) {
+  return StreamSplitEntries(tiles) * q / splits;
+}
+
 // The specification, on the host, for a given split count. REQUIRES:
 // StreamGemmCheck(p, false) is "", 1 <= splits.
 void StreamSplitGemmEmulation(const StreamGemmParams& p, int splits);

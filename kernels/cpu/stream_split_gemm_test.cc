@@ -69,6 +69,60 @@ TEST(StreamSplitShapeTest, SharesCoverEveryStepOnce) {
   }
 }
 
+// The kernel's partials: each warp accumulator lands at its own entry, and
+// the entries name every output of a block (128 columns x 8 tiles rows)
+// exactly once, as the MMA's C fragment places them (c0, c1 at W row g and
+// x rows 2t, 2t + 1; c2, c3 at W row g + 8).
+TEST(StreamSplitShapeTest, EntriesNameEveryOutputOfABlockOnce) {
+  for (const int tiles : {1, 2, 4, 8}) {
+    const int entries = StreamSplitEntries(tiles);
+    ASSERT_EQ(entries, kSplitBlockCols * 8 * tiles);
+    std::vector<int> seen(entries, 0);
+    for (int warp = 0; warp < kSplitWarps; ++warp) {
+      for (int tile = 0; tile < 2; ++tile) {
+        for (int r = 0; r < tiles; ++r) {
+          for (int c = 0; c < 4; ++c) {
+            for (int lane = 0; lane < 32; ++lane) {
+              const int f =
+                  StreamSplitEntryIndex(warp, tile, r, c, lane, tiles);
+              ASSERT_GE(f, 0);
+              ASSERT_LT(f, entries);
+              const StreamSplitOutput out = StreamSplitEntryOutput(f, tiles);
+              EXPECT_EQ(out.row, 8 * r + 2 * (lane % 4) + c % 2);
+              EXPECT_EQ(out.col,
+                        32 * warp + 16 * tile + lane / 4 + 8 * (c / 2));
+              ASSERT_GE(out.row, 0);
+              ASSERT_LT(out.row, 8 * tiles);
+              ASSERT_GE(out.col, 0);
+              ASSERT_LT(out.col, kSplitBlockCols);
+              ++seen[out.row * kSplitBlockCols + out.col];
+            }
+          }
+        }
+      }
+    }
+    for (int i = 0; i < entries; ++i) {
+      ASSERT_EQ(seen[i], 1) << "output " << i << ", tiles " << tiles;
+    }
+  }
+}
+
+// The cluster's blocks sum contiguous shares of the entries that cover them
+// all once.
+TEST(StreamSplitShapeTest, ReductionSharesCoverEveryEntryOnce) {
+  for (const int tiles : {1, 8}) {
+    for (int splits = 1; splits <= kSplitMaxSplits; ++splits) {
+      EXPECT_EQ(StreamSplitShare(tiles, splits, 0), 0);
+      EXPECT_EQ(StreamSplitShare(tiles, splits, splits),
+                StreamSplitEntries(tiles));
+      for (int q = 0; q < splits; ++q) {
+        EXPECT_LT(StreamSplitShare(tiles, splits, q),
+                  StreamSplitShare(tiles, splits, q + 1));
+      }
+    }
+  }
+}
+
 // An H3-1.3B decode step's products on 132 multiprocessors (an H100 SXM):
 // two blocks a multiprocessor where the columns allow, at most 8 splits,
 // at least 2 steps each.

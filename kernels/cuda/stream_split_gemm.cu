@@ -39,17 +39,12 @@ using stream_gemm::XRows;
 
 constexpr int kThreads = kSplitWarps * 32;
 
-// A block's partial sums for kTiles tiles of 8 x rows, in shared memory:
-// [kSplitWarps][2 W tiles][kTiles][4 accumulators][32 lanes] floats.
-template <int kTiles>
-constexpr int kEntries = kSplitWarps * 2 * kTiles * 4 * 32;
-
 // T: W's type; X: x's (float or T); kTiles: tiles of 8 x rows.
 template <typename T, typename X, int kTiles>
 __global__ void __launch_bounds__(kThreads)
     StreamSplitKernel(StreamGemmParams p, int64_t steps, int splits) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  __shared__ float partial[kEntries<kTiles>];
+  __shared__ float partial[StreamSplitEntries(kTiles)];
   const cg::cluster_group cluster = cg::this_cluster();
   const int split = static_cast<int>(cluster.block_rank());
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -142,22 +137,18 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < kTiles; ++r) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        partial[(((warp * 2 + tile) * kTiles + r) * 4 + c) * 32 + lane] =
+        partial[StreamSplitEntryIndex(warp, tile, r, c, lane, kTiles)] =
             acc[tile][r][c];
       }
     }
   }
   cluster.sync();  // every split's partials are in place
-  const int begin = kEntries<kTiles> * split / splits;
-  const int end = kEntries<kTiles> * (split + 1) / splits;
-  for (int f = begin + static_cast<int>(threadIdx.x); f < end; f += kThreads) {
-    // Entry f's accumulator: warp, tile, r, c and lane (g, t) as above; C
-    // fragment c0, c1 at W row g, x rows 2t, 2t + 1; c2, c3 at g + 8.
-    const int from_lane = f % 32, c = f / 32 % 4, r = f / 128 % kTiles;
-    const int tile = f / (128 * kTiles) % 2, from_warp = f / (256 * kTiles);
-    const int64_t col = block_col + from_warp * kSplitWarpCols + 16 * tile +
-                        from_lane / 4 + 8 * (c / 2);
-    const int64_t row = kStreamRowTile * r + 2 * (from_lane % 4) + c % 2;
+  const int end = StreamSplitShare(kTiles, splits, split + 1);
+  for (int f = StreamSplitShare(kTiles, splits, split) +
+               static_cast<int>(threadIdx.x);
+       f < end; f += kThreads) {
+    const StreamSplitOutput out = StreamSplitEntryOutput(f, kTiles);
+    const int64_t row = out.row, col = block_col + out.col;
     if (row >= p.rows || col >= p.n) continue;
     float sum = *cluster.map_shared_rank(partial + f, 0);
     for (int from = 1; from < splits; ++from) {
