@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
                  "Tokens per engine step: every running request's next "
                  "token, then prompt chunks up to this many in all (longer "
                  "prompts are split, so running requests keep generating). "
-                 "At least --slots. Default: 64 on the CPU, 512 on a GPU, or "
+                 "At least --slots. Default: 64 on the CPU, 1024 on a GPU, or "
                  "4 per slot if more (docs/scheduling.md)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--prefill-chunk", options.prefill_chunk,

@@ -60,7 +60,7 @@ struct Scheduler::Sequence {
 };
 
 int64_t DefaultStepTokens(const Backend& backend, int slots) {
-  const int64_t base = backend.name() == "cpu" ? 64 : 512;
+  const int64_t base = backend.name() == "cpu" ? 64 : 1024;
   return std::max<int64_t>(base, 4 * int64_t{slots});
 }
 

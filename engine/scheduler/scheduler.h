@@ -24,8 +24,8 @@ namespace h3::engine {
 
 // The default token budget of an engine step on `backend` with `slots`
 // slots (docs/scheduling.md has the measurement behind it): on the CPU 64,
-// or 4 per slot when that is more; on a GPU 512, or 4 per slot (chosen by
-// arithmetic, not yet measured on a GPU).
+// or 4 per slot when that is more; on a GPU 1024, or 4 per slot (chosen by
+// arithmetic from H200 step times, not yet measured as a budget).
 int64_t DefaultStepTokens(const Backend& backend, int slots);
 
 struct SchedulerOptions {
