@@ -352,9 +352,16 @@ if kind == "table4":
         fast = flagged.get("median_tokens_per_s")
         ratios = ", ".join(f"{k} {v:.2f}" for k, v in row.get("ratios", {}).items()
                            if isinstance(v, (int, float)) and not isinstance(v, bool))
+        # --decode-products measured: how many product keys each kernel won.
+        won = {}
+        for line in flagged.get("product_choices", []):
+            kernel = line.split(": ", 1)[-1].split(" (", 1)[0]
+            won[kernel] = won.get(kernel, 0) + 1
         parts.append(f"prompt {row.get('prompt_len')}: engine {f(e)} tok/s" +
                      (f", flagged {f(fast)} tok/s" if fast else "") +
-                     (", flagged run failed" if "error" in flagged else "") + f" ({ratios})")
+                     (", flagged run failed" if "error" in flagged else "") +
+                     (" (products: " + ", ".join(f"{k} {n}" for k, n in sorted(won.items())) + ")"
+                      if won else "") + f" ({ratios})")
     lat = r.get("latency", {}).get("h3serve", {}).get("median_step_ms")
     parts.append(f"batch-1 step {lat:.3f} ms" if lat else "no batch-1 latency")
     flagged = r.get("latency", {}).get("h3serve_flagged", {})
