@@ -195,16 +195,6 @@ cudaError_t LaunchForX(const StreamGemmParams& p, const StreamSplitShape& shape,
 
 }  // namespace
 
-cudaError_t StreamSplitGemmSplits(int64_t n, int64_t k, int* splits) {
-  int multiprocessors = 0;
-  if (const cudaError_t err = CurrentDeviceMultiprocessors(&multiprocessors);
-      err != cudaSuccess) {
-    return err;
-  }
-  *splits = StreamSplitShapeFor(n, k, multiprocessors).splits;
-  return cudaSuccess;
-}
-
 cudaError_t StreamSplitGemmCuda(const StreamGemmParams& p, cudaStream_t stream,
                                 LaunchOrder order) {
   if (StreamGemmCheck(p, true)[0] != '\0') return cudaErrorInvalidValue;

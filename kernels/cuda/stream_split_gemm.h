@@ -8,17 +8,13 @@
 
 namespace h3::kernels {
 
-// The splits StreamSplitGemmCuda cuts (n, k) into on the current device
-// (StreamSplitShapeFor with its multiprocessor count), or the runtime's
-// error.
-cudaError_t StreamSplitGemmSplits(int64_t n, int64_t k, int* splits);
-
 // The decode product of kernels/stream_split_gemm.h on tensor cores, in
 // thread-block clusters (compute capability 9.0 and later): StreamGemmCuda's
 // Params and rules (StreamGemmCheck(params, true)), pointers in device
 // memory. Enqueues on `stream`; allocates nothing (graph-capturable).
 // cudaErrorInvalidValue, with nothing enqueued, when StreamGemmCheck is not
-// ""; cudaErrorNotSupported, with nothing enqueued, on a device before 9.0;
+// "" or n needs more than 65535 column blocks (a grid's y);
+// cudaErrorNotSupported, with nothing enqueued, on a device before 9.0;
 // empty outputs launch nothing. With LaunchOrder::kOverlapPrior it reads W
 // before it waits for the kernel before (kernels/cuda/launch_order.h).
 cudaError_t StreamSplitGemmCuda(const StreamGemmParams& params,
