@@ -399,8 +399,9 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 // rows that the stream kernels take runs on whichever of cuBLASLt,
 // StreamGemmCuda and (9.0 and later) StreamSplitGemmCuda was fastest for
 // its row bucket, shape, types and epilogue at its first call outside graph
-// capture, timed then on the device (engine/product_choices.h); the kAuto
-// rule before that; the norm inside the product where StreamGemmCuda won.
+// capture, timed then on the device (engine/product_choices.h; the cuBLASLt
+// candidate is kCublasLtTuned's fastest algorithm); the kAuto rule before
+// that; the norm inside the product where StreamGemmCuda won.
 // Not yet run on a GPU.
 enum class DecodeProducts {
   kAuto,

@@ -55,7 +55,8 @@ class CudaBackend final : public Backend {
         split_rows_(SplitProductRows(options.decode_products)),
         measured_(options.decode_products == DecodeProducts::kMeasured),
         tune_products_(options.decode_products ==
-                       DecodeProducts::kCublasLtTuned),
+                           DecodeProducts::kCublasLtTuned ||
+                       options.decode_products == DecodeProducts::kMeasured),
         pdl_requested_(options.pdl) {}
 
   ~CudaBackend() override {
@@ -587,7 +588,9 @@ class CudaBackend final : public Backend {
   ProductChoices choices_;
   int major_ = 0;  // the device's compute capability (Init)
   // Products of <= 64 rows on cuBLASLt's fastest of a few algorithms, timed
-  // at their first uncaptured call (LinearCuda::Options::tune_algorithms).
+  // at their first uncaptured call (LinearCuda::Options::tune_algorithms):
+  // with cublaslt-tuned, and with measured, whose cuBLASLt candidate is
+  // then that fastest algorithm (tuned at the candidate's untimed call).
   bool tune_products_;
   bool pdl_requested_;  // BackendOptions::pdl
   bool pdl_ = false;    // ... and the device takes it (Init)
