@@ -21,6 +21,7 @@
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/cuda/stream_gemm.h"
 #include "kernels/cuda/stream_split_gemm.h"
+#include "kernels/fallbacks.h"
 #include "loader/dtype.h"
 
 namespace h3::engine::cuda {
@@ -250,7 +251,8 @@ class CudaBackend final : public Backend {
                              const LinearParams& p) override {
     if (kernels::SkinnyGemmParams params;
         p.BiasTypeError().empty() &&
-        (OnStreamKernel(p, stream_rows_, &params) || ChoseStream(p, &params))) {
+        (OnStreamKernel(p, stream_rows_, &params) || ChoseStream(p, &params)) &&
+        !kernels::KernelFallback("norm-in-product")) {
       const cudaError_t err =
           kernels::AddNormStreamGemmCuda(norm, params, stream_, Order());
       if (err != cudaErrorNotSupported) {

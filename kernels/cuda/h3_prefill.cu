@@ -7,6 +7,7 @@
 #include "kernels/cuda/h3_prefill_chunked.h"
 #include "kernels/cuda/h3_prefill_cufft.h"
 #include "kernels/cuda/h3_prefill_fused.h"
+#include "kernels/fallbacks.h"
 
 namespace h3::kernels {
 namespace {
@@ -157,7 +158,8 @@ bool H3PrefillCuda::RunsFused(const SequenceLayout& layout) const {
 }
 
 bool H3PrefillCuda::RunsRows(const H3PrefillPackedParams& p) const {
-  return chunked_ != nullptr && chunked_->TakesRows(p);
+  return chunked_ != nullptr && chunked_->TakesRows(p) &&
+         !KernelFallback("rows");
 }
 
 cudaError_t H3PrefillCuda::Run(const H3PrefillCudaParams& p,

@@ -18,6 +18,7 @@
 #include "kernels/cuda/h3_step_device.cuh"
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/launch_order.cuh"
+#include "kernels/fallbacks.h"
 #include "kernels/h3_step_lanes.h"
 
 namespace h3::kernels {
@@ -277,7 +278,7 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
     if (w.shape.head_dim == 1) {
       const int n_state = w.shape.d_state;
       if (n_state % kOctet == 0 && (l.lanes = LanesFor(n_state, kOctet)) > 0 &&
-          l.lanes * kOctet == n_state) {
+          l.lanes * kOctet == n_state && !KernelFallback("octet")) {
         return LaunchOctet(params, l, stream, order);
       }
       if (n_state % 4 == 0 && (l.lanes = LanesFor(n_state, 4)) > 0) {

@@ -1,0 +1,31 @@
+#ifndef H3_KERNELS_FALLBACKS_H_
+#define H3_KERNELS_FALLBACKS_H_
+
+// An escape hatch for GPU paths that replaced an older one and have not yet
+// run on every GPU: the environment variable H3_CUDA_FALLBACKS, a
+// comma-separated list read once per process, turns each path it names off
+// in favour of the one it replaced, so that a machine where a new kernel
+// misbehaves can still serve and be measured without a rebuild:
+//
+//   octet            the octet H3 decode step kernel -> the float4 kernel
+//   rows             the chunked H3 prefill on packed rows -> transposes
+//                    around the channel-major chunked kernel
+//   norm-in-product  the norm inside the decode product
+//                    (AddNormStreamGemmCuda) -> the norm, then the product
+//
+// Names not in this list are ignored. docs/cuda-engine.md, "Fallbacks".
+
+#include <string_view>
+
+namespace h3::kernels {
+
+// Whether the comma-separated `list` holds `name` (spaces around entries
+// ignored).
+bool FallbackListHas(std::string_view list, std::string_view name);
+
+// Whether H3_CUDA_FALLBACKS, as it was at the first call, names `name`.
+bool KernelFallback(std::string_view name);
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_FALLBACKS_H_
