@@ -250,9 +250,9 @@ class CudaBackend final : public Backend {
   absl::Status AddNormLinear(const kernels::AddLayerNormParams& norm,
                              const LinearParams& p) override {
     if (kernels::SkinnyGemmParams params;
+        !kernels::KernelFallback("norm-in-product") &&
         p.BiasTypeError().empty() &&
-        (OnStreamKernel(p, stream_rows_, &params) || ChoseStream(p, &params)) &&
-        !kernels::KernelFallback("norm-in-product")) {
+        (OnStreamKernel(p, stream_rows_, &params) || ChoseStream(p, &params))) {
       const cudaError_t err =
           kernels::AddNormStreamGemmCuda(norm, params, stream_, Order());
       if (err != cudaErrorNotSupported) {

@@ -4,14 +4,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cuda/cuda_error.h"
+
 namespace h3::kernels {
 namespace {
-
-std::string Failed(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return "";
-  return std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
-         cudaGetErrorString(err) + ")";
-}
 
 // CUDA events destroyed with their scope.
 struct Events {
@@ -58,48 +54,30 @@ std::string MedianLaunchMs(cudaStream_t stream, const DeviceBuffer& flush,
   *median_ms = -1.0f;
   constexpr int kCalls = kLaunchTimingReps + 1;  // the first untimed
   Events timing(2 * kCalls);
-  if (std::string e = Failed(timing.Create(), "cudaEventCreate"); !e.empty()) {
-    return e;
-  }
+  H3_RETURN_IF_NOT_EMPTY(CudaError(timing.Create(), "cudaEventCreate"));
   for (int r = 0; r < kCalls; ++r) {
     if (flush.bytes() > 0) {
-      if (std::string e =
-              Failed(cudaMemsetAsync(flush.get(), r, flush.bytes(), stream),
-                     "cudaMemsetAsync (L2 flush)");
-          !e.empty()) {
-        return e;
-      }
+      H3_RETURN_IF_NOT_EMPTY(
+          CudaError(cudaMemsetAsync(flush.get(), r, flush.bytes(), stream),
+                    "cudaMemsetAsync (L2 flush)"));
     }
-    if (std::string e = Failed(cudaEventRecord(timing.events[2 * r], stream),
-                               "cudaEventRecord");
-        !e.empty()) {
-      return e;
-    }
+    H3_RETURN_IF_NOT_EMPTY(CudaError(
+        cudaEventRecord(timing.events[2 * r], stream), "cudaEventRecord"));
     if (!launch()) {
       // A refusal: wait for what was enqueued before the events go.
-      return Failed(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      return CudaError(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     }
-    if (std::string e =
-            Failed(cudaEventRecord(timing.events[2 * r + 1], stream),
-                   "cudaEventRecord");
-        !e.empty()) {
-      return e;
-    }
+    H3_RETURN_IF_NOT_EMPTY(CudaError(
+        cudaEventRecord(timing.events[2 * r + 1], stream), "cudaEventRecord"));
   }
-  if (std::string e =
-          Failed(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-      !e.empty()) {
-    return e;
-  }
+  H3_RETURN_IF_NOT_EMPTY(
+      CudaError(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
   std::vector<float> ms(kLaunchTimingReps);
   for (int r = 1; r < kCalls; ++r) {
-    if (std::string e =
-            Failed(cudaEventElapsedTime(&ms[r - 1], timing.events[2 * r],
-                                        timing.events[2 * r + 1]),
-                   "cudaEventElapsedTime");
-        !e.empty()) {
-      return e;
-    }
+    H3_RETURN_IF_NOT_EMPTY(
+        CudaError(cudaEventElapsedTime(&ms[r - 1], timing.events[2 * r],
+                                       timing.events[2 * r + 1]),
+                  "cudaEventElapsedTime"));
   }
   std::nth_element(ms.begin(), ms.begin() + kLaunchTimingReps / 2, ms.end());
   *median_ms = ms[kLaunchTimingReps / 2];

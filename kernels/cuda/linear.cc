@@ -24,6 +24,7 @@
 #include "kernels/cuda/bias_add.h"
 #include "kernels/cuda/bias_gelu.h"
 #include "kernels/cuda/cublaslt_api.h"
+#include "kernels/cuda/cuda_error.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/launch_timing.h"
@@ -45,12 +46,6 @@ using linear_plan::PlanKey;
 // cuBLASLt's split-K and stream-K algorithms want scratch; 32 MiB is what
 // the cuBLAS docs recommend for Hopper (and more than Ampere needs).
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-
-std::string CudaError(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return "";
-  return std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
-         cudaGetErrorString(err) + ")";
-}
 
 // How Run computes one product (linear.h lists the routes).
 struct Route {

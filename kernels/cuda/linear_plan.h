@@ -18,6 +18,7 @@
 
 #include "base/element_type.h"
 #include "kernels/cuda/cublaslt_api.h"
+#include "kernels/cuda/cuda_error.h"  // H3_RETURN_IF_NOT_EMPTY
 
 namespace h3::kernels::linear_plan {
 
@@ -32,12 +33,6 @@ std::string LtError(cublasStatus_t status, const char* call);
   do {                                                          \
     std::string lt_error_ = LtError(Lt().fn(__VA_ARGS__), #fn); \
     if (!lt_error_.empty()) return lt_error_;                   \
-  } while (false)
-
-#define H3_RETURN_IF_NOT_EMPTY(expr)    \
-  do {                                  \
-    std::string error_ = (expr);        \
-    if (!error_.empty()) return error_; \
   } while (false)
 
 // The largest pointer alignment cuBLASLt asks about (its default minimum).

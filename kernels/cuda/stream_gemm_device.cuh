@@ -59,6 +59,30 @@ __device__ __forceinline__ uint32_t Word(const uint4& v, int q) {
   return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
 }
 
+// One step's four MMAs (kernels/stream_gemm.h) for kW tiles of 16 W rows:
+// wv[w][h][v], vector v of tile w's row g + 8 h; xv[r][v], vector v of x's
+// row in tile r; into acc[w][r], j = 0..3 in order.
+template <typename T, int kW, int kTiles>
+__device__ __forceinline__ void StepMmas(const uint4 (&wv)[kW][2][2],
+                                         const uint4 (&xv)[kTiles][2],
+                                         float (&acc)[kW][kTiles][4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    // StreamElement(t, j, half): vector j / 2, word 2 (j % 2) + half.
+    const int v = j / 2, q = 2 * (j % 2);
+#pragma unroll
+    for (int w = 0; w < kW; ++w) {
+      const uint32_t a[4] = {Word(wv[w][0][v], q), Word(wv[w][1][v], q),
+                             Word(wv[w][0][v], q + 1),
+                             Word(wv[w][1][v], q + 1)};
+#pragma unroll
+      for (int r = 0; r < kTiles; ++r) {
+        HalfOps<T>::Mma(acc[w][r], a, Word(xv[r][v], q), Word(xv[r][v], q + 1));
+      }
+    }
+  }
+}
+
 // y[row, col] = epilogue(v), rounded once to y_type.
 __device__ inline void Finish(const StreamGemmParams& p, int64_t row,
                               int64_t col, float v) {
@@ -93,9 +117,9 @@ __device__ __forceinline__ void StreamBlock(
     w_row[h] = col < p.n ? w + col * p.k : nullptr;
   }
 
-  float acc[kTiles][4] = {};
+  float acc[1][kTiles][4] = {};  // one tile of 16 W rows
   for (int64_t s0 = warp; s0 < steps; s0 += kStreamWarps * kUnroll) {
-    uint4 wv[kUnroll][2][2], xv[kUnroll][kTiles][2];
+    uint4 wv[kUnroll][1][2][2], xv[kUnroll][kTiles][2];
     // The first of the 8 elements vector v of step s0 + 8 u holds. k % 8 ==
     // 0: a vector is wholly inside k or wholly past it.
     const auto element = [&](int u, int v) {
@@ -108,9 +132,9 @@ __device__ __forceinline__ void StreamBlock(
         const int64_t e = element(u, v);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          wv[u][h][v] = e < p.k && w_row[h] != nullptr
-                            ? LoadStreamed(w_row[h], e)
-                            : make_uint4(0, 0, 0, 0);
+          wv[u][0][h][v] = e < p.k && w_row[h] != nullptr
+                               ? LoadStreamed(w_row[h], e)
+                               : make_uint4(0, 0, 0, 0);
         }
       }
     }
@@ -129,19 +153,7 @@ __device__ __forceinline__ void StreamBlock(
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (s0 + kStreamWarps * u >= steps) break;  // the same for the warp
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        // StreamElement(t, j, half): vector j / 2, word 2 (j % 2) + half.
-        const int v = j / 2, q = 2 * (j % 2);
-        const uint32_t a[4] = {Word(wv[u][0][v], q), Word(wv[u][1][v], q),
-                               Word(wv[u][0][v], q + 1),
-                               Word(wv[u][1][v], q + 1)};
-#pragma unroll
-        for (int r = 0; r < kTiles; ++r) {
-          HalfOps<T>::Mma(acc[r], a, Word(xv[u][r][v], q),
-                          Word(xv[u][r][v], q + 1));
-        }
-      }
+      StepMmas<T, 1, kTiles>(wv[u], xv[u], acc);
     }
   }
 
@@ -150,7 +162,9 @@ __device__ __forceinline__ void StreamBlock(
 #pragma unroll
     for (int r = 0; r < kTiles; ++r) {
 #pragma unroll
-      for (int c = 0; c < 4; ++c) partial[warp - 1][r][c][lane] = acc[r][c];
+      for (int c = 0; c < 4; ++c) {
+        partial[warp - 1][r][c][lane] = acc[0][r][c];
+      }
     }
   }
   __syncthreads();
@@ -159,7 +173,7 @@ __device__ __forceinline__ void StreamBlock(
   for (int r = 0; r < kTiles; ++r) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      float v = acc[r][c];
+      float v = acc[0][r][c];
       for (int from = 0; from < kStreamWarps - 1; ++from) {
         v = __fadd_rn(v, partial[from][r][c][lane]);
       }

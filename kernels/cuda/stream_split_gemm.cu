@@ -34,7 +34,7 @@ namespace cg = cooperative_groups;
 using stream_gemm::Finish;
 using stream_gemm::LoadStreamed;
 using stream_gemm::LoadX;
-using stream_gemm::Word;
+using stream_gemm::StepMmas;
 using stream_gemm::XRows;
 
 constexpr int kThreads = kSplitWarps * 32;
@@ -111,22 +111,7 @@ __global__ void __launch_bounds__(kThreads)
                                                     : make_uint4(0, 0, 0, 0);
         }
       }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        // StreamElement(t, j, half): vector j / 2, word 2 (j % 2) + half.
-        const int v = j / 2, q = 2 * (j % 2);
-#pragma unroll
-        for (int tile = 0; tile < 2; ++tile) {
-          const uint32_t a[4] = {
-              Word(wv[u][tile][0][v], q), Word(wv[u][tile][1][v], q),
-              Word(wv[u][tile][0][v], q + 1), Word(wv[u][tile][1][v], q + 1)};
-#pragma unroll
-          for (int r = 0; r < kTiles; ++r) {
-            HalfOps<T>::Mma(acc[tile][r], a, Word(xv[r][v], q),
-                            Word(xv[r][v], q + 1));
-          }
-        }
-      }
+      StepMmas<T, 2, kTiles>(wv[u], xv, acc);
     }
   }
 
