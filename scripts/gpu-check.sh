@@ -35,6 +35,12 @@
 #   facts      20/5   nvidia-smi, the build (commit, architectures), glibc,
 #                     the CUDA libraries the machine must supply
 #   devices    30/5   h3 devices
+#   triage     90/20  the tests of each default path not yet run on a GPU,
+#                     one process per path at once (a crash ends only its
+#                     own): where one fails, the benchmark phases run with
+#                     that path turned off (H3_CUDA_FALLBACKS, see
+#                     docs/cuda-engine.md "Fallbacks"); the tests and
+#                     memcheck phases still run every default path
 #   tests     180/30  every gpu-labelled test program (--gtest_brief=1), in
 #                     --test-shards gtest shards at once
 #   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
@@ -96,12 +102,12 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_phases=(facts devices tests table4 flashconv profile breakdown linear attention serve_1
+all_phases=(facts devices triage tests table4 flashconv profile breakdown linear attention serve_1
             serve_64 memcheck)
-declare -A limit=([facts]=20 [devices]=30 [tests]=180 [table4]=240 [breakdown]=240
+declare -A limit=([facts]=20 [devices]=30 [triage]=90 [tests]=180 [table4]=240 [breakdown]=240
                   [profile]=90 [flashconv]=120 [linear]=120 [attention]=120 [serve_1]=60
                   [serve_64]=150 [memcheck]=600)
-declare -A least=([facts]=5 [devices]=5 [tests]=30 [table4]=90 [breakdown]=60 [profile]=30
+declare -A least=([facts]=5 [devices]=5 [triage]=20 [tests]=30 [table4]=90 [breakdown]=60 [profile]=30
                   [flashconv]=30 [linear]=20 [attention]=30 [serve_1]=30 [serve_64]=60
                   [memcheck]=60)
 reserve=5      # seconds kept back to write the summary
@@ -578,6 +584,70 @@ phase_tests() {
   detail=$(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')
 }
 
+# The default paths not yet run on a GPU, each with the tests that exercise
+# it (several lines may name one path): path, test program, gtest filter.
+triage_cases=(
+  "octet kernels_cuda_test *H3StepCudaTest.*:*H3StepCudaGraphTest.*"
+  "rows kernels_cuda_test *H3PrefillRowsGpuTest.*"
+  "norm-in-product kernels_cuda_test *AddNormStreamGemmGpuTest.*"
+  "stream-split kernels_cuda_test *StreamGemmGpuTest.*/split_*"
+  "pdl kernels_cuda_test *LaunchOrderGpuTest.*"
+  "pdl engine_cuda_test CudaPdlTest.*"
+)
+triage_fallbacks=""   # the paths whose tests failed: off for the benchmarks
+
+phase_triage() {
+  local i path program filter t r p s f rc pids=() parts=() failed_paths=()
+  for i in "${!triage_cases[@]}"; do
+    read -r path program filter <<<"${triage_cases[$i]}"
+    t=""
+    for p in "${tests[@]}"; do [ "$(basename "$p")" = "$program" ] && t=$p; done
+    : >"$work/triage.$i.out"
+    if [ -z "$t" ]; then
+      echo "no $program" >"$work/triage.$i.out"; pids+=(""); continue
+    fi
+    bounded "$work/triage.$i.out" "$t" --gtest_brief=1 --gtest_filter="$filter" &
+    pids+=($!)
+  done
+  status=passed
+  for i in "${!triage_cases[@]}"; do
+    read -r path program filter <<<"${triage_cases[$i]}"
+    rc=127
+    [ -z "${pids[$i]}" ] || { wait "${pids[$i]}"; rc=$?; }
+    echo "=== triage $path: $program --gtest_filter=$filter" >>"$tests_log"
+    cat "$work/triage.$i.out" >>"$tests_log"
+    read -r r p s f < <(gtest_counts "$work/triage.$i.out")
+    if [ $rc -eq 127 ]; then
+      parts+=("$path: no $program"); status=failed
+    elif [ $rc -eq 124 ]; then
+      parts+=("$path: timed out"); failed_paths+=("$path"); status=failed
+    elif [ "$r" = - ]; then
+      parts+=("$path: status $rc, no gtest summary"); failed_paths+=("$path"); status=failed
+    elif [ $rc -ne 0 ] || (( f > 0 )); then
+      parts+=("$path: $f of $r failed"); failed_paths+=("$path"); status=failed
+    elif (( r == 0 )); then
+      parts+=("$path: no test matched $filter"); status=failed
+    else
+      parts+=("$path: $p passed, $s skipped")
+    fi
+  done
+  rm -f "$work"/triage.*.out
+  triage_fallbacks=$(printf '%s\n' "${failed_paths[@]}" | awk 'NF && !seen[$0]++' | paste -sd, -)
+  if [ -n "$triage_fallbacks" ]; then
+    parts+=("the benchmarks run with H3_CUDA_FALLBACKS=$(bench_fallbacks)")
+    facts_lines+=("fallbacks: the benchmarks run with H3_CUDA_FALLBACKS=$(bench_fallbacks) (triage failed: $triage_fallbacks)")
+  fi
+  detail=$(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')
+}
+
+# The benchmarks' H3_CUDA_FALLBACKS: the caller's, and the paths the triage
+# turned off.
+user_fallbacks=${H3_CUDA_FALLBACKS-}
+bench_fallbacks() {
+  printf '%s\n' "$user_fallbacks" "$triage_fallbacks" | tr ',' '\n' |
+    awk 'NF && !seen[$0]++' | paste -sd, -
+}
+
 # ensure_model: the random H3-1.3B model file, written once (5.3 GB) and
 # only renamed into place when complete.
 ensure_model() {
@@ -767,16 +837,26 @@ phase_memcheck() {
 
 # ---- the run ----------------------------------------------------------------
 exit_status=0
+bench_phases="table4 flashconv profile breakdown linear attention serve_1 serve_64"
 no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
 for phase in "${selected[@]}"; do
   left=$(( total - SECONDS - reserve ))
-  if [ -n "$no_gpu" ] && [[ " table4 flashconv profile breakdown linear attention serve_1 serve_64 memcheck " == *" $phase "* ]]; then
+  if [ -n "$no_gpu" ] && [[ " triage $bench_phases memcheck " == *" $phase "* ]]; then
     record "$phase" skipped - - "h3 devices sees no GPU"
     continue
   fi
   if (( left < least[$phase] )); then
     record "$phase" skipped-time - - "$(( left > 0 ? left : 0 )) s left, needs ${least[$phase]}"
     continue
+  fi
+  # The benchmarks run without the paths the triage found failing; the
+  # tests and memcheck with the caller's H3_CUDA_FALLBACKS only.
+  if [ -n "$triage_fallbacks" ] && [[ " $bench_phases " == *" $phase "* ]]; then
+    export H3_CUDA_FALLBACKS; H3_CUDA_FALLBACKS=$(bench_fallbacks)
+  elif [ -n "$user_fallbacks" ]; then
+    export H3_CUDA_FALLBACKS=$user_fallbacks
+  else
+    unset H3_CUDA_FALLBACKS
   fi
   phase_limit=$(( limit[$phase] < left ? limit[$phase] : left ))
   deadline=$(( SECONDS + phase_limit ))

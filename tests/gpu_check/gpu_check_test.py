@@ -22,7 +22,7 @@ import unittest
 SOURCE = os.environ.get("H3_SOURCE_DIR") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CHECK = os.path.join(SOURCE, "scripts", "gpu-check.sh")
-PHASES = ["facts", "devices", "tests", "table4", "flashconv", "profile", "breakdown", "linear",
+PHASES = ["facts", "devices", "triage", "tests", "table4", "flashconv", "profile", "breakdown", "linear",
           "attention", "serve_1", "serve_64", "memcheck"]
 ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "results.json",
                  "profile.txt"}
@@ -85,7 +85,7 @@ sleep 300
 """
 
 FAKE_BENCH = """\
-import json, sys, time
+import json, os, sys, time
 args = sys.argv[1:]
 out = args[args.index("--out") + 1]
 name = "{name}"
@@ -113,6 +113,7 @@ reports = dict(
 with open(out, "w") as f:
     json.dump(reports[name], f)
 print("argv", " ".join(args))
+print("env H3_CUDA_FALLBACKS=" + os.environ.get("H3_CUDA_FALLBACKS", "(unset)"))
 """
 
 
@@ -222,9 +223,9 @@ class FakeMachine:
             "$@"
             """), True)
 
-    def run(self, *args):
+    def run(self, *args, env=None):
         env = dict(PATH=f"{self.bin}:/usr/bin:/bin", HOME=os.environ.get("HOME", "/tmp"),
-                   FAKE_PIDS=self.pids, LD_LIBRARY_PATH="/machine/lib")
+                   FAKE_PIDS=self.pids, LD_LIBRARY_PATH="/machine/lib") | (env or {})
         start = time.monotonic()
         proc = subprocess.run(
             [os.path.join(self.root, "scripts", "gpu-check.sh"), "--python", "/usr/bin/python3",
@@ -298,7 +299,7 @@ class GpuCheckTest(unittest.TestCase):
         files = set(os.listdir(m.out))
         self.assertEqual(files, ALLOWED_FILES - {"profile.txt"})
         self.assertIn("failed: tests", m.summary)
-        self.assertIn("passed: facts devices table4 flashconv breakdown linear attention "
+        self.assertIn("passed: facts devices triage table4 flashconv breakdown linear attention "
                       "serve_1 serve_64 memcheck", m.summary)
         self.assertIn("skipped: profile", m.summary)
         self.assertEqual(m.phases["profile"]["detail"], "ncu not found")
@@ -324,6 +325,52 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("batch 64 decode: step 2.500 ms median (2.750 profiled)", bench)
         self.assertNotIn("not a report", json.dumps(breakdown))
 
+    def test_the_triage_turns_failing_paths_off_for_the_benchmarks_only(self):
+        # The rows kernel's tests fail, the split kernel's crash (no gtest
+        # summary); the others pass. Every program prints what it was given.
+        kernels = textwrap.dedent("""\
+            echo "env H3_CUDA_FALLBACKS=${H3_CUDA_FALLBACKS:-(unset)} args $*"
+            case "$*" in
+              *H3PrefillRowsGpuTest*)
+                echo "[  FAILED  ] Types/H3PrefillRowsGpuTest.X/fp16 (3 ms)"
+                echo "[==========] 6 tests from 1 test suite ran. (9 ms total)"
+                echo "[  PASSED  ] 5 tests."
+                exit 1 ;;
+              *split_*) exit 139 ;;
+            esac
+            """) + PASSING_TEST
+        m = FakeMachine(self.tmp, kernels_test=kernels)
+        env = "H3_CUDA_FALLBACKS"
+        m.run("--phases", "triage,tests,table4")
+        self.assertEqual(m.returncode, 1, m.stderr)
+        triage = m.phases["triage"]
+        self.assertEqual(triage["status"], "failed")
+        self.assertEqual(triage["detail"],
+                         "octet: 3 passed, 0 skipped; rows: 1 of 6 failed; "
+                         "norm-in-product: 3 passed, 0 skipped; "
+                         "stream-split: status 139, no gtest summary; "
+                         "pdl: 3 passed, 0 skipped; pdl: 3 passed, 0 skipped; "
+                         "the benchmarks run with H3_CUDA_FALLBACKS=rows,stream-split")
+        self.assertIn("fallbacks: the benchmarks run with H3_CUDA_FALLBACKS=rows,stream-split "
+                      "(triage failed: rows,stream-split)", m.summary)
+        log = m.read("tests.log")
+        self.assertIn("=== triage rows: kernels_cuda_test "
+                      "--gtest_filter=*H3PrefillRowsGpuTest.*", log)
+        self.assertIn("--gtest_brief=1 --gtest_filter=*StreamGemmGpuTest.*/split_*", log)
+        # The tests ran every default path; the benchmark did not.
+        self.assertEqual(m.phases["tests"]["status"], "passed")
+        self.assertIn(f"env {env}=(unset) args --gtest_brief=1\n", log)
+        self.assertIn(f"env {env}=rows,stream-split", m.read("bench.log"))
+
+        # The caller's list reaches every phase, and the triage adds to it.
+        m.run("--phases", "triage,tests,table4", env={env: "octet"})
+        self.assertIn("the benchmarks run with H3_CUDA_FALLBACKS=octet,rows,stream-split",
+                      m.phases["triage"]["detail"])
+        log = m.read("tests.log")
+        self.assertIn(f"env {env}=octet args --gtest_brief=1\n", log)
+        self.assertIn(f"env {env}=octet args --gtest_brief=1 --gtest_filter=*H3Prefill", log)
+        self.assertIn(f"env {env}=octet,rows,stream-split", m.read("bench.log"))
+
     def test_a_phase_past_its_limit_is_stopped_with_its_children(self):
         m = FakeMachine(self.tmp, kernels_test=HANGING_TEST)
         m.run("--phases", "tests,flashconv", "--limit", "tests=3")
@@ -338,7 +385,7 @@ class GpuCheckTest(unittest.TestCase):
                 pid = int(f.read())
             self.assertFalse(alive(pid), f"the test's {who} {pid} still runs")
         self.assertIn("timed out: tests", m.summary)
-        self.assertIn("not selected: facts devices table4 profile breakdown linear attention "
+        self.assertIn("not selected: facts devices triage table4 profile breakdown linear attention "
                       "serve_1 serve_64 memcheck",
                       m.summary)
 
