@@ -12,6 +12,11 @@
 //                    around the channel-major chunked kernel
 //   norm-in-product  the norm inside the decode product
 //                    (AddNormStreamGemmCuda) -> the norm, then the product
+//   stream-split     StreamSplitGemmCuda under --decode-products
+//                    stream-split and measured -> cuBLASLt (as before
+//                    compute capability 9.0; --batch-invariant-kernel
+//                    stream-split is an explicit choice and stays)
+//   pdl              --pdl on -> launches in stream order (--pdl off)
 //
 // Names not in this list are ignored. docs/cuda-engine.md, "Fallbacks".
 

@@ -39,7 +39,9 @@ class H3PrefillChunked {
   // Whether RunRows takes this call: packed rows (channel stride 1, whole-row
   // offsets; out may have a row stride of its own, OutTime), d_model a
   // multiple of 8 (chunked::kRowChannels), q, k, v, out and both row
-  // strides 16-byte aligned. Either shift convolution (shift_mma or not).
+  // strides 16-byte aligned, and the kernel's shared memory within the
+  // device's (not on compute capability 8.6 and 8.9). Either shift
+  // convolution (shift_mma or not).
   bool TakesRows(const H3PrefillPackedParams& params) const;
 
   // The same computation on packed rows (h3_prefill_rows_kernel.cu): q, k
@@ -53,6 +55,9 @@ class H3PrefillChunked {
   H3PrefillChunked() = default;
   H3Weights w_;  // device
   bool shift_mma_ = false;
+  // The device's shared memory a block may have (RowsKernelSetUp): the rows
+  // kernel runs only where its instance fits.
+  int rows_shared_limit_ = 0;
   DeviceBuffer setup_;     // [H] flashconv::ChannelSetup
   DeviceBuffer toeplitz_;  // [H] chunked::ChunkedChannel
 };

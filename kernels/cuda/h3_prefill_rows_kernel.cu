@@ -408,11 +408,15 @@ int BytesFor(ElementType type) {
 }
 
 template <bool kShiftMma>
-cudaError_t SetUpAll() {
-  cudaError_t err = SetUp<float, kShiftMma>();
-  if (err == cudaSuccess) err = SetUp<__half, kShiftMma>();
-  if (err == cudaSuccess) err = SetUp<__nv_bfloat16, kShiftMma>();
-  return err;
+cudaError_t SetUpOne(ElementType type) {
+  switch (type) {
+    case ElementType::kF32:
+      return SetUp<float, kShiftMma>();
+    case ElementType::kF16:
+      return SetUp<__half, kShiftMma>();
+    default:
+      return SetUp<__nv_bfloat16, kShiftMma>();
+  }
 }
 
 }  // namespace
@@ -425,10 +429,25 @@ int RowsSharedBytes(ElementType type, bool shift_mma) {
   return shift_mma ? BytesFor<true>(type) : BytesFor<false>(type);
 }
 
-cudaError_t RowsKernelSetUp() {
-  cudaError_t err = SetUpAll<false>();
-  if (err == cudaSuccess) err = SetUpAll<true>();
-  return err;
+cudaError_t RowsKernelSetUp(int* max_shared_bytes) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(
+        max_shared_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  }
+  if (err != cudaSuccess) return err;
+  // Every instance fits on 8.0 (A100: 163 KB) and 9.x; on 8.6 and 8.9
+  // (99 KB) none does, and TakesRows turns the calls away.
+  for (const bool shift_mma : {false, true}) {
+    for (const ElementType type :
+         {ElementType::kF32, ElementType::kF16, ElementType::kBF16}) {
+      if (RowsSharedBytes(type, shift_mma) > *max_shared_bytes) continue;
+      err = shift_mma ? SetUpOne<true>(type) : SetUpOne<false>(type);
+      if (err != cudaSuccess) return err;
+    }
+  }
+  return cudaSuccess;
 }
 
 }  // namespace h3::kernels::chunked

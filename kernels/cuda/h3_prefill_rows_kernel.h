@@ -49,9 +49,11 @@ static_assert(sizeof(RowsArgs) <= 4096, "kernel parameters over 4 KB");
 // raises the kernels' limits once, RowsKernelSetUp).
 void* RowsKernelFor(ElementType type, bool shift_mma);
 int RowsSharedBytes(ElementType type, bool shift_mma);
-// Raises every instance's dynamic shared memory limit to what it needs;
-// the runtime's error if it refuses.
-cudaError_t RowsKernelSetUp();
+// The current device's most shared memory a block can have
+// (*max_shared_bytes), and every instance that fits in it raised to what
+// it needs; the runtime's error if it refuses. An instance needing more
+// (every one on compute capability 8.6 and 8.9) must not be launched.
+cudaError_t RowsKernelSetUp(int* max_shared_bytes);
 
 }  // namespace h3::kernels::chunked
 

@@ -30,7 +30,10 @@ namespace h3::kernels {
 // kernels do not take: N / 8 a power of two up to 32, else N / 4 or N / 2
 // lanes up to 32), for batch * heads >= 2^31.
 // REQUIRES: positions[b] >= 0; the batch's states are distinct and overlap
-// nothing else; out does not overlap q, k, v or a state. States need no
+// nothing else (except among rows whose outputs and states nobody reads:
+// the runner's padding rows share its one pad state, racing on it, which
+// is harmless as every value there is discarded, but a racecheck run will
+// name it); out does not overlap q, k, v or a state. States need no
 // alignment (16-byte aligned ones are read as vectors). The kernel reads
 // each state once, writes the diagonal state once and writes one float of
 // each channel's shift ring, slot positions[b] mod N, leaving the other

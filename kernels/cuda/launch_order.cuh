@@ -9,7 +9,7 @@
 
 #include <utility>
 
-#include "kernels/cuda/device_major.h"
+#include "kernels/cuda/kernel_image.h"
 #include "kernels/cuda/launch_order.h"
 
 namespace h3::kernels {
@@ -36,15 +36,10 @@ __device__ __forceinline__ void LetNextKernelStart() {
 }
 
 // Whether the current device takes kOverlapPrior (compute capability 9.0
-// or later); false when the runtime cannot tell.
-inline bool OverlapSupported() {
-  int major = 0;
-  if (CurrentDeviceMajor(&major) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return major >= 9;
-}
+// or later, and our kernels compiled for it: an image built for 8.0 has
+// no griddepcontrol, and would read the kernel before's output early);
+// false when the runtime cannot tell.
+inline bool OverlapSupported() { return CurrentImageTakesSm90(); }
 
 // kernel<<<grid, block, shared, stream>>>(args...) in `order`, its blocks
 // in thread-block clusters of `cluster` blocks along x when `cluster` is not

@@ -157,10 +157,23 @@ std::string PlanCache::Build(const PlanKey& key, const void* bias, Plan* plan) {
   return "";
 }
 
+void PlanCache::Evict() {
+  // Tuned plans (a decode step's few row counts) cost a timing each to
+  // rebuild; the others (prefill's many row counts) a heuristic query.
+  for (auto it = plans_.begin(); it != plans_.end();) {
+    if (it->first.rows > tune_rows_ || it->first.pinned) {
+      it = plans_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (plans_.size() >= kMaxPlans) plans_.clear();
+}
+
 std::string PlanCache::Find(const PlanKey& key, const void* bias, Plan** out) {
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    if (plans_.size() >= kMaxPlans) plans_.clear();
+    if (plans_.size() >= kMaxPlans) Evict();
     auto plan = std::make_unique<Plan>();
     H3_RETURN_IF_NOT_EMPTY(Build(key, bias, plan.get()));
     it = plans_.emplace(key, std::move(plan)).first;

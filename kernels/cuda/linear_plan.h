@@ -104,8 +104,9 @@ struct Plan {
 
 // Plans by key, built on first use. Holds at most kMaxPlans: prefill row
 // counts vary with the prompt, so the map would otherwise grow without
-// bound; when full it is emptied and refilled (a heuristic query costs
-// microseconds of host time, no device memory).
+// bound; when full the plans that are not tuned are dropped (a heuristic
+// query costs microseconds of host time, no device memory), and all of
+// them if the tuned ones alone fill it.
 class PlanCache {
  public:
   static constexpr size_t kMaxPlans = 256;
@@ -139,6 +140,8 @@ class PlanCache {
   // count gets the same one, even after plans_ is emptied), then checked
   // for key.rows.
   std::string Pinned(const PlanKey& key, Plan* plan);
+  // Makes room when plans_ holds kMaxPlans (see the class comment).
+  void Evict();
 
   cublasLtHandle_t handle_;
   cublasLtMatmulPreference_t preference_;

@@ -30,9 +30,10 @@ constexpr int64_t kNormStreamMaxCols = 4096;
 // "" when AddNormStreamGemmCuda takes the pair, else why not: norm.rows ==
 // product.rows in [1, kNormStreamMaxRows]; norm.cols == product.k <=
 // kNormStreamMaxCols; product.x == norm.out and product.x_type ==
-// norm.out_type == product.w_type; x, residual, gamma, beta set, and
-// residual_in when adding, which must not overlap residual (other blocks
-// still read it); residual overlaps neither norm.x nor product.y.
+// norm.out_type == product.w_type; product.n >= 1; x, residual, gamma,
+// beta set, and residual_in when adding, which must not overlap residual
+// (other blocks still read it); residual overlaps neither norm.x nor
+// product.y, and product.y neither norm.x nor (adding) residual_in.
 const char* AddNormStreamGemmCheck(const AddLayerNormParams& norm,
                                    const StreamGemmParams& product);
 

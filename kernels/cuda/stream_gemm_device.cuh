@@ -27,16 +27,21 @@ __device__ __forceinline__ uint4 LoadStreamed(const T* row, int64_t e) {
   return __ldcs(reinterpret_cast<const uint4*>(row + e));
 }
 
+// x through L1 (.ca, where the split kernel's warps share it), not the
+// read-only path (.nc): with LaunchOrder::kOverlapPrior the kernel is
+// alive while the kernel before writes x, and .nc is defined only for data
+// read-only for the reader's whole life; an SM may hold lines of x that an
+// earlier kernel read before this one's wait.
 template <typename T>
 __device__ __forceinline__ uint4 LoadX(const T* row, int64_t e) {
-  return __ldg(reinterpret_cast<const uint4*>(row + e));
+  return __ldca(reinterpret_cast<const uint4*>(row + e));
 }
 
 // fp32 x: 8 values rounded to T's type, packed as LoadX packs 16-bit ones.
 template <typename T>
 __device__ __forceinline__ uint4 LoadX(const float* row, int64_t e) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(row + e));
-  const float4 b = __ldg(reinterpret_cast<const float4*>(row + e + 4));
+  const float4 a = __ldca(reinterpret_cast<const float4*>(row + e));
+  const float4 b = __ldca(reinterpret_cast<const float4*>(row + e + 4));
   return make_uint4(
       HalfOps<T>::PackFloats(a.x, a.y), HalfOps<T>::PackFloats(a.z, a.w),
       HalfOps<T>::PackFloats(b.x, b.y), HalfOps<T>::PackFloats(b.z, b.w));

@@ -172,6 +172,8 @@ const char* AddNormStreamGemmCheck(const AddLayerNormParams& n,
     return "rows must be in [1, kNormStreamMaxRows]";
   }
   if (p.k > kNormStreamMaxCols) return "k must be at most kNormStreamMaxCols";
+  // No columns, no blocks: nobody would write the residual.
+  if (p.n < 1) return "n must be at least 1";
   if (p.x != n.out || p.x_type != n.out_type || n.out_type != p.w_type) {
     return "x must be the norm's output, in the weights' type";
   }
@@ -183,10 +185,15 @@ const char* AddNormStreamGemmCheck(const AddLayerNormParams& n,
   if (n.add_residual && Overlap(n.residual_in, bytes, n.residual, bytes)) {
     return "residual_in and residual must not overlap";
   }
+  const int64_t y_bytes = p.rows * p.n * int64_t{ElementSize(p.y_type)};
   if (Overlap(n.residual, bytes, n.x, bytes) ||
-      Overlap(n.residual, bytes, p.y,
-              p.rows * p.n * int64_t{ElementSize(p.y_type)})) {
+      Overlap(n.residual, bytes, p.y, y_bytes)) {
     return "residual must overlap neither x nor y";
+  }
+  // Every block reads all of x and residual_in while others write y.
+  if (Overlap(p.y, y_bytes, n.x, bytes) ||
+      (n.add_residual && Overlap(p.y, y_bytes, n.residual_in, bytes))) {
+    return "y must overlap neither x nor residual_in";
   }
   return "";
 }

@@ -185,6 +185,17 @@ TEST(AddNormStreamGemmRefusalTest, NamesWhatItDoesNotTake) {
   n = norm;
   n.residual = y;
   EXPECT_NE(refused(n, product).find("overlap"), std::string::npos);
+  p = product;
+  p.y = x + 8;
+  EXPECT_NE(refused(norm, p).find("y must overlap neither"), std::string::npos);
+  p.y = res_in;
+  EXPECT_NE(refused(norm, p).find("y must overlap neither"), std::string::npos);
+  n = norm;
+  n.add_residual = false;  // residual_in unread: y may be there
+  EXPECT_STREQ(AddNormStreamGemmCheck(n, p), "");
+  p = product;
+  p.n = 0;
+  EXPECT_NE(refused(norm, p).find("n must be at least 1"), std::string::npos);
 
   n = norm;
   p = product;

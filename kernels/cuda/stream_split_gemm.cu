@@ -3,7 +3,7 @@
 // A block of 4 warps owns 128 output columns (a warp 32: two MMA tiles of W
 // rows) and one split of k; the splits of a column block form a cluster. A
 // warp streams its 32 W rows' share of k (a lane: 16 elements of each of 4
-// rows a step, 4 x 16-byte loads, past L1) kUnroll steps ahead of the MMAs,
+// rows a step, 8 x 16-byte loads, past L1) kUnroll steps ahead of the MMAs,
 // and reads x through L1, where the block's 4 warps share it: x comes from
 // L2 once per 128 columns (StreamGemm's blocks read it once per 16, which
 // bounds it at 64 rows). After the loop each block leaves its accumulators
@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/device_major.h"
+#include "kernels/cuda/kernel_image.h"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/mma_half.cuh"
 #include "kernels/cuda/stream_gemm_device.cuh"
@@ -184,11 +185,8 @@ cudaError_t StreamSplitGemmCuda(const StreamGemmParams& p, cudaStream_t stream,
                                 LaunchOrder order) {
   if (StreamGemmCheck(p, true)[0] != '\0') return cudaErrorInvalidValue;
   if (p.rows == 0 || p.n == 0) return cudaSuccess;
-  int major = 0;
-  if (const cudaError_t err = CurrentDeviceMajor(&major); err != cudaSuccess) {
-    return err;
-  }
-  if (major < 9) return cudaErrorNotSupported;  // thread-block clusters
+  // Thread-block clusters: a 9.0 device, and our kernels built for it.
+  if (!CurrentImageTakesSm90()) return cudaErrorNotSupported;
   int multiprocessors = 0;
   if (const cudaError_t err = CurrentDeviceMultiprocessors(&multiprocessors);
       err != cudaSuccess) {
