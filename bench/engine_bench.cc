@@ -228,6 +228,10 @@ absl::Status Run(const EngineBenchFlags& flags) {
         absl::StrSplit(choices, '\n', absl::SkipEmpty());
     out["product_choices"] = lines;
   }
+  // A graph that could not be captured: its steps ran op by op.
+  if (!runner->capture_error().ok()) {
+    out["capture_error"] = std::string(runner->capture_error().message());
+  }
   std::cout << out.dump() << std::endl;
   return absl::OkStatus();
 }

@@ -257,6 +257,10 @@ class Backend {
   virtual absl::Status Sample(const kernels::SampleParams& params) = 0;
   // Waits until all enqueued work is done.
   virtual absl::Status Synchronize() = 0;
+  // Makes the calling thread run on this backend's device (CUDA: its GPU
+  // the thread's current device). A thread other than the one that created
+  // the backend calls it before its first call.
+  virtual absl::Status BindThread() { return absl::OkStatus(); }
   // Bytes this backend could still allocate: the device's free memory on a
   // GPU, the host's available memory (MemAvailable) on the CPU.
   virtual absl::StatusOr<int64_t> FreeMemoryBytes() = 0;

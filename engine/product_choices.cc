@@ -2,6 +2,7 @@
 #include "engine/product_choices.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/step_plan.h"
 
 namespace h3::engine {
 
@@ -16,11 +17,7 @@ const char* ProductKernelName(ProductKernel kernel) {
   }
 }
 
-int64_t ProductRowBucket(int64_t rows) {
-  int64_t bucket = 1;
-  while (bucket < rows) bucket *= 2;
-  return bucket;
-}
+int64_t ProductRowBucket(int64_t rows) { return GraphBucket(rows); }
 
 ProductKey ProductKey::Of(const kernels::SkinnyGemmParams& p) {
   return {.bucket = ProductRowBucket(p.rows),

@@ -28,9 +28,10 @@ enum class ProductKernel {
 };
 const char* ProductKernelName(ProductKernel kernel);
 
-// The row bucket a choice holds for: rows rounded up to a power of two
-// (1, 2, 4, ..., 64), so a decode step's batch sizes and a prompt's chunks
-// share a few measurements.
+// The row bucket a choice holds for: the runner's batch bucket
+// (GraphBucket: 1, 2, 4, 8, 16, 24, ..., 64), so every decode batch the
+// runner pads to is measured at its own row count, and a prompt's chunks
+// share those few measurements.
 int64_t ProductRowBucket(int64_t rows);
 
 // What a choice is made for: the row bucket, the shape, the types and the
@@ -56,7 +57,7 @@ using KernelTime = std::pair<ProductKernel, float>;
 class ProductChoices {
  public:
   // The most keys kept: past it, Choose records nothing (the caller runs
-  // its default). A model has a few product shapes times 7 buckets.
+  // its default). A model has a few product shapes times 11 buckets.
   static constexpr size_t kMaxKeys = 1024;
 
   // The kernel chosen for `key`, or null.

@@ -5,19 +5,29 @@
 #include <string>
 #include <vector>
 
+#include "engine/step_plan.h"
 #include "gtest/gtest.h"
 
 namespace h3::engine {
 namespace {
 
-TEST(ProductChoicesTest, RowsSharePowerOfTwoBuckets) {
+// The runner's decode batches each get their own measurement: a choice
+// made at 40 rows does not serve 64.
+TEST(ProductChoicesTest, RowsShareTheRunnersBatchBuckets) {
   EXPECT_EQ(ProductRowBucket(1), 1);
   EXPECT_EQ(ProductRowBucket(2), 2);
   EXPECT_EQ(ProductRowBucket(3), 4);
   EXPECT_EQ(ProductRowBucket(5), 8);
   EXPECT_EQ(ProductRowBucket(8), 8);
-  EXPECT_EQ(ProductRowBucket(33), 64);
+  EXPECT_EQ(ProductRowBucket(9), 16);
+  EXPECT_EQ(ProductRowBucket(17), 24);
+  EXPECT_EQ(ProductRowBucket(33), 40);
+  EXPECT_EQ(ProductRowBucket(40), 40);
+  EXPECT_EQ(ProductRowBucket(57), 64);
   EXPECT_EQ(ProductRowBucket(64), 64);
+  for (int64_t rows = 1; rows <= 64; ++rows) {
+    EXPECT_EQ(ProductRowBucket(rows), GraphBucket(rows)) << rows;
+  }
 }
 
 TEST(ProductChoicesTest, AKeyHoldsTheBucketShapeTypesAndEpilogue) {

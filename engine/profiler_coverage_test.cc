@@ -12,6 +12,7 @@
 #include "engine/runner.h"
 #include "gtest/gtest.h"
 #include "loader/model_file.h"
+#include "tests/support/forwarding_backend.h"
 #include "tests/support/profile_checks.h"
 #include "tests/support/random_model.h"
 #include "tests/support/runner_calls.h"
@@ -20,10 +21,10 @@
 namespace h3::engine {
 namespace {
 
-class RangeCheckingBackend final : public Backend {
+class RangeCheckingBackend final : public h3::testing::ForwardingBackend {
  public:
   explicit RangeCheckingBackend(std::vector<std::string>* outside)
-      : inner_(MakeCpuBackend()), outside_(outside) {}
+      : outside_(outside) {}
 
   // Notes `op` when the profiler is on and no range is open.
   void Check(const char* op) const {
@@ -32,76 +33,56 @@ class RangeCheckingBackend final : public Backend {
     }
   }
 
-  std::string name() const override { return inner_->name(); }
-  ElementType weight_type() const override { return inner_->weight_type(); }
-  ElementType activation_type() const override {
-    return inner_->activation_type();
-  }
-  absl::StatusOr<Buffer> Allocate(int64_t floats) override {
-    return inner_->Allocate(floats);
-  }
   absl::Status CopyFromHost(const float* host, int64_t n, float* dst) override {
     Check("CopyFromHost");
-    return inner_->CopyFromHost(host, n, dst);
+    return ForwardingBackend::CopyFromHost(host, n, dst);
   }
   absl::Status CopyToHost(const float* src, int64_t n, float* host) override {
     Check("CopyToHost");
-    return inner_->CopyToHost(src, n, host);
+    return ForwardingBackend::CopyToHost(src, n, host);
   }
   absl::Status CopyBytes(const void* src, int64_t bytes, void* dst) override {
     Check("CopyBytes");
-    return inner_->CopyBytes(src, bytes, dst);
+    return ForwardingBackend::CopyBytes(src, bytes, dst);
   }
   absl::Status Fill(float* dst, int64_t n, float value) override {
     Check("Fill");
-    return inner_->Fill(dst, n, value);
-  }
-  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
-                                      int64_t cols) override {
-    return inner_->UploadMatrix(host, rows, cols);
-  }
-  absl::StatusOr<Staging> AllocateStaging(int64_t bytes) override {
-    return inner_->AllocateStaging(bytes);
+    return ForwardingBackend::Fill(dst, n, value);
   }
   absl::Status Upload(const Staging& staging, int64_t bytes) override {
     Check("Upload");
-    return inner_->Upload(staging, bytes);
+    return ForwardingBackend::Upload(staging, bytes);
   }
   absl::Status Embedding(const int32_t* ids, int64_t n, const Matrix& table,
                          float* out) override {
     Check("Embedding");
-    return inner_->Embedding(ids, n, table, out);
+    return ForwardingBackend::Embedding(ids, n, table, out);
   }
   absl::Status Linear(const LinearParams& params) override {
     Check("Linear");
-    return inner_->Linear(params);
+    return ForwardingBackend::Linear(params);
   }
   absl::Status AddLayerNorm(const kernels::AddLayerNormParams& p) override {
     Check("AddLayerNorm");
-    return inner_->AddLayerNorm(p);
+    return ForwardingBackend::AddLayerNorm(p);
   }
   absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) override;
   absl::Status Attention(const AttentionPrefillParams& p) override {
     Check("Attention");
-    return inner_->Attention(p);
+    return ForwardingBackend::Attention(p);
   }
   absl::Status AttentionDecode(const kernels::AttentionDecodeParams& p,
                                int64_t capacity) override {
     Check("AttentionDecode");
-    return inner_->AttentionDecode(p, capacity);
+    return ForwardingBackend::AttentionDecode(p, capacity);
   }
   absl::Status Sample(const kernels::SampleParams& p) override {
     Check("Sample");
-    return inner_->Sample(p);
-  }
-  absl::Status Synchronize() override { return inner_->Synchronize(); }
-  absl::StatusOr<int64_t> FreeMemoryBytes() override {
-    return inner_->FreeMemoryBytes();
+    return ForwardingBackend::Sample(p);
   }
 
  private:
-  std::unique_ptr<Backend> inner_;
   std::vector<std::string>* outside_;
 };
 
@@ -129,7 +110,8 @@ class CheckedH3Layer final : public H3Layer {
 
 absl::StatusOr<std::unique_ptr<H3Layer>> RangeCheckingBackend::MakeH3Layer(
     const kernels::H3Weights& weights) {
-  absl::StatusOr<std::unique_ptr<H3Layer>> layer = inner_->MakeH3Layer(weights);
+  absl::StatusOr<std::unique_ptr<H3Layer>> layer =
+      ForwardingBackend::MakeH3Layer(weights);
   if (!layer.ok()) return layer.status();
   return std::make_unique<CheckedH3Layer>(*std::move(layer), *this);
 }

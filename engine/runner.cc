@@ -99,14 +99,8 @@ absl::StatusOr<std::unique_ptr<Runner>> Runner::Create(
 }
 
 int64_t Runner::Bucket(int64_t sequences) const {
-  if (!model_->backend().SupportsGraphs()) return sequences;
-  if (sequences <= 8) {
-    int64_t bucket = 1;
-    while (bucket < sequences) bucket *= 2;
-    return bucket;
-  }
-  const int64_t step = sequences <= 64 ? 8 : 32;
-  return (sequences + step - 1) / step * step;
+  return model_->backend().SupportsGraphs() ? GraphBucket(sequences)
+                                            : sequences;
 }
 
 absl::Status Runner::Reserve(int64_t rows) {
@@ -182,6 +176,68 @@ ForwardBatch Runner::StepBatch(int64_t bucket) const {
   return batch;
 }
 
+absl::Status Runner::MakePad() {
+  if (pad_ != nullptr) return absl::OkStatus();
+  H3_ASSIGN_OR_RETURN(
+      pad_, SequenceMemory::Create(*model_, 1, options_.max_sequence_length));
+  return pad_->Acquire().status();
+}
+
+void Runner::StageStepRows(absl::Span<const SequenceStep* const> singles,
+                           int64_t bucket) {
+  // Padding rows feed token 0 at position 0 of the pad slot, greedily and
+  // without a history (rows may not share one). They share the pad slot's
+  // states and caches, and race on them (results discarded;
+  // kernels/cuda/h3_step.h): a slot each would cost up to 31 sequences'
+  // memory.
+  const Layout& l = *layout_;
+  int32_t* ids = At<int32_t>(staging_, l.ids);
+  int64_t* positions = At<int64_t>(staging_, l.positions);
+  auto* rows_out = At<kernels::SamplingRow>(staging_, l.sampling);
+  auto* histories = At<kernels::TokenHistory>(staging_, l.histories);
+  const kernels::SamplingRow greedy{.temperature = 0.0f};
+  const int64_t count = static_cast<int64_t>(singles.size());
+  for (int64_t b = 0; b < bucket; ++b) {
+    const SequenceStep* s = b < count ? singles[b] : nullptr;
+    const SequenceMemory& memory = s != nullptr ? *memory_ : *pad_;
+    const SlotId slot = s != nullptr ? s->slot : 0;
+    ids[b] = s != nullptr ? s->tokens[0] : 0;
+    positions[b] = memory.position(slot);
+    const SequenceView view = memory.View(slot);
+    for (int i = 0; i < model_->h3_layers(); ++i) {
+      At<kernels::H3State>(staging_, l.H3States(i))[b] = view.h3[i];
+    }
+    for (int j = 0; j < model_->attention_layers(); ++j) {
+      At<kernels::KvCache>(staging_, l.KvCaches(j))[b] = view.kv[j];
+    }
+    const bool draws = s != nullptr && s->sample;
+    rows_out[b] = draws ? s->sampling : greedy;
+    histories[b] = draws ? memory_->History(slot) : kernels::TokenHistory{};
+  }
+}
+
+absl::StatusOr<int> Runner::WarmUp() {
+  Backend& backend = model_->backend();
+  if (!backend.SupportsGraphs()) return 0;
+  // Activations for the largest step now: growing them later drops every
+  // graph.
+  H3_RETURN_IF_ERROR(
+      Reserve(std::max(options_.max_step_tokens, head_capacity_)));
+  H3_RETURN_IF_ERROR(MakePad());
+  int steps = 0;
+  for (int64_t bucket = 1; bucket <= head_capacity_;
+       bucket = GraphBucket(bucket + 1)) {
+    H3_RETURN_IF_ERROR(backend.Synchronize());
+    StageStepRows({}, bucket);
+    ForwardBatch batch = StepBatch(bucket);
+    batch.rows = bucket;
+    H3_RETURN_IF_ERROR(RunGraphed(batch, /*sample=*/true));
+    ++steps;
+  }
+  H3_RETURN_IF_ERROR(backend.Synchronize());
+  return steps;
+}
+
 absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
   int64_t rows = 0;
   H3_RETURN_IF_ERROR(Validate(plan, &rows));
@@ -200,41 +256,20 @@ absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
   const int64_t count = static_cast<int64_t>(singles.size());
   const bool pure = chunks.empty();
   const int64_t bucket = pure ? Bucket(count) : count;
-  if (bucket > count && pad_ == nullptr) {
-    H3_ASSIGN_OR_RETURN(
-        pad_, SequenceMemory::Create(*model_, 1, options_.max_sequence_length));
-    H3_RETURN_IF_ERROR(pad_->Acquire().status());
-  }
+  if (bucket > count) H3_RETURN_IF_ERROR(MakePad());
   rows += bucket - count;
   H3_RETURN_IF_ERROR(Reserve(rows));
   // The previous step's upload may still be reading the staging area.
   H3_RETURN_IF_ERROR(backend.Synchronize());
+  std::vector<const SequenceStep*> step_rows;
+  for (size_t i : singles) step_rows.push_back(&plan.sequences[i]);
+  StageStepRows(step_rows, bucket);
 
-  // Stage the step rows; padding rows feed token 0 at position 0 of the pad
-  // slot, greedily and without a history (rows may not share one).
   const Layout& l = *layout_;
   int32_t* ids = At<int32_t>(staging_, l.ids);
-  int64_t* positions = At<int64_t>(staging_, l.positions);
   auto* rows_out = At<kernels::SamplingRow>(staging_, l.sampling);
   auto* histories = At<kernels::TokenHistory>(staging_, l.histories);
   const kernels::SamplingRow greedy{.temperature = 0.0f};
-  for (int64_t b = 0; b < bucket; ++b) {
-    const SequenceStep* s = b < count ? &plan.sequences[singles[b]] : nullptr;
-    const SequenceMemory& memory = s != nullptr ? *memory_ : *pad_;
-    const SlotId slot = s != nullptr ? s->slot : 0;
-    ids[b] = s != nullptr ? s->tokens[0] : 0;
-    positions[b] = memory.position(slot);
-    const SequenceView view = memory.View(slot);
-    for (int i = 0; i < model_->h3_layers(); ++i) {
-      At<kernels::H3State>(staging_, l.H3States(i))[b] = view.h3[i];
-    }
-    for (int j = 0; j < model_->attention_layers(); ++j) {
-      At<kernels::KvCache>(staging_, l.KvCaches(j))[b] = view.kv[j];
-    }
-    const bool draws = s != nullptr && s->sample;
-    rows_out[b] = draws ? s->sampling : greedy;
-    histories[b] = draws ? memory_->History(slot) : kernels::TokenHistory{};
-  }
   // Segments, and the LM-head rows of those that sample or want logits:
   // their last rows are gathered to rows bucket, bucket + 1, ...
   std::vector<Segment> segments;
@@ -340,18 +375,28 @@ absl::Status Runner::RunGraphed(const ForwardBatch& batch, bool sample) {
   };
   // A profiled step runs op by op: a graph would hide its ops.
   if (prof != nullptr) return step();
-  if (graph != graphs_.end()) return backend.Replay(graph->id);
+  if (graph != graphs_.end()) {
+    return graph->id >= 0 ? backend.Replay(graph->id) : step();
+  }
   H3_RETURN_IF_ERROR(step());
   if (!use_graphs_) return absl::OkStatus();
   // Captured after one uncaptured run of the same shape, which has chosen
   // the matrix product algorithms and sized every workspace. Capture
   // records without running, so nothing is sampled twice.
-  H3_RETURN_IF_ERROR(backend.BeginCapture());
-  const absl::Status captured = step();
-  absl::StatusOr<int> id = backend.EndCapture();
-  H3_RETURN_IF_ERROR(captured);
-  if (!id.ok()) return id.status();
-  graphs_.push_back({bucket, sample, *id});
+  absl::Status captured = backend.BeginCapture();
+  if (captured.ok()) {
+    captured = step();
+    absl::StatusOr<int> id = backend.EndCapture();
+    if (captured.ok()) captured = id.status();
+    if (captured.ok()) {
+      graphs_.push_back({bucket, sample, *id});
+      return absl::OkStatus();
+    }
+  }
+  // The step ran above and stands; without a graph this shape runs op by
+  // op, as with graphs off, rather than failing every step.
+  capture_error_ = captured;
+  graphs_.push_back({bucket, sample, -1});
   return absl::OkStatus();
 }
 

@@ -73,12 +73,26 @@ class Runner {
   // to a bucket on backends with graphs).
   int64_t Bucket(int64_t sequences) const;
 
+  // Makes the first requests' steps as fast as later ones, on a backend
+  // with graphs (else it does nothing and returns 0): sizes the activations
+  // for max_step_tokens rows (a step that grows them later drops every
+  // graph), then runs one sampling step of padding rows at each batch
+  // bucket up to Bucket(slots), which captures its graph and (CUDA,
+  // --decode-products measured) times its products. No sequence's state
+  // changes. The number of steps run; the backend's error.
+  absl::StatusOr<int> WarmUp();
+
+  // Why a step's graph could not be captured, the last time one could not
+  // (OK if every capture succeeded). The step itself had run uncaptured
+  // and stands; its shape runs op by op from then on.
+  const absl::Status& capture_error() const { return capture_error_; }
+
  private:
   struct Layout;
   struct Graph {
     int64_t bucket;
     bool sample;
-    int id;
+    int id;  // -1: its capture failed; the shape runs op by op
   };
 
   Runner(std::unique_ptr<Model> model, const RunnerOptions& options);
@@ -93,6 +107,12 @@ class Runner {
   // then, if `sample`, the draw of each row with its staged sampling row.
   absl::Status HeadAndSample(int64_t head_rows, bool sample);
   ForwardBatch StepBatch(int64_t bucket) const;
+  // pad_, with its one slot acquired, made on first use.
+  absl::Status MakePad();
+  // The step rows into staging_: `singles` (one token each), then padding
+  // rows up to `bucket` (REQUIRES pad_ if there are any).
+  void StageStepRows(absl::Span<const SequenceStep* const> singles,
+                     int64_t bucket);
 
   std::unique_ptr<Model> model_;
   RunnerOptions options_;
@@ -107,6 +127,7 @@ class Runner {
   std::unique_ptr<Layout> layout_;
   bool use_graphs_ = false;
   std::vector<Graph> graphs_;
+  absl::Status capture_error_;
 };
 
 }  // namespace h3::engine

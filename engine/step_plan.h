@@ -34,6 +34,19 @@ struct StepPlan {
   std::vector<SequenceStep> sequences;
 };
 
+// The rows a step of single tokens of `sequences` sequences runs as on a
+// backend with graphs (Runner::Bucket): 1, 2, 4, 8, then multiples of 8 to
+// 64, then of 32, so a few captured graphs serve every batch.
+inline int64_t GraphBucket(int64_t sequences) {
+  if (sequences <= 8) {
+    int64_t bucket = 1;
+    while (bucket < sequences) bucket *= 2;
+    return bucket;
+  }
+  const int64_t step = sequences <= 64 ? 8 : 32;
+  return (sequences + step - 1) / step * step;
+}
+
 struct StepResult {
   // Per plan entry, in plan order: the sampled id (-1 when not sampled) and
   // its log probability under the model's distribution (before penalties,

@@ -263,6 +263,13 @@ int main(int argc, char** argv) {
                  "\"Overlapped launches\"")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  bool no_warm_up = false;
+  app.add_flag("--no-warm-up", no_warm_up,
+               "GPU: serve at once, without first running a decode step of "
+               "padding rows per batch size (which captures its graph, "
+               "chooses --decode-products measured's kernels and allocates "
+               "the largest step's activations); the first requests then "
+               "pay for that");
   app.add_option("--threads", threads,
                  "CPU threads of the engine (default: $H3_NUM_THREADS, else "
                  "all hardware threads)")
@@ -278,6 +285,7 @@ int main(int argc, char** argv) {
     options.api_keys = *std::move(keys);
   }
   options.default_model = !no_model;
+  options.warm_up = !no_warm_up;
   options.http.max_queued_connections = options.http.threads;
   // CLI11 checked every name already.
   options.backend = *h3::engine::ParseBackendFlags(backend);

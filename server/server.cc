@@ -65,6 +65,10 @@ absl::Status Server::LoadModel(const ServerOptions& options,
                              .max_sequence_length = options.max_sequence_length,
                              .max_step_tokens = scheduler.step_tokens,
                              .prefix_cache = cache}));
+  if (options.warm_up) {
+    H3_RETURN_IF_ERROR(
+        Annotate(runner->WarmUp().status(), "warming up the engine"));
+  }
   H3_ASSIGN_OR_RETURN(
       scheduler_, engine::Scheduler::Create(std::move(runner), tokenizer_.get(),
                                             scheduler));

@@ -48,6 +48,11 @@ struct ServerOptions {
   // Off here (programs and tests embedding the server opt in); h3serve's
   // --prefix-cache-memory defaults to 0.1 of free memory.
   engine::PrefixCacheOptions prefix_cache;
+  // Before serving, one decode step of padding rows per batch bucket
+  // (Runner::WarmUp: graphs captured, measured products chosen, the
+  // activations at their largest) on a backend with graphs; the CPU has
+  // nothing to warm.
+  bool warm_up = true;
   // The OpenAI-compatible HTTP API, on `host` too. http.host is ignored;
   // port -1 (the default here, so that programs and tests embedding the
   // server open no fixed port; h3serve's --http-port defaults to 8080) serves

@@ -15,6 +15,7 @@
 #include "kernels/cuda/device_major.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/kernel_image.h"
 #include "kernels/cuda/launch_timing.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling.h"
@@ -75,14 +76,18 @@ class CudaBackend final : public Backend {
     int major = 0;
     H3_CUDA_RETURN_IF_ERROR(kernels::CurrentDeviceMajor(&major));
     major_ = major;
-    pdl_ = pdl_requested_ && major >= 9;
+    pdl_ = pdl_requested_ && kernels::CurrentImageTakesSm90() &&
+           !kernels::KernelFallback("pdl");
     if (batch_invariant_ &&
-        invariant_kernel_ == BatchInvariantKernel::kStreamSplit && major < 9) {
+        invariant_kernel_ == BatchInvariantKernel::kStreamSplit &&
+        !kernels::CurrentImageTakesSm90()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "--batch-invariant-kernel stream-split runs on thread-block "
-          "clusters: compute capability 9.0 or later (",
+          "clusters: a device of compute capability 9.0 or later and a "
+          "build for it (",
           name(), " is ", major,
-          ".x); use --batch-invariant-kernel stream or cublaslt"));
+          ".x; CMAKE_CUDA_ARCHITECTURES must hold 90a); use "
+          "--batch-invariant-kernel stream or cublaslt"));
     }
     H3_CUDA_RETURN_IF_ERROR(
         cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -91,6 +96,11 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return absl::StrCat("cuda:", device_); }
+
+  absl::Status BindThread() override {
+    H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    return absl::OkStatus();
+  }
   ElementType weight_type() const override { return type_; }
   ElementType activation_type() const override { return activation_type_; }
 
@@ -182,6 +192,9 @@ class CudaBackend final : public Backend {
     if (const std::string error = p.BiasTypeError(); !error.empty()) {
       return absl::InvalidArgumentError(error);
     }
+    // No rows (the LM head of a step of prompt chunks that all end
+    // mid-prompt): nothing to run, and nothing for measured_ to time.
+    if (p.rows == 0) return absl::OkStatus();
     if (batch_invariant_ &&
         invariant_kernel_ != BatchInvariantKernel::kCublasLt) {
       return PiecewiseLinear(p, invariant_kernel_);
@@ -197,6 +210,7 @@ class CudaBackend final : public Backend {
       return absl::OkStatus();
     }
     if (kernels::SkinnyGemmParams params;
+        !kernels::KernelFallback("stream-split") &&
         OnStreamKernel(p, split_rows_, &params)) {
       // NotSupported (a device before 9.0) comes before any launch:
       // cuBLASLt serves instead.
@@ -364,10 +378,15 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<int> EndCapture() override {
     cudaGraph_t graph = nullptr;
-    H3_CUDA_RETURN_IF_ERROR(cudaStreamEndCapture(stream_, &graph));
+    cudaError_t err = cudaStreamEndCapture(stream_, &graph);
     cudaGraphExec_t exec = nullptr;
-    const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
+    if (err == cudaSuccess) {
+      err = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+    }
+    // The runner goes on without the graph: the error must not stay the
+    // runtime's last one, which the next launch's check would report.
+    if (err != cudaSuccess) cudaGetLastError();
     H3_CUDA_RETURN_IF_ERROR(err);
     graphs_.push_back(exec);
     return static_cast<int>(graphs_.size()) - 1;
@@ -436,7 +455,9 @@ class CudaBackend final : public Backend {
     }
     std::vector<ProductKernel> candidates = {ProductKernel::kCublasLt,
                                              ProductKernel::kStream};
-    if (major_ >= 9) candidates.push_back(ProductKernel::kSplit);
+    if (major_ >= 9 && !kernels::KernelFallback("stream-split")) {
+      candidates.push_back(ProductKernel::kSplit);
+    }
     const kernels::DeviceBuffer flush = kernels::L2FlushBuffer();
     std::vector<KernelTime> times;
     for (const ProductKernel kernel : candidates) {

@@ -270,6 +270,39 @@ TEST_F(CudaEngineTest, GraphsOnAndOffGiveIdenticalLogits) {
     for (SlotId s : slots_a) with->memory().Release(s);
     for (SlotId s : slots_b) without->memory().Release(s);
   }
+  // A failed capture would have run the steps op by op.
+  EXPECT_TRUE(with->capture_error().ok()) << with->capture_error();
+}
+
+// Runner::WarmUp on the GPU: every bucket up to the slots' captured, and
+// the sequences after it get the logits of a runner that was not warmed.
+TEST_F(CudaEngineTest, WarmUpCapturesEveryBucketAndChangesNoSequence) {
+  std::unique_ptr<Runner> warm, cold;
+  ASSERT_NO_FATAL_FAILURE(LoadGraphsOnAndOff(&warm, &cold));
+  absl::StatusOr<int> steps = warm->WarmUp();
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  EXPECT_EQ(*steps, 5);  // 16 slots: buckets 1, 2, 4, 8, 16
+  EXPECT_TRUE(warm->capture_error().ok()) << warm->capture_error();
+  for (int batch : {1, 3}) {
+    std::vector<SlotId> slots_a, slots_b;
+    for (int i = 0; i < batch; ++i) {
+      const auto prompt = Tokens(9 + 5 * i, batch * 20 + i, config_.vocab_size);
+      for (auto [runner, slots] :
+           {std::pair{warm.get(), &slots_a}, std::pair{cold.get(), &slots_b}}) {
+        slots->push_back(*runner->memory().Acquire());
+        ASSERT_TRUE(Feed(*runner, slots->back(), prompt, nullptr).ok());
+      }
+    }
+    for (int step = 0; step < 3; ++step) {
+      const auto next = Tokens(batch, step + 7, config_.vocab_size);
+      std::vector<float> a, b;
+      ASSERT_TRUE(FeedEach(*warm, slots_a, next, &a).ok());
+      ASSERT_TRUE(FeedEach(*cold, slots_b, next, &b).ok());
+      EXPECT_EQ(a, b) << "batch " << batch << " step " << step;
+    }
+    for (SlotId s : slots_a) warm->memory().Release(s);
+    for (SlotId s : slots_b) cold->memory().Release(s);
+  }
 }
 
 // --batch-invariant (BackendOptions::batch_invariant): every product is the

@@ -88,6 +88,10 @@ TEST_F(CudaPdlTest, OverlappedLaunchesGiveTheSameLogits) {
       for (SlotId s : slots[r]) Runners()[r]->memory().Release(s);
     }
   }
+  // Else the graphs above ran op by op, and "graphs" compared eager runs.
+  EXPECT_TRUE(overlapped_->capture_error().ok())
+      << overlapped_->capture_error();
+  EXPECT_TRUE(plain_->capture_error().ok()) << plain_->capture_error();
 }
 
 // The sampling kernel launched overlapped draws the same ids (greedy and

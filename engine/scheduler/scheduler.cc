@@ -241,6 +241,9 @@ Scheduler::Stats Scheduler::stats() const {
 }
 
 void Scheduler::Loop() {
+  // This thread runs every step and the prefix cache's and memory's copies:
+  // on the backend's device (a GPU other than the process's first).
+  bound_ = runner_->model().backend().BindThread();
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -411,7 +414,8 @@ absl::Status Scheduler::RunStep() {
     report_.prefill_tokens += n;
   }
   if (plan_.sequences.empty()) return absl::OkStatus();
-  const absl::Status executed = runner_->Execute(plan_, &result_);
+  const absl::Status executed =
+      bound_.ok() ? runner_->Execute(plan_, &result_) : bound_;
   for (const Tail& t : tails_) {
     // The request has ended: a failed snapshot costs only the cache (and
     // after a failed step the slot's memory is not worth one).

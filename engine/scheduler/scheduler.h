@@ -175,6 +175,8 @@ class Scheduler {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
+  // Backend::BindThread's status on thread_: a step fails with it.
+  absl::Status bound_;
 };
 
 }  // namespace h3::engine

@@ -4,7 +4,9 @@
 // requests are refused, stop strings and stop ids end generations.
 #include "engine/scheduler/scheduler.h"
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -13,6 +15,7 @@
 #include "loader/convert.h"
 #include "loader/model_file.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/forwarding_backend.h"
 #include "tests/support/golden.h"
 #include "tests/support/random_model.h"
 #include "tests/support/runner_calls.h"
@@ -88,6 +91,52 @@ class SchedulerTest : public ::testing::Test {
 
   std::unique_ptr<loader::ModelFile> file_ = TinyModelFile();
 };
+
+// The CPU backend, noting the thread that binds it and refusing to when
+// told to (a GPU that cannot be made current).
+class BindingBackend final : public h3::testing::ForwardingBackend {
+ public:
+  BindingBackend(std::atomic<bool>* bound_elsewhere, bool refuse)
+      : creator_(std::this_thread::get_id()),
+        bound_elsewhere_(bound_elsewhere),
+        refuse_(refuse) {}
+  absl::Status BindThread() override {
+    if (std::this_thread::get_id() != creator_) *bound_elsewhere_ = true;
+    if (refuse_) return absl::UnavailableError("device 7 is gone");
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::thread::id creator_;
+  std::atomic<bool>* bound_elsewhere_;
+  const bool refuse_;
+};
+
+TEST_F(SchedulerTest, TheEngineThreadBindsTheBackendAndFailsStepsWithoutIt) {
+  for (const bool refuse : {false, true}) {
+    std::atomic<bool> bound_elsewhere = false;
+    auto runner = h3::testing::MakeRunner(
+        *file_, std::make_unique<BindingBackend>(&bound_elsewhere, refuse), 2,
+        128);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    auto scheduler = Scheduler::Create(*std::move(runner), nullptr, {});
+    ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+    auto stream = (*scheduler)->Submit(Greedy("a", {1, 2, 3}, 3));
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    auto [tokens, last] = Collect(**stream);
+    EXPECT_TRUE(bound_elsewhere) << "refuse " << refuse;
+    if (refuse) {
+      EXPECT_EQ(last.finish, FinishReason::kError);
+      EXPECT_NE(last.error.message().find("device 7 is gone"),
+                std::string::npos)
+          << last.error;
+      EXPECT_TRUE(tokens.empty());
+    } else {
+      EXPECT_EQ(last.finish, FinishReason::kLength);
+      EXPECT_EQ(tokens.size(), 3u);
+    }
+  }
+}
 
 TEST_F(SchedulerTest, GreedyTokensMatchThePyTorchReference) {
   const nlohmann::json g = Golden();
