@@ -22,7 +22,8 @@
 // (AddLayerNormCuda, then StreamGemmCuda), "fused_norm"
 // (AddNormStreamGemmCuda), each also "_pdl"; their bytes count the norm's
 // too (x and two residual rows in fp32, gamma, beta; the normed rows twice
-// where they exist).
+// where they exist). H3_CUDA_FALLBACKS leaves out the records of the paths
+// it names (pdl: every "_pdl"; stream-split; norm-in-product: fused_norm).
 // JSON on stdout, or in --out.
 //
 //   h3_linear_bench [--types fp16,bf16] [--rows 1,8,64] [--vocab 50264]
@@ -65,6 +66,7 @@
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/cuda/stream_gemm.h"
 #include "kernels/cuda/stream_split_gemm.h"
+#include "kernels/fallbacks.h"
 #include "nlohmann/json.hpp"
 
 namespace h3::bench {
@@ -146,6 +148,15 @@ int Run(const Flags& f) {
   int major = 0;
   H3_BENCH_CUDA_CHECK(kernels::CurrentDeviceMajor(&major));
   const bool clusters = major >= 9;  // StreamSplitGemmCuda runs
+  // H3_CUDA_FALLBACKS (kernels/fallbacks.h; gpu-check's triage sets it
+  // where a path's tests failed): the records of the paths it names are
+  // left out, so a faulting kernel does not end the run.
+  const bool no_pdl = kernels::KernelFallback("pdl");
+  const bool no_split = kernels::KernelFallback("stream-split");
+  const bool no_fused_norm = kernels::KernelFallback("norm-in-product");
+  std::vector<kernels::LaunchOrder> orders = {
+      kernels::LaunchOrder::kAfterPrior};
+  if (!no_pdl) orders.push_back(kernels::LaunchOrder::kOverlapPrior);
   const int64_t max_rows = *std::max_element(f.rows.begin(), f.rows.end());
   std::unique_ptr<kernels::LinearCuda> lt;
   kernels::LinearCuda::Options options;
@@ -267,20 +278,22 @@ int Run(const Flags& f) {
                 H3_BENCH_CUDA_CHECK(
                     kernels::StreamGemmCuda(stream_params, stream));
               });
-          const std::vector<double> streamed_pdl =
-              TimeRounds(f, copies, stream, [&](int c) {
-                stream_params.w = w[c].get();
-                H3_BENCH_CUDA_CHECK(kernels::StreamGemmCuda(
-                    stream_params, stream,
-                    kernels::LaunchOrder::kOverlapPrior));
-              });
+          // The paths H3_CUDA_FALLBACKS has not turned off.
+          std::vector<std::pair<const char*, std::vector<double>>> extra;
+          if (!no_pdl) {
+            extra.push_back(
+                {"stream_pdl", TimeRounds(f, copies, stream, [&](int c) {
+                   stream_params.w = w[c].get();
+                   H3_BENCH_CUDA_CHECK(kernels::StreamGemmCuda(
+                       stream_params, stream,
+                       kernels::LaunchOrder::kOverlapPrior));
+                 })});
+          }
           // The cluster kernel where the device has clusters; a launch error
           // (not yet run on a GPU) leaves that record out, with a warning,
           // rather than ending the run.
-          std::vector<std::pair<const char*, std::vector<double>>> split;
-          for (const auto order : {kernels::LaunchOrder::kAfterPrior,
-                                   kernels::LaunchOrder::kOverlapPrior}) {
-            if (!clusters) break;
+          for (const auto order : orders) {
+            if (!clusters || no_split) break;
             const char* name = order == kernels::LaunchOrder::kAfterPrior
                                    ? "stream_split"
                                    : "stream_split_pdl";
@@ -293,7 +306,7 @@ int Run(const Flags& f) {
                         << "; left out\n";
               continue;
             }
-            split.push_back({name, TimeRounds(f, copies, stream, [&](int c) {
+            extra.push_back({name, TimeRounds(f, copies, stream, [&](int c) {
                                stream_params.w = w[c].get();
                                H3_BENCH_CUDA_CHECK(kernels::StreamSplitGemmCuda(
                                    stream_params, stream, order));
@@ -311,9 +324,8 @@ int Run(const Flags& f) {
               {"cublaslt", cublas},
               {"cublaslt_pinned", cublas_pinned},
               {"cublaslt_tuned", cublas_tuned},
-              {"stream", streamed},
-              {"stream_pdl", streamed_pdl}};
-          timed.insert(timed.end(), split.begin(), split.end());
+              {"stream", streamed}};
+          timed.insert(timed.end(), extra.begin(), extra.end());
           // The norm before qkv and fc1, apart and inside the product.
           const bool normed = half && !fp32_bias && p.half_y &&
                               rows <= kernels::kNormStreamMaxRows;
@@ -328,8 +340,7 @@ int Run(const Flags& f) {
             norm.out_type = type;
             norm.rows = rows;
             norm.cols = p.k;
-            for (const auto order : {kernels::LaunchOrder::kAfterPrior,
-                                     kernels::LaunchOrder::kOverlapPrior}) {
+            for (const auto order : orders) {
               const bool pdl = order == kernels::LaunchOrder::kOverlapPrior;
               timed.push_back({pdl ? "norm+stream_pdl" : "norm+stream",
                                TimeRounds(f, copies, stream, [&](int c) {
@@ -339,6 +350,7 @@ int Run(const Flags& f) {
                                  H3_BENCH_CUDA_CHECK(kernels::StreamGemmCuda(
                                      stream_params, stream, order));
                                })});
+              if (no_fused_norm) continue;
               timed.push_back({pdl ? "fused_norm_pdl" : "fused_norm",
                                TimeRounds(f, copies, stream, [&](int c) {
                                  stream_params.w = w[c].get();

@@ -35,7 +35,7 @@
 #   facts      20/5   nvidia-smi, the build (commit, architectures), glibc,
 #                     the CUDA libraries the machine must supply
 #   devices    30/5   h3 devices
-#   triage     90/20  the tests of each default path not yet run on a GPU,
+#   triage     60/20  the tests of each default path not yet run on a GPU,
 #                     one process per path at once (a crash ends only its
 #                     own): where one fails, the benchmark phases run with
 #                     that path turned off (H3_CUDA_FALLBACKS, see
@@ -104,7 +104,7 @@ usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0";
 
 all_phases=(facts devices triage tests table4 flashconv profile breakdown linear attention serve_1
             serve_64 memcheck)
-declare -A limit=([facts]=20 [devices]=30 [triage]=90 [tests]=180 [table4]=240 [breakdown]=240
+declare -A limit=([facts]=20 [devices]=30 [triage]=60 [tests]=180 [table4]=240 [breakdown]=240
                   [profile]=90 [flashconv]=120 [linear]=120 [attention]=120 [serve_1]=60
                   [serve_64]=150 [memcheck]=600)
 declare -A least=([facts]=5 [devices]=5 [triage]=20 [tests]=30 [table4]=90 [breakdown]=60 [profile]=30
@@ -600,26 +600,29 @@ phase_triage() {
   local i path program filter t r p s f rc pids=() parts=() failed_paths=()
   for i in "${!triage_cases[@]}"; do
     read -r path program filter <<<"${triage_cases[$i]}"
+    : >"$work/triage.$i.out"
+    # A path the caller turned off is not tested: its tests would test the
+    # path it falls back to.
+    if [[ ",${user_fallbacks// /}," == *",$path,"* ]]; then pids+=(off); continue; fi
     t=""
     for p in "${tests[@]}"; do [ "$(basename "$p")" = "$program" ] && t=$p; done
-    : >"$work/triage.$i.out"
-    if [ -z "$t" ]; then
-      echo "no $program" >"$work/triage.$i.out"; pids+=(""); continue
-    fi
+    [ -n "$t" ] || { pids+=(missing); continue; }
     bounded "$work/triage.$i.out" "$t" --gtest_brief=1 --gtest_filter="$filter" &
     pids+=($!)
   done
   status=passed
   for i in "${!triage_cases[@]}"; do
     read -r path program filter <<<"${triage_cases[$i]}"
-    rc=127
-    [ -z "${pids[$i]}" ] || { wait "${pids[$i]}"; rc=$?; }
+    case ${pids[$i]} in
+      off) parts+=("$path: off (H3_CUDA_FALLBACKS)"); continue ;;
+      missing) parts+=("$path: no $program"); status=failed; continue ;;
+    esac
+    wait "${pids[$i]}"
+    rc=$?
     echo "=== triage $path: $program --gtest_filter=$filter" >>"$tests_log"
     cat "$work/triage.$i.out" >>"$tests_log"
     read -r r p s f < <(gtest_counts "$work/triage.$i.out")
-    if [ $rc -eq 127 ]; then
-      parts+=("$path: no $program"); status=failed
-    elif [ $rc -eq 124 ]; then
+    if [ $rc -eq 124 ]; then
       parts+=("$path: timed out"); failed_paths+=("$path"); status=failed
     elif [ "$r" = - ]; then
       parts+=("$path: status $rc, no gtest summary"); failed_paths+=("$path"); status=failed

@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <filesystem>
+#include <iostream>
 #include <thread>
 #include <utility>
 
@@ -68,6 +69,12 @@ absl::Status Server::LoadModel(const ServerOptions& options,
   if (options.warm_up) {
     H3_RETURN_IF_ERROR(
         Annotate(runner->WarmUp().status(), "warming up the engine"));
+    // The server serves all the same, slower: say so once.
+    if (const absl::Status& e = runner->capture_error(); !e.ok()) {
+      std::cerr << "h3serve: warning: a decode step's CUDA graph could not "
+                   "be captured, so its steps run op by op: "
+                << e.message() << std::endl;
+    }
   }
   H3_ASSIGN_OR_RETURN(
       scheduler_, engine::Scheduler::Create(std::move(runner), tokenizer_.get(),

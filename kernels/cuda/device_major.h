@@ -12,35 +12,45 @@
 
 namespace h3::kernels {
 
-// cudaSuccess and *value, the attribute kAttribute (a positive number) of
-// the current device, or the runtime's error (then *value is untouched).
-// Thread-safe.
-template <cudaDeviceAttr kAttribute>
-cudaError_t CachedDeviceAttribute(int* value) {
+// cudaSuccess and *value, what ask(device, &answer) answers for the
+// current device (cudaSuccess and an answer), or the runtime's error (then
+// *value is untouched). A positive answer is kept per device and Ask type
+// (each lambda its own cache), so `ask` runs once per device. Thread-safe.
+template <typename Ask>
+cudaError_t CachedPerDevice(Ask ask, int* value) {
   constexpr int kCached = 64;  // devices past this are asked every time
   static std::atomic<int> known[kCached] = {};  // 0: not yet asked
   int device = 0;
   if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) {
     return err;
   }
-  if (device >= 0 && device < kCached) {
-    const int seen = known[device].load(std::memory_order_relaxed);
-    if (seen > 0) {
+  const bool cached = device >= 0 && device < kCached;
+  if (cached) {
+    if (const int seen = known[device].load(std::memory_order_relaxed);
+        seen > 0) {
       *value = seen;
       return cudaSuccess;
     }
   }
   int asked = 0;
-  if (const cudaError_t err =
-          cudaDeviceGetAttribute(&asked, kAttribute, device);
-      err != cudaSuccess) {
+  if (const cudaError_t err = ask(device, &asked); err != cudaSuccess) {
     return err;
   }
-  if (device >= 0 && device < kCached) {
+  if (cached && asked > 0) {
     known[device].store(asked, std::memory_order_relaxed);
   }
   *value = asked;
   return cudaSuccess;
+}
+
+// The attribute kAttribute (a positive number) of the current device.
+template <cudaDeviceAttr kAttribute>
+cudaError_t CachedDeviceAttribute(int* value) {
+  return CachedPerDevice(
+      [](int device, int* answer) {
+        return cudaDeviceGetAttribute(answer, kAttribute, device);
+      },
+      value);
 }
 
 inline cudaError_t CurrentDeviceMajor(int* major) {

@@ -1,5 +1,3 @@
-#include <atomic>
-
 #include "kernels/cuda/device_major.h"
 #include "kernels/cuda/kernel_image.h"
 
@@ -28,32 +26,16 @@ cudaError_t HasKernelImage(int device, bool* has) {
 }
 
 cudaError_t CurrentImageArch(int* arch) {
-  constexpr int kCached = 64;  // devices past this are asked every time
-  static std::atomic<int> known[kCached] = {};  // 0: not yet asked
-  int device = 0;
-  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) {
-    return err;
-  }
-  const bool cached = device >= 0 && device < kCached;
-  if (cached) {
-    if (const int seen = known[device].load(std::memory_order_relaxed);
-        seen > 0) {
-      *arch = seen;
-      return cudaSuccess;
-    }
-  }
   // Every kernel of ours is built for the same architectures: the probe's
   // image is theirs.
-  cudaFuncAttributes attributes;
-  if (const cudaError_t err = cudaFuncGetAttributes(&attributes, ProbeKernel);
-      err != cudaSuccess) {
-    return err;
-  }
-  if (cached && attributes.ptxVersion > 0) {
-    known[device].store(attributes.ptxVersion, std::memory_order_relaxed);
-  }
-  *arch = attributes.ptxVersion;
-  return cudaSuccess;
+  return CachedPerDevice(
+      [](int, int* answer) {
+        cudaFuncAttributes attributes;
+        const cudaError_t err = cudaFuncGetAttributes(&attributes, ProbeKernel);
+        if (err == cudaSuccess) *answer = attributes.ptxVersion;
+        return err;
+      },
+      arch);
 }
 
 bool CurrentImageTakesSm90() {

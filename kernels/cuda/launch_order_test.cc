@@ -20,7 +20,9 @@
 #include "base/half_float.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/device_major.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/kernel_image.h"
 #include "kernels/cuda/stream_gemm.h"
 #include "tests/support/gpu_test.h"
 
@@ -164,6 +166,20 @@ TEST_P(LaunchOrderGpuTest, OverlappedKernelsReadTheKernelBeforesOutput) {
     EXPECT_EQ(got, want) << "replay " << replay;
   }
   cudaGraphExecDestroy(exec);
+}
+
+// On a device of compute capability 9.x the default build's sm_90a image
+// runs, so kOverlapPrior does overlap: were the image's architecture read
+// wrong (CurrentImageArch), the test above would pass in stream order and
+// --pdl on, and the cluster kernel, would quietly be off.
+TEST_P(LaunchOrderGpuTest, OverlapsWhereTheDeviceAndImageTakeIt) {
+  int major = 0, arch = 0;
+  ASSERT_CUDA_OK(CurrentDeviceMajor(&major));
+  ASSERT_CUDA_OK(CurrentImageArch(&arch));
+  RecordProperty("image_arch", arch);
+  if (major != 9) GTEST_SKIP() << "compute capability " << major << ".x";
+  EXPECT_EQ(arch, 90);
+  EXPECT_TRUE(CurrentImageTakesSm90());
 }
 
 INSTANTIATE_TEST_SUITE_P(Rows, LaunchOrderGpuTest, ::testing::Values(1, 4),

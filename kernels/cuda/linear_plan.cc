@@ -158,8 +158,9 @@ std::string PlanCache::Build(const PlanKey& key, const void* bias, Plan* plan) {
 }
 
 void PlanCache::Evict() {
-  // Tuned plans (a decode step's few row counts) cost a timing each to
-  // rebuild; the others (prefill's many row counts) a heuristic query.
+  // Tuned plans (every key of up to tune_rows_ rows: a decode step's few
+  // row counts, and small prompt chunks) cost a timing each to rebuild; the
+  // others (prefill's many row counts) a heuristic query.
   for (auto it = plans_.begin(); it != plans_.end();) {
     if (it->first.rows > tune_rows_ || it->first.pinned) {
       it = plans_.erase(it);

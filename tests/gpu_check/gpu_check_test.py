@@ -362,10 +362,14 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn(f"env {env}=(unset) args --gtest_brief=1\n", log)
         self.assertIn(f"env {env}=rows,stream-split", m.read("bench.log"))
 
-        # The caller's list reaches every phase, and the triage adds to it.
+        # The caller's list reaches every phase, and the triage adds to it;
+        # a path the caller turned off is not tested.
         m.run("--phases", "triage,tests,table4", env={env: "octet"})
+        self.assertIn("octet: off (H3_CUDA_FALLBACKS); rows: 1 of 6 failed",
+                      m.phases["triage"]["detail"])
         self.assertIn("the benchmarks run with H3_CUDA_FALLBACKS=octet,rows,stream-split",
                       m.phases["triage"]["detail"])
+        self.assertNotIn("=== triage octet", m.read("tests.log"))
         log = m.read("tests.log")
         self.assertIn(f"env {env}=octet args --gtest_brief=1\n", log)
         self.assertIn(f"env {env}=octet args --gtest_brief=1 --gtest_filter=*H3Prefill", log)
