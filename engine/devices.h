@@ -23,6 +23,10 @@ struct DeviceInfo {
   int64_t l2_cache_bytes = 0;
   int64_t shared_memory_per_block_optin_bytes = 0;
   bool supported = false;  // this build has machine code for its architecture
+  // The architecture that code was compiled for (kernels/cuda/kernel_image.h,
+  // CurrentImageArch: 90 for the default build's sm_90a on a 9.x device;
+  // below 90 there, no overlapped launches or clusters); 0 if unsupported.
+  int kernel_arch = 0;
 };
 
 // What the CUDA runtime offers this process.

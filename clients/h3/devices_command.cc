@@ -47,6 +47,9 @@ int RunDevices(const DevicesOptions& options) {
         {"shared_memory_per_block_optin_bytes",
          d.shared_memory_per_block_optin_bytes},
         {"supported_by_this_build", d.supported},
+        {"kernel_arch", d.kernel_arch},
+        // --pdl on and the cluster kernel (StreamSplitGemmCuda) run.
+        {"overlap_and_clusters", d.compute_major >= 9 && d.kernel_arch >= 90},
     };
     if (!options.no_self_test && d.supported) {
       absl::StatusOr<double> err = engine::SelfTestDevice(d.index);
@@ -85,7 +88,15 @@ int RunDevices(const DevicesOptions& options) {
     if (!dev["supported_by_this_build"].get<bool>()) {
       std::cout << "  not supported: this build has no machine code for it "
                    "(rebuild with its CMAKE_CUDA_ARCHITECTURES)\n";
-    } else if (dev.contains("self_test")) {
+      continue;
+    }
+    const int arch = dev["kernel_arch"].get<int>();
+    std::cout << absl::StrFormat(
+        "  kernels compiled for compute %d.%d; overlapped launches and "
+        "clusters: %s\n",
+        arch / 10, arch % 10,
+        dev["overlap_and_clusters"].get<bool>() ? "yes" : "no");
+    if (dev.contains("self_test")) {
       const nlohmann::json& t = dev["self_test"];
       if (t["ok"].get<bool>()) {
         std::cout << absl::StrFormat(

@@ -49,6 +49,9 @@ absl::StatusOr<DeviceInfo> Describe(int index) {
       static_cast<int64_t>(prop.sharedMemPerBlockOptin);
   H3_CUDA_RETURN_IF_ERROR(kernels::HasKernelImage(index, &info.supported));
   H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));  // cudaMemGetInfo's device
+  if (info.supported) {
+    H3_CUDA_RETURN_IF_ERROR(kernels::CurrentImageArch(&info.kernel_arch));
+  }
   size_t free_bytes = 0, total_bytes = 0;
   H3_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   info.free_memory_bytes = static_cast<int64_t>(free_bytes);

@@ -17,6 +17,8 @@ TEST_F(CudaDevicesTest, ListsEveryDeviceWithOurMachineCode) {
     // We build for sm_80 and sm_90a: the GPUs we target must be covered.
     if (d.compute_major == 8 || d.compute_major == 9) {
       EXPECT_TRUE(d.supported) << d.name;
+      // ... each by its own image: sm_80's on 8.x, sm_90a's on 9.x.
+      EXPECT_EQ(d.kernel_arch, d.compute_major * 10) << d.name;
     }
   }
 }
