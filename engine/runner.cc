@@ -183,8 +183,8 @@ absl::Status Runner::MakePad() {
   return pad_->Acquire().status();
 }
 
-void Runner::StageStepRows(absl::Span<const SequenceStep* const> singles,
-                           int64_t bucket) {
+void Runner::StageStepRows(const StepPlan* plan,
+                           absl::Span<const size_t> singles, int64_t bucket) {
   // Padding rows feed token 0 at position 0 of the pad slot, greedily and
   // without a history (rows may not share one). They share the pad slot's
   // states and caches, and race on them (results discarded;
@@ -198,7 +198,7 @@ void Runner::StageStepRows(absl::Span<const SequenceStep* const> singles,
   const kernels::SamplingRow greedy{.temperature = 0.0f};
   const int64_t count = static_cast<int64_t>(singles.size());
   for (int64_t b = 0; b < bucket; ++b) {
-    const SequenceStep* s = b < count ? singles[b] : nullptr;
+    const SequenceStep* s = b < count ? &plan->sequences[singles[b]] : nullptr;
     const SequenceMemory& memory = s != nullptr ? *memory_ : *pad_;
     const SlotId slot = s != nullptr ? s->slot : 0;
     ids[b] = s != nullptr ? s->tokens[0] : 0;
@@ -228,7 +228,7 @@ absl::StatusOr<int> Runner::WarmUp() {
   for (int64_t bucket = 1; bucket <= head_capacity_;
        bucket = GraphBucket(bucket + 1)) {
     H3_RETURN_IF_ERROR(backend.Synchronize());
-    StageStepRows({}, bucket);
+    StageStepRows(nullptr, {}, bucket);
     ForwardBatch batch = StepBatch(bucket);
     batch.rows = bucket;
     H3_RETURN_IF_ERROR(RunGraphed(batch, /*sample=*/true));
@@ -261,9 +261,7 @@ absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
   H3_RETURN_IF_ERROR(Reserve(rows));
   // The previous step's upload may still be reading the staging area.
   H3_RETURN_IF_ERROR(backend.Synchronize());
-  std::vector<const SequenceStep*> step_rows;
-  for (size_t i : singles) step_rows.push_back(&plan.sequences[i]);
-  StageStepRows(step_rows, bucket);
+  StageStepRows(&plan, singles, bucket);
 
   const Layout& l = *layout_;
   int32_t* ids = At<int32_t>(staging_, l.ids);

@@ -109,9 +109,10 @@ class Runner {
   ForwardBatch StepBatch(int64_t bucket) const;
   // pad_, with its one slot acquired, made on first use.
   absl::Status MakePad();
-  // The step rows into staging_: `singles` (one token each), then padding
-  // rows up to `bucket` (REQUIRES pad_ if there are any).
-  void StageStepRows(absl::Span<const SequenceStep* const> singles,
+  // The step rows into staging_: the entries of `plan` at `singles` (one
+  // token each; no plan without them), then padding rows up to `bucket`
+  // (REQUIRES pad_ if there are any).
+  void StageStepRows(const StepPlan* plan, absl::Span<const size_t> singles,
                      int64_t bucket);
 
   std::unique_ptr<Model> model_;

@@ -75,12 +75,10 @@ class CudaBackend final : public Backend {
     H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     int major = 0;
     H3_CUDA_RETURN_IF_ERROR(kernels::CurrentDeviceMajor(&major));
-    major_ = major;
-    pdl_ = pdl_requested_ && kernels::CurrentImageTakesSm90() &&
-           !kernels::KernelFallback("pdl");
+    sm90_ = kernels::CurrentImageTakesSm90();
+    pdl_ = pdl_requested_ && sm90_ && !kernels::KernelFallback("pdl");
     if (batch_invariant_ &&
-        invariant_kernel_ == BatchInvariantKernel::kStreamSplit &&
-        !kernels::CurrentImageTakesSm90()) {
+        invariant_kernel_ == BatchInvariantKernel::kStreamSplit && !sm90_) {
       return absl::FailedPreconditionError(absl::StrCat(
           "--batch-invariant-kernel stream-split runs on thread-block "
           "clusters: a device of compute capability 9.0 or later and a "
@@ -455,7 +453,7 @@ class CudaBackend final : public Backend {
     }
     std::vector<ProductKernel> candidates = {ProductKernel::kCublasLt,
                                              ProductKernel::kStream};
-    if (major_ >= 9 && !kernels::KernelFallback("stream-split")) {
+    if (sm90_ && !kernels::KernelFallback("stream-split")) {
       candidates.push_back(ProductKernel::kSplit);
     }
     const kernels::DeviceBuffer flush = kernels::L2FlushBuffer();
@@ -609,7 +607,9 @@ class CudaBackend final : public Backend {
   // choices_ holds for them (MeasuredLinear).
   bool measured_;
   ProductChoices choices_;
-  int major_ = 0;  // the device's compute capability (Init)
+  // The device and our kernels' image take 9.0's launches: overlap,
+  // clusters (kernels::CurrentImageTakesSm90, at Init).
+  bool sm90_ = false;
   // Products of <= 64 rows on cuBLASLt's fastest of a few algorithms, timed
   // at their first uncaptured call (LinearCuda::Options::tune_algorithms):
   // with cublaslt-tuned, and with measured, whose cuBLASLt candidate is

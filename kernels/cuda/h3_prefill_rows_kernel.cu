@@ -24,6 +24,7 @@
 #include "kernels/cuda/flashconv_device.cuh"
 #include "kernels/cuda/h3_chunked_device.cuh"
 #include "kernels/cuda/h3_prefill_rows_kernel.h"
+#include "kernels/cuda/io_element.cuh"
 
 namespace h3::kernels::chunked {
 namespace {
@@ -407,18 +408,6 @@ int BytesFor(ElementType type) {
   }
 }
 
-template <bool kShiftMma>
-cudaError_t SetUpOne(ElementType type) {
-  switch (type) {
-    case ElementType::kF32:
-      return SetUp<float, kShiftMma>();
-    case ElementType::kF16:
-      return SetUp<__half, kShiftMma>();
-    default:
-      return SetUp<__nv_bfloat16, kShiftMma>();
-  }
-}
-
 }  // namespace
 
 void* RowsKernelFor(ElementType type, bool shift_mma) {
@@ -443,7 +432,10 @@ cudaError_t RowsKernelSetUp(int* max_shared_bytes) {
     for (const ElementType type :
          {ElementType::kF32, ElementType::kF16, ElementType::kBF16}) {
       if (RowsSharedBytes(type, shift_mma) > *max_shared_bytes) continue;
-      err = shift_mma ? SetUpOne<true>(type) : SetUpOne<false>(type);
+      err = io::DispatchIo(type, [shift_mma](auto element) {
+        using T = decltype(element);
+        return shift_mma ? SetUp<T, true>() : SetUp<T, false>();
+      });
       if (err != cudaSuccess) return err;
     }
   }
