@@ -21,6 +21,7 @@
 
 #include <cstddef>
 
+#include "kernels/cuda/dynamic_shared.cuh"
 #include "kernels/cuda/flashconv_device.cuh"
 #include "kernels/cuda/h3_chunked_device.cuh"
 #include "kernels/cuda/h3_prefill_rows_kernel.h"
@@ -258,7 +259,7 @@ __device__ float Scan(int modes, int len, float r_scale, Mode& mode,
 template <typename T, bool kShiftMma>
 __global__ void __launch_bounds__(kRowThreads, 2)
     RowsKernel(const __grid_constant__ RowsArgs a) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  H3_DYNAMIC_SHARED(unsigned char, smem, 128);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   WarpShared& s = reinterpret_cast<WarpShared*>(smem)[warp];
   T* const stage =

@@ -2,6 +2,7 @@
 // for the others and the dispatch).
 #include <cstdint>
 
+#include "kernels/cuda/dynamic_shared.cuh"
 #include "kernels/cuda/h3_step.h"
 #include "kernels/cuda/h3_step_device.cuh"
 #include "kernels/cuda/io_element.cuh"
@@ -28,7 +29,7 @@ namespace {
 template <typename T>  // the elements of q, k, v and out
 __global__ void __launch_bounds__(kThreads)
     H3StepOctetKernel(H3StepParams p, StepLayout l) {
-  extern __shared__ float taps2[];
+  H3_DYNAMIC_SHARED(float, taps2, 4);
   const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
   const int lanes = l.lanes, per_block = kThreads / lanes;
   const int lane = threadIdx.x % lanes, local = threadIdx.x / lanes;

@@ -1,0 +1,264 @@
+#ifndef H3_KERNELS_CUDA_EMULATOR_DEVICE_H_
+#define H3_KERNELS_CUDA_EMULATOR_DEVICE_H_
+
+// Included first (-include) in a host C++ translation unit that compiles a
+// kernel's .cu file for the CPU emulator (fibers.h): CUDA's headers as the
+// host compiler sees them, then the device side they leave out, in terms of
+// the emulator: the execution-space qualifiers as nothing, static
+// __shared__ variables as statics (one block runs at a time), the built-in
+// variables, barriers, shuffles, votes, the cache-hinted loads and stores,
+// the fast-math and bit intrinsics the kernels use, and nvcuda::wmma
+// (wmma.h). Device code that needs more fails to compile, which is the
+// signal to add it here.
+
+#define H3_CUDA_EMULATOR 1
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cuda/emulator/fibers.h"
+
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __noinline__
+#undef __launch_bounds__
+#undef __grid_constant__
+#undef __shared__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __launch_bounds__(...)
+#define __grid_constant__
+#define __shared__ static
+
+#define threadIdx (::h3::emulator::ThreadIndex())
+#define blockIdx (::h3::emulator::BlockIndex())
+#define blockDim (::h3::emulator::BlockDim())
+#define gridDim (::h3::emulator::GridDim())
+#define warpSize 32
+
+namespace h3::emulator {
+
+// out = the `in` of lane arg (the shuffles' source lane).
+inline const char* GatherLanes(Lane* lanes, unsigned mask) {
+  for (int i = 0; i < 32; ++i) {
+    if (!(mask >> i & 1u)) continue;
+    const int src = lanes[i].arg;
+    if (!(mask >> src & 1u)) return "reads a lane outside the mask";
+    std::memcpy(lanes[i].out, lanes[src].in, sizeof(Lane::in));
+  }
+  return nullptr;
+}
+
+// out = the bits of the lanes in mask whose `in` (an int) is not zero.
+inline const char* BallotLanes(Lane* lanes, unsigned mask) {
+  unsigned bits = 0;
+  for (int i = 0; i < 32; ++i) {
+    int pred = 0;
+    std::memcpy(&pred, lanes[i].in, sizeof pred);
+    if ((mask >> i & 1u) && pred != 0) bits |= 1u << i;
+  }
+  for (int i = 0; i < 32; ++i) std::memcpy(lanes[i].out, &bits, sizeof bits);
+  return nullptr;
+}
+
+inline const char* NoCombine(Lane*, unsigned) { return nullptr; }
+
+template <typename T>
+T Shuffle(const char* what, unsigned mask, T v, int src) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 16,
+                "a shuffle moves a trivially copyable value of 16 bytes at "
+                "most here");
+  T out;
+  WarpCollective(what, mask, &GatherLanes, &v, sizeof v, src, &out, sizeof out);
+  return out;
+}
+
+inline unsigned Ballot(const char* what, unsigned mask, int predicate) {
+  unsigned bits = 0;
+  WarpCollective(what, mask, &BallotLanes, &predicate, sizeof predicate, 0,
+                 &bits, sizeof bits);
+  return bits;
+}
+
+}  // namespace h3::emulator
+
+inline void __syncthreads() { ::h3::emulator::SyncThreads(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  ::h3::emulator::WarpCollective("__syncwarp", mask,
+                                 &::h3::emulator::NoCombine, nullptr, 0, 0,
+                                 nullptr, 0);
+}
+inline void __threadfence() {}
+inline void __threadfence_block() {}
+inline unsigned __activemask() { return 0xffffffffu; }
+
+// Source lanes as CUDA defines them for a segment of `width` lanes: a lane
+// past its segment's end (xor, down) or before its start (up) reads itself.
+template <typename T>
+T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+  const int lane = ::h3::emulator::LaneId(), base = lane & ~(width - 1);
+  return ::h3::emulator::Shuffle("__shfl_sync", mask, v,
+                                 base + (src & (width - 1)));
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  const int lane = ::h3::emulator::LaneId(), base = lane & ~(width - 1);
+  const int src = lane ^ lane_mask;
+  return ::h3::emulator::Shuffle("__shfl_xor_sync", mask, v,
+                                 src >= base + width ? lane : src);
+}
+template <typename T>
+T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  const int lane = ::h3::emulator::LaneId(), base = lane & ~(width - 1);
+  const int src = lane - static_cast<int>(delta);
+  return ::h3::emulator::Shuffle("__shfl_up_sync", mask, v,
+                                 src < base ? lane : src);
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  const int lane = ::h3::emulator::LaneId(), base = lane & ~(width - 1);
+  const int src = lane + static_cast<int>(delta);
+  return ::h3::emulator::Shuffle("__shfl_down_sync", mask, v,
+                                 src >= base + width ? lane : src);
+}
+inline unsigned __ballot_sync(unsigned mask, int predicate) {
+  return ::h3::emulator::Ballot("__ballot_sync", mask, predicate);
+}
+inline int __any_sync(unsigned mask, int predicate) {
+  return ::h3::emulator::Ballot("__any_sync", mask, predicate) != 0;
+}
+inline int __all_sync(unsigned mask, int predicate) {
+  return ::h3::emulator::Ballot("__all_sync", mask, predicate) == mask;
+}
+
+[[noreturn]] inline void __trap() { ::h3::emulator::Trap("__trap"); }
+
+// Loads and stores with cache hints: plain accesses here.
+template <typename T>
+T __ldg(const T* p) {
+  return *p;
+}
+template <typename T>
+T __ldca(const T* p) {
+  return *p;
+}
+template <typename T>
+T __ldcg(const T* p) {
+  return *p;
+}
+template <typename T>
+T __ldcs(const T* p) {
+  return *p;
+}
+template <typename T>
+T __ldlu(const T* p) {
+  return *p;
+}
+template <typename T>
+T __ldcv(const T* p) {
+  return *p;
+}
+template <typename T>
+void __stcs(T* p, T v) {
+  *p = v;
+}
+template <typename T>
+void __stcg(T* p, T v) {
+  *p = v;
+}
+template <typename T>
+void __stwt(T* p, T v) {
+  *p = v;
+}
+
+// Fast-math and correctly rounded arithmetic. The _rn forms are exact only
+// where the test's translation unit does not contract (-ffp-contract=off).
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __frcp_rn(float a) { return 1.0f / a; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __expf(float a) { return std::exp(a); }
+inline float __logf(float a) { return std::log(a); }
+inline float __sinf(float a) { return std::sin(a); }
+inline float __cosf(float a) { return std::cos(a); }
+inline float __powf(float a, float b) { return std::pow(a, b); }
+inline float __saturatef(float a) {
+  return a < 0.0f ? 0.0f : (a > 1.0f ? 1.0f : a);
+}
+inline float rsqrtf(float a) { return 1.0f / std::sqrt(a); }
+
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline int __float_as_int(float f) {
+  int i;
+  std::memcpy(&i, &f, sizeof i);
+  return i;
+}
+inline float __int_as_float(int i) {
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __clz(int x) {
+  return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x));
+}
+inline int __ffs(int x) { return __builtin_ffs(x); }
+
+// One thread runs at a time: atomics are plain read-modify-writes.
+template <typename T>
+T atomicAdd(T* p, T v) {
+  const T old = *p;
+  *p = old + v;
+  return old;
+}
+template <typename T>
+T atomicMax(T* p, T v) {
+  const T old = *p;
+  if (v > old) *p = v;
+  return old;
+}
+template <typename T>
+T atomicMin(T* p, T v) {
+  const T old = *p;
+  if (v < old) *p = v;
+  return old;
+}
+template <typename T>
+T atomicExch(T* p, T v) {
+  const T old = *p;
+  *p = v;
+  return old;
+}
+template <typename T>
+T atomicCAS(T* p, T compare, T v) {
+  const T old = *p;
+  if (old == compare) *p = v;
+  return old;
+}
+
+#include "kernels/cuda/emulator/wmma.h"
+
+#endif  // H3_KERNELS_CUDA_EMULATOR_DEVICE_H_

@@ -1,0 +1,89 @@
+#ifndef H3_KERNELS_CUDA_EMULATOR_FIBERS_H_
+#define H3_KERNELS_CUDA_EMULATOR_FIBERS_H_
+
+// Runs CUDA kernel source on the CPU, for the tests of kernels no GPU has
+// run yet. A test compiles the kernel's .cu file as host C++ with
+// kernels/cuda/emulator/device.h included first (H3_CUDA_EMULATOR defined),
+// and calls the kernel inside Run.
+//
+// Every thread of a block is a fiber (ucontext) on the calling thread, with
+// its own stack. A fiber runs until it waits, at a block barrier or a warp
+// collective (__syncwarp, a shuffle, a vote, a WMMA product), or returns;
+// then the next ready fiber runs, in a fixed order, so a run is
+// deterministic. Blocks run one after another, so static __shared__
+// variables (plain statics here) and the dynamic shared buffer serve one
+// block at a time; the buffer is filled with 0xff bytes (NaN in every float
+// type) before each block, so reading shared memory nobody wrote shows.
+//
+// What it checks, beyond the results a test compares: a barrier or
+// collective that some threads never reach (a deadlock: Run returns what
+// each thread waits for), the lanes of a warp at different collectives or
+// with different masks, a lane outside the mask calling one, a lane exiting
+// while its warp waits for it, a shuffle reading a lane outside the mask,
+// misaligned or ill-strided WMMA operands, __trap. A fiber that runs ahead
+// without a barrier reads what the others have not written yet, so a
+// missing __syncwarp or __syncthreads changes the results; Order::kBackward
+// runs the fibers last to first, to expose the ones the forward order hides.
+// Not modelled: timing, memory ordering between blocks, warp-synchronous
+// code without barriers (undefined since Volta anyway), the exact rounding
+// of tensor-core sums (fp32, in k order here).
+
+#include <vector_types.h>
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace h3::emulator {
+
+enum class Order { kForward, kBackward };
+
+// Runs kernel() once in every thread of every block (blocks in x, then y,
+// then z order), with dynamic_shared_bytes of dynamic shared memory a
+// block. Returns "" when every thread returned, else what went wrong (the
+// rest of the launch is abandoned). Not reentrant: one Run at a time a
+// thread.
+std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
+                const std::function<void()>& kernel,
+                Order order = Order::kForward);
+
+// The running thread's built-in variables.
+const uint3& ThreadIndex();
+const uint3& BlockIndex();
+const dim3& BlockDim();
+const dim3& GridDim();
+// The lane (0 .. 31) of the running thread in its warp.
+int LaneId();
+
+// The block's dynamic shared memory (aligned to 256 bytes; align must not
+// exceed that).
+void* DynamicShared(size_t align);
+
+// __syncthreads: waits until every thread of the block that has not
+// returned is here.
+void SyncThreads();
+
+// A warp collective's per-lane slots: what each lane brings (in, arg) and
+// takes away (out).
+struct Lane {
+  alignas(16) unsigned char in[128];
+  alignas(16) unsigned char out[128];
+  int arg;
+};
+// Computes every lane's out from all lanes' in and arg, once all the lanes
+// in mask have arrived; returns nullptr, or what is wrong.
+using Combine = const char* (*)(Lane* lanes, unsigned mask);
+
+// The lanes in mask each call this with the same `what` and mask; the last
+// to arrive runs combine; each lane then gets its out. in_bytes and
+// out_bytes <= 128.
+void WarpCollective(const char* what, unsigned mask, Combine combine,
+                    const void* in, size_t in_bytes, int arg, void* out,
+                    size_t out_bytes);
+
+// Ends the launch with `what` as its error.
+[[noreturn]] void Trap(const std::string& what);
+
+}  // namespace h3::emulator
+
+#endif  // H3_KERNELS_CUDA_EMULATOR_FIBERS_H_
