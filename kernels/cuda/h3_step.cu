@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/dynamic_shared.cuh"
 #include "kernels/cuda/h3_step.h"
 #include "kernels/cuda/h3_step_device.cuh"
 #include "kernels/cuda/io_element.cuh"
@@ -132,7 +133,7 @@ __device__ __forceinline__ float WarpSum(float x) { return GroupSum(x, kWarp); }
 template <typename T>  // the elements of q, k, v and out
 __global__ void __launch_bounds__(kThreads)
     H3StepGeneralKernel(H3StepParams p, StepLayout l) {
-  extern __shared__ float shared[];
+  H3_DYNAMIC_SHARED(float, shared, 4);
   const int d = p.w.shape.d_model, pd = p.w.shape.head_dim;
   const int n_state = p.w.shape.d_state, heads = l.heads, modes = l.modes;
   const int b = static_cast<int>(blockIdx.x / heads);

@@ -51,6 +51,17 @@ cudaError_t LaunchClustersInOrder(LaunchOrder order, unsigned cluster,
                                   void (*kernel)(Params...), dim3 grid,
                                   dim3 block, size_t shared,
                                   cudaStream_t stream, Args&&... args) {
+#if defined(H3_CUDA_EMULATOR)
+  // On the CPU emulator (kernels/cuda/emulator/fibers.h): the kernel runs
+  // before this returns, in stream order whatever `order` asks; no clusters.
+  (void)order;
+  (void)stream;
+  if (cluster != 0) return cudaErrorNotSupported;
+  return ::h3::emulator::Run(grid, block, shared,
+                             [&] { kernel(args...); }) == ""
+             ? cudaSuccess
+             : cudaErrorLaunchFailure;
+#else
   cudaLaunchAttribute attributes[2];
   unsigned count = 0;
   if (order == LaunchOrder::kOverlapPrior && OverlapSupported()) {
@@ -78,6 +89,7 @@ cudaError_t LaunchClustersInOrder(LaunchOrder order, unsigned cluster,
       cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   const cudaError_t last = cudaGetLastError();
   return err != cudaSuccess ? err : last;
+#endif
 }
 
 // The same without clusters.

@@ -227,6 +227,20 @@ inline int __clz(int x) {
 }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 
+// CUDA's min and max overloads for integers and floats.
+#define H3_EMULATOR_MIN_MAX(T)                    \
+  inline T min(T a, T b) { return b < a ? b : a; } \
+  inline T max(T a, T b) { return a < b ? b : a; }
+H3_EMULATOR_MIN_MAX(int)
+H3_EMULATOR_MIN_MAX(unsigned)
+H3_EMULATOR_MIN_MAX(long)
+H3_EMULATOR_MIN_MAX(unsigned long)
+H3_EMULATOR_MIN_MAX(long long)
+H3_EMULATOR_MIN_MAX(unsigned long long)
+H3_EMULATOR_MIN_MAX(float)
+H3_EMULATOR_MIN_MAX(double)
+#undef H3_EMULATOR_MIN_MAX
+
 // One thread runs at a time: atomics are plain read-modify-writes.
 template <typename T>
 T atomicAdd(T* p, T v) {

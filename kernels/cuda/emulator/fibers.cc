@@ -1,5 +1,10 @@
+// Fibers switch by _setjmp/_longjmp between stacks (no signal-mask system
+// call per switch, as swapcontext makes); glibc's fortified longjmp would
+// refuse a jump to another stack.
+#undef _FORTIFY_SOURCE
 #include "kernels/cuda/emulator/fibers.h"
 
+#include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -25,7 +30,9 @@ constexpr size_t kSharedAlign = 256;
 enum class Wait { kNone, kBlock, kWarp, kDone };
 
 struct Fiber {
-  ucontext_t context;
+  ucontext_t context;  // its start (makecontext)
+  jmp_buf jump;        // where it waits
+  bool started = false;
   unsigned char* stack = nullptr;  // kStackBytes
   uint3 index{};
   int linear = 0;  // threadIdx as a linear index
@@ -76,11 +83,12 @@ struct Launch {
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
   unsigned char* shared = nullptr;
-  ucontext_t scheduler;
+  jmp_buf scheduler;
   Fiber* current = nullptr;
   int live = 0;           // threads of the block that have not returned
   int block_waiting = 0;  // ... waiting at __syncthreads
   std::string error;
+  ucontext_t start;  // getcontext's, copied for each fiber
 #if defined(H3_EMULATOR_ASAN)
   void* fake_stack = nullptr;       // the scheduler's
   const void* main_bottom = nullptr;  // the scheduler's stack
@@ -89,6 +97,7 @@ struct Launch {
 };
 
 thread_local Launch* g_launch = nullptr;
+thread_local std::string g_last_error;
 
 Launch& Current() {
   if (g_launch == nullptr || g_launch->current == nullptr) {
@@ -111,10 +120,10 @@ void Yield(Launch& l) {
 #if defined(H3_EMULATOR_ASAN)
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, l.main_bottom, l.main_size);
-  swapcontext(&l.current->context, &l.scheduler);
+#endif
+  if (_setjmp(l.current->jump) == 0) _longjmp(l.scheduler, 1);
+#if defined(H3_EMULATOR_ASAN)
   __sanitizer_finish_switch_fiber(fake, &l.main_bottom, &l.main_size);
-#else
-  swapcontext(&l.current->context, &l.scheduler);
 #endif
 }
 
@@ -123,10 +132,16 @@ void Resume(Launch& l, Fiber& f) {
   l.current = &f;
 #if defined(H3_EMULATOR_ASAN)
   __sanitizer_start_switch_fiber(&l.fake_stack, f.stack, kStackBytes);
-  swapcontext(&l.scheduler, &f.context);
+#endif
+  if (_setjmp(l.scheduler) == 0) {
+    if (!f.started) {
+      f.started = true;
+      setcontext(&f.context);
+    }
+    _longjmp(f.jump, 1);
+  }
+#if defined(H3_EMULATOR_ASAN)
   __sanitizer_finish_switch_fiber(l.fake_stack, nullptr, nullptr);
-#else
-  swapcontext(&l.scheduler, &f.context);
 #endif
 }
 
@@ -197,8 +212,9 @@ bool RunBlock(Launch& l, const Stacks& stacks, size_t shared_bytes,
                i / (l.block.x * l.block.y)};
     f.linear = i;
     f.wait = Wait::kNone;
+    f.started = false;
     f.stack = stacks.stack(i);
-    getcontext(&f.context);
+    f.context = l.start;
     f.context.uc_stack.ss_sp = f.stack;
     f.context.uc_stack.ss_size = kStackBytes;
     f.context.uc_link = nullptr;
@@ -248,6 +264,7 @@ std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
       &std::free);
   l.shared = shared.get();
   const Stacks stacks(static_cast<int>(threads));
+  getcontext(&l.start);
   g_launch = &l;
   bool ok = true;
   for (unsigned z = 0; ok && z < grid.z; ++z) {
@@ -259,8 +276,11 @@ std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
     }
   }
   g_launch = nullptr;
+  g_last_error = l.error;
   return l.error;
 }
+
+const std::string& LastRunError() { return g_last_error; }
 
 const uint3& ThreadIndex() { return Current().current->index; }
 const uint3& BlockIndex() { return Current().block_index; }

@@ -47,6 +47,11 @@ std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
                 const std::function<void()>& kernel,
                 Order order = Order::kForward);
 
+// What the last Run on this thread returned: for the tests of host code
+// that launches through LaunchInOrder (kernels/cuda/launch_order.cuh),
+// which turns it into cudaErrorLaunchFailure.
+const std::string& LastRunError();
+
 // The running thread's built-in variables.
 const uint3& ThreadIndex();
 const uint3& BlockIndex();

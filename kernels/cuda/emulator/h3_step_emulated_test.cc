@@ -1,0 +1,208 @@
+// The GPU decode step, H3StepCuda's host code and kernels (the octet
+// kernel, the float4/float2 head_dim-1 kernel, the general kernel), run on
+// the CPU by the emulator (h3_step_emulated.cc) against the CPU twin
+// H3StepCpu: several consecutive steps of a batch at varied positions, both
+// input strides, every element type. The shapes pick each kernel the way
+// the dispatch does on a GPU; one takes the 1.3B model's width and a batch
+// of 64, where a block walks two sequences.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <ostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/element_type.h"
+#include "base/half_float.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/emulator/fibers.h"
+#include "kernels/cuda/h3_step.h"
+#include "kernels/h3.h"
+#include "tests/support/normalised_error.h"
+#include "tests/support/random_h3_layer.h"
+
+namespace h3::kernels {
+namespace {
+
+using h3::testing::NormalisedError;
+using h3::testing::RandomH3Layer;
+
+// As kernels/cuda/h3_step_test.cc: the same fp32 operations in another
+// summation order, a few ulps; the outputs are rounded once to the element
+// type, where the two sides may land one unit of the type's last place
+// apart.
+constexpr double kBound = 1e-5;
+constexpr int kSteps = 4;
+
+double OutputBound(ElementType type) {
+  switch (type) {
+    case ElementType::kF16:
+      return kBound + std::ldexp(1.0, -10);
+    case ElementType::kBF16:
+      return kBound + std::ldexp(1.0, -7);
+    default:
+      return kBound;
+  }
+}
+
+// values rounded to `type` (not fp32): *bits their stored form, values
+// their exact widening.
+void Round(ElementType type, std::vector<float>& values,
+           std::vector<uint16_t>* bits) {
+  bits->resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    StoreFloat(bits->data(), type, static_cast<int64_t>(i), values[i]);
+    values[i] = LoadFloat(bits->data(), type, static_cast<int64_t>(i));
+  }
+}
+
+struct StepCase {
+  int d, p, n, batch;
+  bool fused;  // input_stride 3 d, else 0
+  ElementType type;
+};
+
+std::ostream& operator<<(std::ostream& os, const StepCase& c) {
+  return os << "d" << c.d << "_p" << c.p << "_N" << c.n << "_batch" << c.batch
+            << (c.fused ? "_stride3d_" : "_stride0_")
+            << ElementTypeName(c.type);
+}
+
+class H3StepEmulatedTest : public ::testing::TestWithParam<StepCase> {};
+
+TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
+  const StepCase c = GetParam();
+  const H3Shape shape{c.d, c.p, c.n};
+  const RandomH3Layer layer(shape, 41);
+  const H3Weights w = layer.weights();
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+
+  // Each sequence's own state, twice: the kernel's and the twin's.
+  const size_t ring_size = size_t{1} * c.d * c.n;
+  const size_t diag_size = 2 * size_t{1} * shape.kv_channels() * shape.modes();
+  std::vector<std::vector<float>> rings(c.batch), diags(c.batch);
+  for (int b = 0; b < c.batch; ++b) {
+    rings[b].resize(ring_size);
+    diags[b].resize(diag_size);
+    for (float& x : rings[b]) x = normal(rng);
+    for (float& x : diags[b]) x = 0.3f * normal(rng);
+  }
+  // New, inside the first ring turn, at its end, far past it, past 2^31.
+  const int64_t starts[] = {0, 3, c.n - 1, c.n, 5 * c.n + 3, 70001,
+                            (int64_t{1} << 31) + 5};
+  std::vector<int64_t> positions(c.batch);
+  for (int b = 0; b < c.batch; ++b) {
+    positions[b] = starts[b % 7] + b / 7;
+    // A well-formed state for its first position P (as the GPU test's):
+    // ring slots P .. N - 1 zero while P < N, the diagonal state zero at 0.
+    if (positions[b] < c.n) {
+      for (size_t row = 0; row < ring_size; row += c.n) {
+        std::fill(rings[b].begin() + row + positions[b],
+                  rings[b].begin() + row + c.n, 0.0f);
+      }
+    }
+    if (positions[b] == 0) std::fill(diags[b].begin(), diags[b].end(), 0.0f);
+  }
+  std::vector<std::vector<float>> cpu_rings = rings, cpu_diags = diags;
+  std::vector<H3State> states(c.batch), cpu_states(c.batch);
+  for (int b = 0; b < c.batch; ++b) {
+    states[b] = {rings[b].data(), diags[b].data()};
+    cpu_states[b] = {cpu_rings[b].data(), cpu_diags[b].data()};
+  }
+
+  const size_t inputs = 3 * size_t{1} * c.batch * c.d;
+  const size_t outputs = size_t{1} * c.batch * c.d;
+  std::vector<float> got_all, want_all;
+  for (int step = 0; step < kSteps; ++step) {
+    std::vector<float> in(inputs);
+    for (float& x : in) x = normal(rng);
+    std::vector<uint16_t> in_bits;
+    if (c.type != ElementType::kF32) Round(c.type, in, &in_bits);
+    // q, k, v: [batch][3 d] rows (stride 3 d) or three [batch][d] blocks.
+    const size_t block = size_t{1} * c.batch * c.d;
+    auto params = [&](const void* base, size_t element, void* out,
+                      const H3State* views, H3Weights weights) {
+      H3StepParams p;
+      p.w = weights;
+      p.batch = c.batch;
+      const char* at = static_cast<const char*>(base);
+      p.q = at;
+      p.k = at + (c.fused ? c.d : block) * element;
+      p.v = at + (c.fused ? 2 * c.d : 2 * block) * element;
+      p.out = out;
+      p.states = views;
+      p.input_stride = c.fused ? 3 * c.d : 0;
+      p.positions = positions.data();
+      return p;
+    };
+    std::vector<float> want(outputs), got(outputs);
+    H3StepCpu(params(in.data(), sizeof(float), want.data(), cpu_states.data(),
+                     w));
+    std::vector<uint16_t> out_bits(outputs);
+    H3StepParams p = c.type == ElementType::kF32
+                         ? params(in.data(), sizeof(float), got.data(),
+                                  states.data(), w)
+                         : params(in_bits.data(), sizeof(uint16_t),
+                                  out_bits.data(), states.data(), w);
+    p.io_type = c.type;
+    ASSERT_EQ(H3StepCuda(p, nullptr), cudaSuccess)
+        << emulator::LastRunError();
+    if (c.type != ElementType::kF32) {
+      for (size_t i = 0; i < outputs; ++i) {
+        got[i] = LoadFloat(out_bits.data(), c.type, static_cast<int64_t>(i));
+      }
+    }
+    got_all.insert(got_all.end(), got.begin(), got.end());
+    want_all.insert(want_all.end(), want.begin(), want.end());
+    for (int64_t& pos : positions) ++pos;
+  }
+  EXPECT_LE(NormalisedError(got_all, want_all), OutputBound(c.type))
+      << "outputs";
+  std::vector<float> got_diag, want_diag;
+  for (int b = 0; b < c.batch; ++b) {
+    EXPECT_EQ(rings[b], cpu_rings[b]) << "shift ring of sequence " << b;
+    got_diag.insert(got_diag.end(), diags[b].begin(), diags[b].end());
+    want_diag.insert(want_diag.end(), cpu_diags[b].begin(),
+                     cpu_diags[b].end());
+  }
+  EXPECT_LE(NormalisedError(got_diag, want_diag), kBound) << "diagonal states";
+}
+
+std::vector<StepCase> Cases() {
+  std::vector<StepCase> cases;
+  for (const ElementType type :
+       {ElementType::kF32, ElementType::kF16, ElementType::kBF16}) {
+    for (const bool fused : {false, true}) {
+      // The octet kernel: N / 8 lanes a channel (8, 2 and 1).
+      cases.push_back({24, 1, 64, 9, fused, type});
+      cases.push_back({24, 1, 16, 9, fused, type});
+      cases.push_back({24, 1, 8, 9, fused, type});
+      // The float4 and float2 kernels (N not a multiple of 8).
+      cases.push_back({20, 1, 4, 9, fused, type});
+      cases.push_back({20, 1, 12, 9, fused, type});
+      cases.push_back({20, 1, 10, 9, fused, type});
+      // The general kernel (head_dim > 1).
+      cases.push_back({16, 2, 8, 9, fused, type});
+    }
+  }
+  // The 1.3B model's width at batch 64: the octet grid walks two sequences
+  // a block (SequenceGrid), the next one's slice loaded ahead.
+  cases.push_back({2048, 1, 64, 64, true, ElementType::kF16});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, H3StepEmulatedTest,
+                         ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<StepCase>& i) {
+                           std::ostringstream os;
+                           os << i.param;
+                           return os.str();
+                         });
+
+}  // namespace
+}  // namespace h3::kernels
