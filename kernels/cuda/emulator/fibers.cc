@@ -291,6 +291,7 @@ int LaneId() { return Current().current->linear % 32; }
 void* DynamicShared(size_t align) {
   Launch& l = Current();
   if (align > kSharedAlign) Fail(l, "dynamic shared memory aligned past 256");
+  if (l.shared == nullptr) Fail(l, "dynamic shared memory of a launch of 0");
   return l.shared;
 }
 

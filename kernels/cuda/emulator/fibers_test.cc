@@ -1,0 +1,213 @@
+// The CPU emulator of CUDA kernels (fibers.h, device.h, wmma.h) against
+// CUDA's own rules: barriers, the shuffles' source lanes (widths below a
+// warp included), votes, the WMMA product, and the errors it must report
+// (a deadlock, lanes at different collectives, a lane outside the mask, a
+// returned lane, __trap, a misaligned WMMA operand). Compiled with device.h
+// first, so the small kernels here are CUDA source.
+#include "kernels/cuda/emulator/fibers.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/dynamic_shared.cuh"
+
+namespace h3::emulator {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Each thread's `out[t]` after `body(t)` over one block of `threads`.
+template <typename Body>
+std::vector<int> PerThread(int threads, Body body,
+                           Order order = Order::kForward,
+                           size_t shared_bytes = 0) {
+  std::vector<int> out(threads, -1);
+  const std::string error =
+      emulator::Run(dim3(1), dim3(threads), shared_bytes, [&] {
+    out[threadIdx.x] = body(static_cast<int>(threadIdx.x));
+  }, order);
+  EXPECT_EQ(error, "");
+  return out;
+}
+
+TEST(EmulatorTest, BuiltInsNameEveryThreadAndBlockOnce) {
+  std::vector<int> seen(2 * 3 * 4 * 5, 0);
+  const std::string error = emulator::Run(dim3(2, 3), dim3(4, 5), 0, [&] {
+    EXPECT_EQ(gridDim.x, 2u);
+    EXPECT_EQ(blockDim.y, 5u);
+    const int block = blockIdx.x + 2 * blockIdx.y;
+    const int thread = threadIdx.x + 4 * threadIdx.y;
+    ++seen[block * 20 + thread];
+  });
+  EXPECT_EQ(error, "");
+  for (int s : seen) EXPECT_EQ(s, 1);
+}
+
+TEST(EmulatorTest, BlockBarrierOrdersSharedMemory) {
+  for (const Order order : {Order::kForward, Order::kBackward}) {
+    const std::vector<int> got = PerThread(
+        96,
+        [](int t) {
+          __shared__ int cell[96];
+          cell[t] = t;
+          __syncthreads();
+          return cell[(t + 37) % 96];
+        },
+        order);
+    for (int t = 0; t < 96; ++t) EXPECT_EQ(got[t], (t + 37) % 96);
+  }
+}
+
+// Without the barrier one of the two orders reads a cell before its
+// writer ran: the emulator shows a missing barrier as wrong values.
+TEST(EmulatorTest, AMissingBarrierShowsInOneOrder) {
+  int wrong = 0;
+  for (const Order order : {Order::kForward, Order::kBackward}) {
+    const std::vector<int> got = PerThread(
+        64,
+        [](int t) {
+          H3_DYNAMIC_SHARED(int, cell, 4);
+          cell[t] = t;
+          return cell[(t + 1) % 64];
+        },
+        order, 64 * sizeof(int));
+    for (int t = 0; t < 64; ++t) wrong += got[t] != (t + 1) % 64;
+  }
+  EXPECT_GT(wrong, 0);
+}
+
+TEST(EmulatorTest, ShufflesReadTheLanesCudaDefines) {
+  for (const int width : {32, 8}) {
+    const std::vector<int> x = PerThread(
+        64, [&](int t) { return __shfl_xor_sync(0xffffffffu, t, 5, width); });
+    const std::vector<int> up = PerThread(
+        64, [&](int t) { return __shfl_up_sync(0xffffffffu, t, 3, width); });
+    const std::vector<int> down = PerThread(
+        64, [&](int t) { return __shfl_down_sync(0xffffffffu, t, 3, width); });
+    const std::vector<int> idx = PerThread(
+        64, [&](int t) { return __shfl_sync(0xffffffffu, t, 13, width); });
+    for (int t = 0; t < 64; ++t) {
+      const int lane = t % 32, warp = t - lane, base = lane - lane % width;
+      // xor: a source past the lane's segment reads the lane itself.
+      const int xs = lane ^ 5;
+      EXPECT_EQ(x[t], warp + (xs >= base + width ? lane : xs)) << t;
+      EXPECT_EQ(up[t], warp + (lane - 3 < base ? lane : lane - 3)) << t;
+      EXPECT_EQ(down[t], warp + (lane + 3 >= base + width ? lane : lane + 3))
+          << t;
+      EXPECT_EQ(idx[t], warp + base + 13 % width) << t;
+    }
+  }
+}
+
+TEST(EmulatorTest, VotesCountTheLanesInTheMask) {
+  const std::vector<int> got = PerThread(32, [](int t) {
+    const unsigned ballot = __ballot_sync(0xffffffffu, t % 3 == 0);
+    const int any = __any_sync(0xffffffffu, t == 31);
+    const int all = __all_sync(0xffffffffu, t < 31);
+    return static_cast<int>(__popc(ballot)) * 100 + any * 10 + all;
+  });
+  for (int v : got) EXPECT_EQ(v, 11 * 100 + 10 + 0);
+  // A vote over half the warp: the other half takes no part.
+  const std::vector<int> half = PerThread(32, [](int t) {
+    if (t >= 16) return -2;
+    return static_cast<int>(__ballot_sync(0x0000ffffu, 1));
+  });
+  for (int t = 0; t < 16; ++t) EXPECT_EQ(half[t], 0xffff);
+}
+
+TEST(EmulatorTest, WmmaProductIsTheMatrixProduct) {
+  namespace wmma = nvcuda::wmma;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  alignas(32) __half a[16 * 16], b[16 * 16];
+  alignas(32) float c[16 * 16], d[16 * 16];
+  for (int i = 0; i < 256; ++i) {
+    a[i] = __float2half_rn(normal(rng));
+    b[i] = __float2half_rn(normal(rng));
+    c[i] = normal(rng);
+  }
+  // a row-major (ldm 16), b column-major (ldm 16), c and d column-major.
+  const std::string error = emulator::Run(dim3(1), dim3(32), 0, [&] {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::load_matrix_sync(fa, a, 16);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::load_matrix_sync(acc, c, 16, wmma::mem_col_major);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(d, acc, 16, wmma::mem_col_major);
+  });
+  ASSERT_EQ(error, "");
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      double want = c[j * 16 + i];
+      for (int k = 0; k < 16; ++k) {
+        want += double{__half2float(a[i * 16 + k])} *
+                double{__half2float(b[j * 16 + k])};
+      }
+      EXPECT_NEAR(d[j * 16 + i], want, 1e-5 * (1 + std::abs(want)));
+    }
+  }
+}
+
+TEST(EmulatorTest, WmmaRefusesAMisalignedOperand) {
+  namespace wmma = nvcuda::wmma;
+  alignas(32) __half a[16 * 16 + 8] = {};
+  const std::string error = emulator::Run(dim3(1), dim3(32), 0, [&] {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::load_matrix_sync(fa, a + 8, 16);  // 16 bytes off
+  });
+  EXPECT_THAT(error, HasSubstr("not 256-bit aligned"));
+}
+
+TEST(EmulatorTest, ReportsADeadlock) {
+  // Lane 1 waits at the block barrier, lane 0 for lane 1 at __syncwarp.
+  const std::string error = emulator::Run(
+      dim3(1), dim3(32), 0,
+      [] {
+        if (threadIdx.x == 1) __syncthreads();
+        if (threadIdx.x < 2) __syncwarp(0x3u);
+      },
+      Order::kBackward);
+  EXPECT_THAT(error, HasSubstr("deadlock"));
+}
+
+TEST(EmulatorTest, ReportsLanesAtDifferentCollectives) {
+  const std::string error = emulator::Run(dim3(1), dim3(32), 0, [] {
+    if (threadIdx.x == 0) {
+      __shfl_xor_sync(0xffffffffu, 1, 1);
+    } else {
+      __syncwarp();
+    }
+  });
+  EXPECT_THAT(error, HasSubstr("different collectives"));
+}
+
+TEST(EmulatorTest, ReportsALaneThatReturnedBeforeACollective) {
+  const std::string error = emulator::Run(dim3(1), dim3(32), 0, [] {
+    if (threadIdx.x == 5) return;
+    __syncwarp();
+  });
+  EXPECT_THAT(error, HasSubstr("returned"));
+}
+
+TEST(EmulatorTest, ReportsAShuffleFromOutsideTheMask) {
+  const std::string error = emulator::Run(dim3(1), dim3(32), 0, [] {
+    if (threadIdx.x < 16) __shfl_sync(0x0000ffffu, 1, 20);
+  });
+  EXPECT_THAT(error, HasSubstr("outside the mask"));
+}
+
+TEST(EmulatorTest, TrapEndsTheLaunchWithWhere) {
+  const std::string error = emulator::Run(dim3(3), dim3(8), 0, [] {
+    if (blockIdx.x == 1 && threadIdx.x == 6) __trap();
+  });
+  EXPECT_THAT(error, HasSubstr("__trap (block 1,0,0 thread 6,0,0)"));
+}
+
+}  // namespace
+}  // namespace h3::emulator
