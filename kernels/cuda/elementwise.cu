@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/grid.h"
+#include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/layer_norm_device.cuh"
 
@@ -187,8 +188,8 @@ cudaError_t LaunchGridStride(Kernel kernel, int64_t n, cudaStream_t stream,
   int blocks = 0;
   cudaError_t err = GridFor(n, &blocks);
   if (err != cudaSuccess) return err;
-  kernel<<<blocks, kThreads, 0, stream>>>(args...);
-  return cudaGetLastError();
+  return LaunchInOrder(LaunchOrder::kAfterPrior, kernel, dim3(blocks),
+                       dim3(kThreads), 0, stream, args...);
 }
 
 // ---- Transposes ---------------------------------------------------------
@@ -241,26 +242,12 @@ cudaError_t Transpose(const void* in, int64_t in_rows, int64_t in_cols,
                   static_cast<unsigned>(
                       std::min((in_rows + kTile - 1) / kTile, kMaxGridY)));
   const dim3 block(kTile, kTileRows);
-  switch (type) {
-    case ElementType::kF32:
-      TransposeKernel<<<grid, block, 0, stream>>>(
-          static_cast<const float*>(in), in_rows, in_cols, in_stride,
-          static_cast<float*>(out), out_stride);
-      break;
-    case ElementType::kF16:
-      TransposeKernel<<<grid, block, 0, stream>>>(
-          static_cast<const __half*>(in), in_rows, in_cols, in_stride,
-          static_cast<__half*>(out), out_stride);
-      break;
-    case ElementType::kBF16:
-      TransposeKernel<<<grid, block, 0, stream>>>(
-          static_cast<const __nv_bfloat16*>(in), in_rows, in_cols, in_stride,
-          static_cast<__nv_bfloat16*>(out), out_stride);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return io::DispatchIo(type, [&](auto tag) {
+    using T = decltype(tag);
+    return LaunchInOrder(LaunchOrder::kAfterPrior, TransposeKernel<T>, grid,
+                         block, 0, stream, static_cast<const T*>(in), in_rows,
+                         in_cols, in_stride, static_cast<T*>(out), out_stride);
+  });
 }
 
 }  // namespace

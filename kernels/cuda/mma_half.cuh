@@ -52,6 +52,8 @@ struct HalfOps<__half> {
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(H3_CUDA_EMULATOR)
+    ::h3::emulator::MmaM16N8K16<false>(c, a, b0, b1);
 #else
     __trap();  // the host entry refuses devices before sm_80
 #endif
@@ -81,6 +83,8 @@ struct HalfOps<__nv_bfloat16> {
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(H3_CUDA_EMULATOR)
+    ::h3::emulator::MmaM16N8K16<true>(c, a, b0, b1);
 #else
     __trap();
 #endif

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/dynamic_shared.cuh"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/layer_norm_device.cuh"
 #include "kernels/cuda/mma_half.cuh"
@@ -54,7 +55,9 @@ __device__ __forceinline__ void PrefetchFirstSteps(const StreamGemmParams& p,
   for (int u = lane / 16; u < 4; u += 2) {
     const int64_t s = warp + int64_t{kStreamWarps} * u;
     if (s < steps) {
+#if !defined(H3_CUDA_EMULATOR)  // a hint: nothing to emulate
       asm volatile("prefetch.global.L2 [%0];" ::"l"(row + s * kStreamStep));
+#endif
     }
   }
 }
@@ -67,7 +70,7 @@ __global__ void __launch_bounds__(kThreads)
                             int64_t steps) {
   __shared__ float partial[kStreamWarps - 1][1][4][32];
   __shared__ float sums[kRows * layer_norm::kNormWarps];
-  extern __shared__ uint4 shared_rows[];  // [rows][k + kRowPad] of T
+  H3_DYNAMIC_SHARED(uint4, shared_rows, 16);  // [rows][k + kRowPad] of T
   T* rows_x = reinterpret_cast<T*>(shared_rows);
   const int64_t stride = p.k + kRowPad;
   const int cols = static_cast<int>(n.cols);

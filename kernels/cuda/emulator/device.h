@@ -8,7 +8,7 @@
 // __shared__ variables as statics (one block runs at a time), the built-in
 // variables, barriers, shuffles, votes, the cache-hinted loads and stores,
 // the fast-math and bit intrinsics the kernels use, and nvcuda::wmma
-// (wmma.h). Device code that needs more fails to compile, which is the
+// (wmma.h) and the mma.sync tile mma_half.cuh uses (mma.h). Device code that needs more fails to compile, which is the
 // signal to add it here.
 
 #define H3_CUDA_EMULATOR 1
@@ -89,6 +89,35 @@ inline unsigned Ballot(const char* what, unsigned mask, int predicate) {
   WarpCollective(what, mask, &BallotLanes, &predicate, sizeof predicate, 0,
                  &bits, sizeof bits);
   return bits;
+}
+
+}  // namespace h3::emulator
+
+namespace h3::emulator {
+
+// The device the emulator stands for, as kernels/cuda/device_major.h asks
+// of it: an H100's attributes (compute capability 9.0, 132 SMs, 227 KB of
+// shared memory a block); cudaErrorInvalidValue for the ones it lacks.
+inline cudaError_t DeviceAttribute(cudaDeviceAttr attribute, int* value) {
+  switch (attribute) {
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = 9;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = 0;
+      return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount:
+      *value = 132;
+      return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = 232448;
+      return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock:
+      *value = 1024;
+      return cudaSuccess;
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace h3::emulator
@@ -221,7 +250,19 @@ inline float __int_as_float(int i) {
   std::memcpy(&f, &i, sizeof f);
   return f;
 }
+inline unsigned long long __umul64hi(unsigned long long a,
+                                     unsigned long long b) {
+  return static_cast<unsigned long long>(
+      (static_cast<unsigned __int128>(a) * b) >> 64);
+}
+inline unsigned __umulhi(unsigned a, unsigned b) {
+  return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
+}
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clzll(long long x) {
+  return x == 0 ? 64 : __builtin_clzll(static_cast<unsigned long long>(x));
+}
 inline int __clz(int x) {
   return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x));
 }
@@ -273,6 +314,7 @@ T atomicCAS(T* p, T compare, T v) {
   return old;
 }
 
+#include "kernels/cuda/emulator/mma.h"
 #include "kernels/cuda/emulator/wmma.h"
 
 #endif  // H3_KERNELS_CUDA_EMULATOR_DEVICE_H_

@@ -1,0 +1,2 @@
+// elementwise.cu for the CPU emulator (device.h first).
+#include "kernels/cuda/elementwise.cu"

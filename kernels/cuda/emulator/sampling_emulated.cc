@@ -1,0 +1,2 @@
+// sampling.cu for the CPU emulator (device.h first).
+#include "kernels/cuda/sampling.cu"

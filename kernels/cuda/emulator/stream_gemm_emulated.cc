@@ -1,0 +1,2 @@
+// stream_gemm.cu for the CPU emulator (device.h first).
+#include "kernels/cuda/stream_gemm.cu"
