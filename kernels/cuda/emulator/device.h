@@ -49,26 +49,32 @@
 
 namespace h3::emulator {
 
-// out = the `in` of lane arg (the shuffles' source lane).
-inline const char* GatherLanes(Lane* lanes, unsigned mask) {
+// out = the `in` of lane arg (the shuffles' source lane), which must be
+// taking part.
+inline const char* GatherLanes(Lane* lanes, unsigned lanes_in) {
   for (int i = 0; i < 32; ++i) {
-    if (!(mask >> i & 1u)) continue;
+    if (!(lanes_in >> i & 1u)) continue;
     const int src = lanes[i].arg;
-    if (!(mask >> src & 1u)) return "reads a lane outside the mask";
+    if (src < 0 || src > 31 || !(lanes_in >> src & 1u)) {
+      return "reads a lane outside the mask or one that returned";
+    }
     std::memcpy(lanes[i].out, lanes[src].in, sizeof(Lane::in));
   }
   return nullptr;
 }
 
-// out = the bits of the lanes in mask whose `in` (an int) is not zero.
-inline const char* BallotLanes(Lane* lanes, unsigned mask) {
-  unsigned bits = 0;
+// A vote: out = {the bits of the lanes taking part whose `in` (an int) is
+// not zero, the lanes taking part}.
+inline const char* BallotLanes(Lane* lanes, unsigned lanes_in) {
+  unsigned result[2] = {0, lanes_in};
   for (int i = 0; i < 32; ++i) {
     int pred = 0;
     std::memcpy(&pred, lanes[i].in, sizeof pred);
-    if ((mask >> i & 1u) && pred != 0) bits |= 1u << i;
+    if ((lanes_in >> i & 1u) && pred != 0) result[0] |= 1u << i;
   }
-  for (int i = 0; i < 32; ++i) std::memcpy(lanes[i].out, &bits, sizeof bits);
+  for (int i = 0; i < 32; ++i) {
+    if (lanes_in >> i & 1u) std::memcpy(lanes[i].out, result, sizeof result);
+  }
   return nullptr;
 }
 
@@ -84,11 +90,22 @@ T Shuffle(const char* what, unsigned mask, T v, int src) {
   return out;
 }
 
-inline unsigned Ballot(const char* what, unsigned mask, int predicate) {
-  unsigned bits = 0;
+// The vote's bits, and (*lanes_in) the lanes that took part.
+inline unsigned Ballot(const char* what, unsigned mask, int predicate,
+                       unsigned* lanes_in = nullptr) {
+  unsigned result[2] = {0, 0};
   WarpCollective(what, mask, &BallotLanes, &predicate, sizeof predicate, 0,
-                 &bits, sizeof bits);
-  return bits;
+                 result, sizeof result);
+  if (lanes_in != nullptr) *lanes_in = result[1];
+  return result[0];
+}
+
+// A shuffle's segment of `width` lanes (a power of two up to 32).
+inline int SegmentBase(int width) {
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0) {
+    Trap("a shuffle's width must be a power of two up to 32");
+  }
+  return LaneId() & ~(width - 1);
 }
 
 }  // namespace h3::emulator
@@ -130,34 +147,37 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
 }
 inline void __threadfence() {}
 inline void __threadfence_block() {}
-inline unsigned __activemask() { return 0xffffffffu; }
+inline unsigned __activemask() { return ::h3::emulator::LiveLanes(); }
 
 // Source lanes as CUDA defines them for a segment of `width` lanes: a lane
-// past its segment's end (xor, down) or before its start (up) reads itself.
+// past its segment's end (xor, down) or before its start (up) reads itself;
+// xor may read an earlier segment.
 template <typename T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-  const int lane = ::h3::emulator::LaneId(), base = lane & ~(width - 1);
+  const int base = ::h3::emulator::SegmentBase(width);
   return ::h3::emulator::Shuffle("__shfl_sync", mask, v,
                                  base + (src & (width - 1)));
 }
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-  const int lane = ::h3::emulator::LaneId(), base = lane & ~(width - 1);
-  const int src = lane ^ lane_mask;
+  const int base = ::h3::emulator::SegmentBase(width);
+  const int lane = ::h3::emulator::LaneId(), src = lane ^ (lane_mask & 31);
   return ::h3::emulator::Shuffle("__shfl_xor_sync", mask, v,
                                  src >= base + width ? lane : src);
 }
 template <typename T>
 T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-  const int lane = ::h3::emulator::LaneId(), base = lane & ~(width - 1);
-  const int src = lane - static_cast<int>(delta);
+  const int base = ::h3::emulator::SegmentBase(width);
+  const int lane = ::h3::emulator::LaneId();
+  const int src = lane - static_cast<int>(delta & 31);
   return ::h3::emulator::Shuffle("__shfl_up_sync", mask, v,
                                  src < base ? lane : src);
 }
 template <typename T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-  const int lane = ::h3::emulator::LaneId(), base = lane & ~(width - 1);
-  const int src = lane + static_cast<int>(delta);
+  const int base = ::h3::emulator::SegmentBase(width);
+  const int lane = ::h3::emulator::LaneId();
+  const int src = lane + static_cast<int>(delta & 31);
   return ::h3::emulator::Shuffle("__shfl_down_sync", mask, v,
                                  src >= base + width ? lane : src);
 }
@@ -168,7 +188,10 @@ inline int __any_sync(unsigned mask, int predicate) {
   return ::h3::emulator::Ballot("__any_sync", mask, predicate) != 0;
 }
 inline int __all_sync(unsigned mask, int predicate) {
-  return ::h3::emulator::Ballot("__all_sync", mask, predicate) == mask;
+  unsigned lanes_in = 0;
+  const unsigned bits =
+      ::h3::emulator::Ballot("__all_sync", mask, predicate, &lanes_in);
+  return bits == lanes_in;
 }
 
 [[noreturn]] inline void __trap() { ::h3::emulator::Trap("__trap"); }
@@ -225,8 +248,8 @@ inline float __logf(float a) { return std::log(a); }
 inline float __sinf(float a) { return std::sin(a); }
 inline float __cosf(float a) { return std::cos(a); }
 inline float __powf(float a, float b) { return std::pow(a, b); }
-inline float __saturatef(float a) {
-  return a < 0.0f ? 0.0f : (a > 1.0f ? 1.0f : a);
+inline float __saturatef(float a) {  // NaN -> 0, as on the GPU
+  return a > 0.0f ? (a < 1.0f ? a : 1.0f) : 0.0f;
 }
 inline float rsqrtf(float a) { return 1.0f / std::sqrt(a); }
 

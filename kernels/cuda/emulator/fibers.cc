@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,9 @@ namespace {
 constexpr size_t kStackBytes = 256 * 1024;
 constexpr size_t kGuardBytes = 4096;  // below each stack: overflow faults
 constexpr size_t kSharedAlign = 256;
+// An H100's limits on a launch.
+constexpr unsigned kMaxBlockXY = 1024, kMaxBlockZ = 64, kMaxGridYZ = 65535;
+constexpr size_t kMaxDynamicShared = 232448;
 
 enum class Wait { kNone, kBlock, kWarp, kDone };
 
@@ -39,11 +43,21 @@ struct Fiber {
   Wait wait = Wait::kNone;
 };
 
-struct Warp {
-  unsigned arrived = 0;  // lanes waiting at the current collective
+// Lanes waiting at one collective: those of `mask` that have arrived.
+struct Group {
   unsigned mask = 0;
+  unsigned arrived = 0;
   const char* what = nullptr;
   Combine combine = nullptr;
+};
+
+// Collectives on disjoint masks may wait at once (divergent halves of a
+// warp each at their own); a lane is in at most one group, so the lanes'
+// slots serve them all.
+struct Warp {
+  unsigned present = 0;  // lanes that exist (a block's last warp may be short)
+  unsigned exited = 0;   // lanes that have returned
+  std::vector<Group> groups;
   Lane lanes[32];
 };
 
@@ -59,8 +73,11 @@ class Stacks {
     }
     base_ = static_cast<unsigned char*>(p);
     for (int i = 0; i < count; ++i) {
-      mprotect(base_ + i * (kStackBytes + kGuardBytes), kGuardBytes,
-               PROT_NONE);
+      if (mprotect(base_ + i * (kStackBytes + kGuardBytes), kGuardBytes,
+                   PROT_NONE) != 0) {
+        std::perror("emulator: mprotect");
+        std::abort();
+      }
     }
   }
   ~Stacks() { munmap(base_, bytes_); }
@@ -90,7 +107,7 @@ struct Launch {
   std::string error;
   ucontext_t start;  // getcontext's, copied for each fiber
 #if defined(H3_EMULATOR_ASAN)
-  void* fake_stack = nullptr;       // the scheduler's
+  void* fake_stack = nullptr;         // the scheduler's
   const void* main_bottom = nullptr;  // the scheduler's stack
   size_t main_size = 0;
 #endif
@@ -98,6 +115,7 @@ struct Launch {
 
 thread_local Launch* g_launch = nullptr;
 thread_local std::string g_last_error;
+thread_local Order g_default_order = Order::kForward;
 
 Launch& Current() {
   if (g_launch == nullptr || g_launch->current == nullptr) {
@@ -127,6 +145,14 @@ void Yield(Launch& l) {
 #endif
 }
 
+// From a fiber that will never run again to the scheduler.
+[[noreturn]] void Leave(Launch& l) {
+#if defined(H3_EMULATOR_ASAN)
+  __sanitizer_start_switch_fiber(nullptr, l.main_bottom, l.main_size);
+#endif
+  _longjmp(l.scheduler, 1);
+}
+
 // From the scheduler to fiber f until it waits or ends.
 void Resume(Launch& l, Fiber& f) {
   l.current = &f;
@@ -137,6 +163,8 @@ void Resume(Launch& l, Fiber& f) {
     if (!f.started) {
       f.started = true;
       setcontext(&f.context);
+      std::perror("emulator: setcontext");
+      std::abort();
     }
     _longjmp(f.jump, 1);
   }
@@ -145,10 +173,15 @@ void Resume(Launch& l, Fiber& f) {
 #endif
 }
 
-[[noreturn]] void Fail(Launch& l, const std::string& what) {
-  if (l.error.empty()) l.error = what + Where(l, *l.current);
-  l.current->wait = Wait::kDone;  // never run again
-  for (;;) Yield(l);
+// Ends the launch with the error a + b + c and where; the fiber's frames
+// are abandoned, so callers pass no owning temporaries.
+[[noreturn]] void Fail(Launch& l, const char* a, const char* b = "",
+                       const char* c = "") {
+  if (l.error.empty()) {
+    l.error = std::string(a) + b + c + Where(l, *l.current);
+  }
+  l.current->wait = Wait::kDone;
+  Leave(l);
 }
 
 void ReleaseBlockBarrier(Launch& l) {
@@ -157,6 +190,22 @@ void ReleaseBlockBarrier(Launch& l) {
     if (f.wait == Wait::kBlock) f.wait = Wait::kNone;
   }
   l.block_waiting = 0;
+}
+
+// Runs group g's combine and releases its lanes once every lane of its
+// mask that exists and has not returned has arrived; the lanes that did
+// take part are the combine's mask.
+void ReleaseIfComplete(Launch& l, Warp& w, size_t g, int first) {
+  const Group group = w.groups[g];
+  const unsigned needed = group.mask & w.present & ~w.exited;
+  if ((group.arrived & needed) != needed) return;
+  if (const char* wrong = group.combine(w.lanes, group.arrived)) {
+    Fail(l, group.what, ": ", wrong);
+  }
+  w.groups.erase(w.groups.begin() + static_cast<std::ptrdiff_t>(g));
+  for (int i = 0; i < 32; ++i) {
+    if (group.arrived >> i & 1u) l.fibers[first + i].wait = Wait::kNone;
+  }
 }
 
 void FiberMain() {
@@ -168,13 +217,16 @@ void FiberMain() {
   Fiber& f = *l.current;
   f.wait = Wait::kDone;
   --l.live;
-  const Warp& w = l.warps[f.linear / 32];
-  if (w.arrived != 0 && (w.mask >> (f.linear % 32) & 1u)) {
-    l.error = std::string("a lane returned while its warp waits for it at ") +
-              w.what + Where(l, f);
+  // Collectives need only the lanes that have not returned (CUDA's
+  // "non-exited threads named in mask"): this one may complete some.
+  const int lane = f.linear % 32, first = f.linear - lane;
+  Warp& w = l.warps[f.linear / 32];
+  w.exited |= 1u << lane;
+  for (size_t g = w.groups.size(); g-- > 0;) {
+    if (w.groups[g].mask >> lane & 1u) ReleaseIfComplete(l, w, g, first);
   }
   ReleaseBlockBarrier(l);
-  for (;;) Yield(l);
+  Leave(l);
 }
 
 std::string Deadlock(const Launch& l) {
@@ -186,13 +238,13 @@ std::string Deadlock(const Launch& l) {
             std::to_string(l.live) + " live threads at __syncthreads;";
   }
   for (size_t i = 0; i < l.warps.size(); ++i) {
-    const Warp& w = l.warps[i];
-    if (w.arrived == 0) continue;
-    char line[160];
-    std::snprintf(line, sizeof line,
-                  " warp %zu at %s with lanes 0x%08x of mask 0x%08x;", i,
-                  w.what, w.arrived, w.mask);
-    text += line;
+    for (const Group& g : l.warps[i].groups) {
+      char line[160];
+      std::snprintf(line, sizeof line,
+                    " warp %zu at %s with lanes 0x%08x of mask 0x%08x;", i,
+                    g.what, g.arrived, g.mask);
+      text += line;
+    }
   }
   char where[64];
   std::snprintf(where, sizeof where, " (block %u,%u,%u)", l.block_index.x,
@@ -205,7 +257,13 @@ bool RunBlock(Launch& l, const Stacks& stacks, size_t shared_bytes,
               Order order) {
   const int n = static_cast<int>(l.fibers.size());
   if (shared_bytes > 0) std::memset(l.shared, 0xff, shared_bytes);
-  for (Warp& w : l.warps) w.arrived = 0;
+  for (size_t i = 0; i < l.warps.size(); ++i) {
+    Warp& w = l.warps[i];
+    const int lanes = std::min(32, n - static_cast<int>(32 * i));
+    w.present = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+    w.exited = 0;
+    w.groups.clear();
+  }
   for (int i = 0; i < n; ++i) {
     Fiber& f = l.fibers[i];
     f.index = {i % l.block.x, i / l.block.x % l.block.y,
@@ -239,16 +297,45 @@ bool RunBlock(Launch& l, const Stacks& stacks, size_t shared_bytes,
   }
 }
 
+// "" when an H100 takes the launch, else why not.
+std::string CheckConfiguration(dim3 grid, dim3 block, size_t shared_bytes) {
+  const size_t threads = size_t{block.x} * block.y * block.z;
+  if (threads == 0 || threads > 1024 || block.x > kMaxBlockXY ||
+      block.y > kMaxBlockXY || block.z > kMaxBlockZ) {
+    return "invalid launch configuration: block of " +
+           std::to_string(block.x) + " x " + std::to_string(block.y) + " x " +
+           std::to_string(block.z) +
+           " (at most 1024 threads, z at most 64)";
+  }
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > kMaxGridYZ ||
+      grid.z > kMaxGridYZ) {
+    return "invalid launch configuration: grid of " + std::to_string(grid.x) +
+           " x " + std::to_string(grid.y) + " x " + std::to_string(grid.z) +
+           " (y and z at most 65535)";
+  }
+  if (shared_bytes > kMaxDynamicShared) {
+    return "invalid launch configuration: " + std::to_string(shared_bytes) +
+           " bytes of dynamic shared memory (at most " +
+           std::to_string(kMaxDynamicShared) + ")";
+  }
+  return "";
+}
+
 }  // namespace
+
+Order DefaultOrder() { return g_default_order; }
+
+ScopedOrder::ScopedOrder(Order order) : previous_(g_default_order) {
+  g_default_order = order;
+}
+ScopedOrder::~ScopedOrder() { g_default_order = previous_; }
 
 std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
                 const std::function<void()>& kernel, Order order) {
-  const size_t threads = size_t{block.x} * block.y * block.z;
-  if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 ||
-      grid.z == 0) {
-    return "invalid launch configuration";
-  }
   if (g_launch != nullptr) return "Run called inside a Run";
+  g_last_error = CheckConfiguration(grid, block, dynamic_shared_bytes);
+  if (!g_last_error.empty()) return g_last_error;
+  const size_t threads = size_t{block.x} * block.y * block.z;
   Launch l;
   l.grid = grid;
   l.block = block;
@@ -288,19 +375,26 @@ const dim3& BlockDim() { return Current().block; }
 const dim3& GridDim() { return Current().grid; }
 int LaneId() { return Current().current->linear % 32; }
 
+unsigned LiveLanes() {
+  Launch& l = Current();
+  const Warp& w = l.warps[l.current->linear / 32];
+  return w.present & ~w.exited;
+}
+
 void* DynamicShared(size_t align) {
   Launch& l = Current();
   if (align > kSharedAlign) Fail(l, "dynamic shared memory aligned past 256");
-  if (l.shared == nullptr) Fail(l, "dynamic shared memory of a launch of 0");
-  return l.shared;
+  return l.shared;  // null for a launch without any: a use faults
 }
 
 void SyncThreads() {
   Launch& l = Current();
   Fiber& f = *l.current;
   const Warp& w = l.warps[f.linear / 32];
-  if (w.arrived != 0 && (w.mask >> (f.linear % 32) & 1u)) {
-    Fail(l, std::string("__syncthreads while the warp waits at ") + w.what);
+  for (const Group& g : w.groups) {
+    if (g.mask >> (f.linear % 32) & 1u) {
+      Fail(l, "__syncthreads while the warp waits for this lane at ", g.what);
+    }
   }
   f.wait = Wait::kBlock;
   ++l.block_waiting;
@@ -316,45 +410,32 @@ void WarpCollective(const char* what, unsigned mask, Combine combine,
   const int lane = f.linear % 32, first = f.linear - lane;
   Warp& w = l.warps[f.linear / 32];
   if (in_bytes > sizeof(Lane::in) || out_bytes > sizeof(Lane::out)) {
-    Fail(l, std::string(what) + ": operand too large for the emulator");
+    Fail(l, what, ": operand too large for the emulator");
   }
-  if (!(mask >> lane & 1u)) {
-    Fail(l, std::string(what) + ": the calling lane is not in the mask");
-  }
-  if (w.arrived == 0) {
-    w.mask = mask;
-    w.what = what;
-    w.combine = combine;
-  } else if (w.mask != mask || std::strcmp(w.what, what) != 0) {
-    Fail(l, std::string("lanes of a warp at different collectives: ") + what +
-                " and " + w.what);
-  }
-  for (int i = 0; i < 32; ++i) {
-    if (!(mask >> i & 1u)) continue;
-    const int t = first + i;
-    if (t >= static_cast<int>(l.fibers.size()) ||
-        l.fibers[t].wait == Wait::kDone) {
-      Fail(l, std::string(what) + ": a lane in the mask has returned or " +
-                  "does not exist");
+  if (!(mask >> lane & 1u)) Fail(l, what, ": the calling lane is not in mask");
+  size_t g = 0;
+  while (g < w.groups.size() && w.groups[g].mask != mask) {
+    if (w.groups[g].mask & mask) {
+      Fail(l, "lanes of a warp at collectives of overlapping masks: ", what);
     }
+    ++g;
   }
-  std::memcpy(w.lanes[lane].in, in, in_bytes);
+  if (g == w.groups.size()) {
+    w.groups.push_back({mask, 0, what, combine});
+  } else if (std::strcmp(w.groups[g].what, what) != 0) {
+    Fail(l, "lanes of a warp at different collectives: ", what, " and another");
+  }
+  if (in_bytes > 0) std::memcpy(w.lanes[lane].in, in, in_bytes);
   w.lanes[lane].arg = arg;
-  w.arrived |= 1u << lane;
+  w.groups[g].arrived |= 1u << lane;
   f.wait = Wait::kWarp;
-  if (w.arrived == mask) {
-    if (const char* wrong = w.combine(w.lanes, mask)) {
-      Fail(l, std::string(what) + ": " + wrong);
-    }
-    for (int i = 0; i < 32; ++i) {
-      if (mask >> i & 1u) l.fibers[first + i].wait = Wait::kNone;
-    }
-    w.arrived = 0;
-  }
+  ReleaseIfComplete(l, w, g, first);
   while (f.wait == Wait::kWarp) Yield(l);
-  std::memcpy(out, w.lanes[lane].out, out_bytes);
+  if (out_bytes > 0) std::memcpy(out, w.lanes[lane].out, out_bytes);
 }
 
-void Trap(const std::string& what) { Fail(Current(), what); }
+void Trap(const char* what, const char* detail) {
+  Fail(Current(), what, detail);
+}
 
 }  // namespace h3::emulator

@@ -38,14 +38,30 @@ namespace h3::emulator {
 
 enum class Order { kForward, kBackward };
 
+// The order of a Run that names none: kForward, or the innermost live
+// ScopedOrder's on this thread (so that a test can run host code that
+// launches through LaunchInOrder in either order).
+Order DefaultOrder();
+class ScopedOrder {
+ public:
+  explicit ScopedOrder(Order order);
+  ~ScopedOrder();
+  ScopedOrder(const ScopedOrder&) = delete;
+  ScopedOrder& operator=(const ScopedOrder&) = delete;
+
+ private:
+  Order previous_;
+};
+
 // Runs kernel() once in every thread of every block (blocks in x, then y,
 // then z order), with dynamic_shared_bytes of dynamic shared memory a
-// block. Returns "" when every thread returned, else what went wrong (the
-// rest of the launch is abandoned). Not reentrant: one Run at a time a
-// thread.
+// block. Returns "" when every thread returned, else what went wrong (an
+// H100 would refuse the configuration; or the rest of the launch is
+// abandoned). Not reentrant: one Run at a time a process (static
+// __shared__ variables are plain statics).
 std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
                 const std::function<void()>& kernel,
-                Order order = Order::kForward);
+                Order order = DefaultOrder());
 
 // What the last Run on this thread returned: for the tests of host code
 // that launches through LaunchInOrder (kernels/cuda/launch_order.cuh),
@@ -59,9 +75,12 @@ const dim3& BlockDim();
 const dim3& GridDim();
 // The lane (0 .. 31) of the running thread in its warp.
 int LaneId();
+// The lanes of the running thread's warp that exist and have not returned
+// (__activemask's answer here: the emulator does not track divergence).
+unsigned LiveLanes();
 
 // The block's dynamic shared memory (aligned to 256 bytes; align must not
-// exceed that).
+// exceed that); null for a launch without any, so that using it faults.
 void* DynamicShared(size_t align);
 
 // __syncthreads: waits until every thread of the block that has not
@@ -75,19 +94,22 @@ struct Lane {
   alignas(16) unsigned char out[128];
   int arg;
 };
-// Computes every lane's out from all lanes' in and arg, once all the lanes
-// in mask have arrived; returns nullptr, or what is wrong.
-using Combine = const char* (*)(Lane* lanes, unsigned mask);
+// Computes the out of each lane in `lanes_in` (the lanes taking part)
+// from their in and arg, writing no other lane's; returns nullptr, or what
+// is wrong.
+using Combine = const char* (*)(Lane* lanes, unsigned lanes_in);
 
-// The lanes in mask each call this with the same `what` and mask; the last
-// to arrive runs combine; each lane then gets its out. in_bytes and
-// out_bytes <= 128.
+// The lanes in mask that have not returned (CUDA: "all non-exited threads
+// named in mask") each call this with the same `what` and mask; the last
+// to arrive runs combine over those that came; each lane then gets its
+// out. Collectives of disjoint masks may wait at once; overlapping ones
+// are an error. in_bytes and out_bytes <= 128.
 void WarpCollective(const char* what, unsigned mask, Combine combine,
                     const void* in, size_t in_bytes, int arg, void* out,
                     size_t out_bytes);
 
-// Ends the launch with `what` as its error.
-[[noreturn]] void Trap(const std::string& what);
+// Ends the launch with what + detail as its error.
+[[noreturn]] void Trap(const char* what, const char* detail = "");
 
 }  // namespace h3::emulator
 

@@ -103,6 +103,18 @@ TEST(EmulatorTest, ShufflesReadTheLanesCudaDefines) {
   }
 }
 
+// Spelled out for width 8 and lane mask 12: lane 1 would read lane 13, in
+// a later segment, so reads itself; lane 9 reads lane 5, in an earlier
+// one, which xor may.
+TEST(EmulatorTest, XorReadsEarlierSegmentsButNotLaterOnes) {
+  const std::vector<int> got = PerThread(
+      32, [](int t) { return __shfl_xor_sync(0xffffffffu, t, 12, 8); });
+  EXPECT_EQ(got[1], 1);
+  EXPECT_EQ(got[9], 5);
+  EXPECT_EQ(got[20], 20);  // 20 ^ 12 = 24: the next segment
+  EXPECT_EQ(got[28], 16);
+}
+
 TEST(EmulatorTest, VotesCountTheLanesInTheMask) {
   const std::vector<int> got = PerThread(32, [](int t) {
     const unsigned ballot = __ballot_sync(0xffffffffu, t % 3 == 0);
@@ -187,12 +199,96 @@ TEST(EmulatorTest, ReportsLanesAtDifferentCollectives) {
   EXPECT_THAT(error, HasSubstr("different collectives"));
 }
 
-TEST(EmulatorTest, ReportsALaneThatReturnedBeforeACollective) {
+// CUDA's collectives wait for the non-exited lanes of their mask only.
+TEST(EmulatorTest, CollectivesWaitOnlyForLanesThatHaveNotReturned) {
+  const std::vector<int> got = PerThread(32, [](int t) {
+    if (t == 5) return -2;
+    __syncwarp();
+    const int all = __all_sync(0xffffffffu, 1);
+    return static_cast<int>(__ballot_sync(0xffffffffu, 1)) + all;
+  });
+  for (int t = 0; t < 32; ++t) {
+    EXPECT_EQ(got[t], t == 5 ? -2 : static_cast<int>(~(1u << 5)) + 1) << t;
+  }
+}
+
+TEST(EmulatorTest, ReportsAShuffleFromALaneThatReturned) {
   const std::string error = emulator::Run(dim3(1), dim3(32), 0, [] {
     if (threadIdx.x == 5) return;
-    __syncwarp();
+    __shfl_sync(0xffffffffu, 1, 5);
   });
-  EXPECT_THAT(error, HasSubstr("returned"));
+  EXPECT_THAT(error, HasSubstr("one that returned"));
+}
+
+// A block's last warp short of 32 lanes: the full mask names lanes that do
+// not exist, which take no part.
+TEST(EmulatorTest, AShortLastWarpTakesTheFullMask) {
+  const std::vector<int> got = PerThread(40, [](int t) {
+    return __shfl_xor_sync(0xffffffffu, t, 1) +
+           100 * __popc(__ballot_sync(0xffffffffu, 1));
+  });
+  for (int t = 0; t < 40; ++t) {
+    EXPECT_EQ(got[t], (t ^ 1) + 100 * (t < 32 ? 32 : 8)) << t;
+  }
+}
+
+// Divergent halves of a warp, each at its own collectives with its own
+// mask, both waiting at once.
+TEST(EmulatorTest, CollectivesOfDisjointMasksWaitTogether) {
+  for (const Order order : {Order::kForward, Order::kBackward}) {
+    const std::vector<int> got = PerThread(
+        32,
+        [](int t) {
+          const unsigned half = t < 16 ? 0x0000ffffu : 0xffff0000u;
+          int v = __shfl_xor_sync(half, t, 1);
+          v = __shfl_xor_sync(half, v, 2);
+          return v + 100 * __popc(__ballot_sync(half, t % 2));
+        },
+        order);
+    for (int t = 0; t < 32; ++t) EXPECT_EQ(got[t], (t ^ 3) + 800) << t;
+  }
+}
+
+// Seen when both wait at once: the full mask's lanes (16 .. 31, first in
+// the backward order) wait for lanes 0 .. 15, which arrive with another.
+TEST(EmulatorTest, ReportsCollectivesOfOverlappingMasks) {
+  const std::string error = emulator::Run(
+      dim3(1), dim3(32), 0,
+      [] { __syncwarp(threadIdx.x < 16 ? 0x0000ffffu : 0xffffffffu); },
+      Order::kBackward);
+  EXPECT_THAT(error, HasSubstr("overlapping masks"));
+}
+
+TEST(EmulatorTest, RefusesWhatAnH100Refuses) {
+  auto nothing = [] {};
+  EXPECT_THAT(emulator::Run(dim3(1), dim3(1, 1, 65), 0, nothing),
+              HasSubstr("block of 1 x 1 x 65"));
+  EXPECT_THAT(emulator::Run(dim3(1), dim3(33, 32), 0, nothing),
+              HasSubstr("at most 1024 threads"));
+  EXPECT_THAT(emulator::Run(dim3(1, 65536), dim3(32), 0, nothing),
+              HasSubstr("grid of 1 x 65536 x 1"));
+  EXPECT_THAT(emulator::Run(dim3(1), dim3(32), 232449, nothing),
+              HasSubstr("bytes of dynamic shared memory"));
+  EXPECT_THAT(emulator::Run(dim3(1), dim3(32), 0,
+                            [] { __shfl_sync(0xffffffffu, 1, 0, 12); }),
+              HasSubstr("power of two"));
+}
+
+TEST(EmulatorTest, ScopedOrderSetsTheDefault) {
+  EXPECT_EQ(DefaultOrder(), Order::kForward);
+  {
+    const ScopedOrder backward(Order::kBackward);
+    EXPECT_EQ(DefaultOrder(), Order::kBackward);
+    // The last thread runs first: it sees nobody else's write.
+    int first = -1;
+    EXPECT_EQ(emulator::Run(dim3(1), dim3(4), 0,
+                            [&] {
+                              if (first < 0) first = threadIdx.x;
+                            }),
+              "");
+    EXPECT_EQ(first, 3);
+  }
+  EXPECT_EQ(DefaultOrder(), Order::kForward);
 }
 
 TEST(EmulatorTest, ReportsAShuffleFromOutsideTheMask) {

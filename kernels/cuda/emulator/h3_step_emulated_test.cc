@@ -64,18 +64,21 @@ struct StepCase {
   int d, p, n, batch;
   bool fused;  // input_stride 3 d, else 0
   ElementType type;
+  emulator::Order order = emulator::Order::kForward;  // the fibers'
 };
 
 std::ostream& operator<<(std::ostream& os, const StepCase& c) {
   return os << "d" << c.d << "_p" << c.p << "_N" << c.n << "_batch" << c.batch
             << (c.fused ? "_stride3d_" : "_stride0_")
-            << ElementTypeName(c.type);
+            << ElementTypeName(c.type)
+            << (c.order == emulator::Order::kForward ? "" : "_backward");
 }
 
 class H3StepEmulatedTest : public ::testing::TestWithParam<StepCase> {};
 
 TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
   const StepCase c = GetParam();
+  const emulator::ScopedOrder order(c.order);  // H3StepCuda's launches
   const H3Shape shape{c.d, c.p, c.n};
   const RandomH3Layer layer(shape, 41);
   const H3Weights w = layer.weights();
@@ -178,16 +181,19 @@ std::vector<StepCase> Cases() {
   for (const ElementType type :
        {ElementType::kF32, ElementType::kF16, ElementType::kBF16}) {
     for (const bool fused : {false, true}) {
-      // The octet kernel: N / 8 lanes a channel (8, 2 and 1).
-      cases.push_back({24, 1, 64, 9, fused, type});
-      cases.push_back({24, 1, 16, 9, fused, type});
-      cases.push_back({24, 1, 8, 9, fused, type});
-      // The float4 and float2 kernels (N not a multiple of 8).
-      cases.push_back({20, 1, 4, 9, fused, type});
-      cases.push_back({20, 1, 12, 9, fused, type});
-      cases.push_back({20, 1, 10, 9, fused, type});
-      // The general kernel (head_dim > 1).
-      cases.push_back({16, 2, 8, 9, fused, type});
+      for (const emulator::Order order :
+           {emulator::Order::kForward, emulator::Order::kBackward}) {
+        // The octet kernel: N / 8 lanes a channel (8, 2 and 1).
+        cases.push_back({24, 1, 64, 9, fused, type, order});
+        cases.push_back({24, 1, 16, 9, fused, type, order});
+        cases.push_back({24, 1, 8, 9, fused, type, order});
+        // The float4 and float2 kernels (N not a multiple of 8).
+        cases.push_back({20, 1, 4, 9, fused, type, order});
+        cases.push_back({20, 1, 12, 9, fused, type, order});
+        cases.push_back({20, 1, 10, 9, fused, type, order});
+        // The general kernel (head_dim > 1).
+        cases.push_back({16, 2, 8, 9, fused, type, order});
+      }
     }
   }
   // The 1.3B model's width at batch 64: the octet grid walks two sequences

@@ -58,11 +58,10 @@ T FromFloat(float v) {
 template <typename T>
 void CheckOperand(const char* what, const T* p, unsigned ldm) {
   if (reinterpret_cast<uintptr_t>(p) % 32 != 0) {
-    ::h3::emulator::Trap(std::string(what) + ": pointer not 256-bit aligned");
+    ::h3::emulator::Trap(what, ": pointer not 256-bit aligned");
   }
   if (ldm * sizeof(T) % 16 != 0) {
-    ::h3::emulator::Trap(std::string(what) +
-                         ": ldm not a multiple of 16 bytes");
+    ::h3::emulator::Trap(what, ": ldm not a multiple of 16 bytes");
   }
 }
 
