@@ -21,11 +21,11 @@
 
 #include <cstddef>
 
-#include "kernels/cuda/dynamic_shared.cuh"
 #include "kernels/cuda/flashconv_device.cuh"
 #include "kernels/cuda/h3_chunked_device.cuh"
 #include "kernels/cuda/h3_prefill_rows_kernel.h"
 #include "kernels/cuda/io_element.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 
 namespace h3::kernels::chunked {
 namespace {

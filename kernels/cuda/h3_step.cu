@@ -14,11 +14,11 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cuda/dynamic_shared.cuh"
 #include "kernels/cuda/h3_step.h"
 #include "kernels/cuda/h3_step_device.cuh"
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/launch_order.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 #include "kernels/fallbacks.h"
 #include "kernels/h3_step_lanes.h"
 

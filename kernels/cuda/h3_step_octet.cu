@@ -2,11 +2,11 @@
 // for the others and the dispatch).
 #include <cstdint>
 
-#include "kernels/cuda/dynamic_shared.cuh"
 #include "kernels/cuda/h3_step.h"
 #include "kernels/cuda/h3_step_device.cuh"
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/launch_order.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 #include "kernels/h3_step_lanes.h"
 
 namespace h3::kernels::h3_step {

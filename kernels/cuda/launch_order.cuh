@@ -53,12 +53,12 @@ cudaError_t LaunchClustersInOrder(LaunchOrder order, unsigned cluster,
                                   cudaStream_t stream, Args&&... args) {
 #if defined(H3_CUDA_EMULATOR)
   // On the CPU emulator (kernels/cuda/emulator/fibers.h): the kernel runs
-  // before this returns, in stream order whatever `order` asks; no clusters.
+  // before this returns, in stream order whatever `order` asks.
   (void)order;
   (void)stream;
-  if (cluster != 0) return cudaErrorNotSupported;
-  return ::h3::emulator::Run(grid, block, shared,
-                             [&] { kernel(args...); }) == ""
+  return ::h3::emulator::Run(
+             grid, block, shared, [&] { kernel(args...); },
+             ::h3::emulator::DefaultOrder(), cluster == 0 ? 1 : cluster) == ""
              ? cudaSuccess
              : cudaErrorLaunchFailure;
 #else

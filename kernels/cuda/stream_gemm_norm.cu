@@ -18,10 +18,10 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/dynamic_shared.cuh"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/layer_norm_device.cuh"
 #include "kernels/cuda/mma_half.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 #include "kernels/cuda/stream_gemm.h"
 #include "kernels/cuda/stream_gemm_device.cuh"
 
@@ -55,7 +55,9 @@ __device__ __forceinline__ void PrefetchFirstSteps(const StreamGemmParams& p,
   for (int u = lane / 16; u < 4; u += 2) {
     const int64_t s = warp + int64_t{kStreamWarps} * u;
     if (s < steps) {
-#if !defined(H3_CUDA_EMULATOR)  // a hint: nothing to emulate
+#if defined(H3_CUDA_EMULATOR)  // a hint: nothing to emulate
+      (void)row;
+#else
       asm volatile("prefetch.global.L2 [%0];" ::"l"(row + s * kStreamStep));
 #endif
     }

@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,28 +16,12 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/stream_gemm.h"
 #include "tests/support/gpu_test.h"
+#include "tests/support/norm_product_case.h"
 
 namespace h3::kernels {
 namespace {
 
 #define ASSERT_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess)
-
-std::vector<float> Normal(size_t n, float mean, float scale, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(mean, scale);
-  std::vector<float> v(n);
-  for (float& e : v) e = normal(rng);
-  return v;
-}
-
-std::vector<uint16_t> Halves(const std::vector<float>& v, ElementType type) {
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    h[i] =
-        type == ElementType::kF16 ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
-  }
-  return h;
-}
 
 template <typename T>
 std::vector<T> Download(const DeviceBuffer& b, size_t n) {
@@ -49,23 +32,22 @@ std::vector<T> Download(const DeviceBuffer& b, size_t n) {
   return host;
 }
 
-// (weight type, rows, cols (the norm's kPer 4, 8, 16), add the residual)
-using Case = std::tuple<ElementType, int64_t, int64_t, bool>;
+using h3::testing::NormProductCase;
 
-class AddNormStreamGemmGpuTest : public h3::testing::GpuTestWithParam<Case> {};
+class AddNormStreamGemmGpuTest
+    : public h3::testing::GpuTestWithParam<NormProductCase> {};
 
 TEST_P(AddNormStreamGemmGpuTest, EqualsTheNormThenTheProduct) {
   const auto [type, rows, cols, add] = GetParam();
-  constexpr int64_t kN = 200;  // 13 blocks: slices of the residual each
-  // A residual stream with a large mean, as after many layers.
+  constexpr int64_t kN = h3::testing::kNormProductN;
+  const h3::testing::NormProductOperands o(GetParam());
   DeviceBuffer x, res_in, res_a, res_b, gamma, beta, w, bias, normed, y_a, y_b;
-  ASSERT_CUDA_OK(CopyToDevice(Normal(rows * cols, 3.0f, 1.0f, 1), &x));
-  ASSERT_CUDA_OK(CopyToDevice(Normal(rows * cols, -2.0f, 2.0f, 2), &res_in));
-  ASSERT_CUDA_OK(CopyToDevice(Normal(cols, 1.0f, 0.2f, 3), &gamma));
-  ASSERT_CUDA_OK(CopyToDevice(Normal(cols, 0.0f, 0.2f, 4), &beta));
-  ASSERT_CUDA_OK(
-      CopyToDevice(Halves(Normal(kN * cols, 0.0f, 1.0f / 45, 5), type), &w));
-  ASSERT_CUDA_OK(CopyToDevice(Normal(kN, 0.0f, 1.0f, 6), &bias));
+  ASSERT_CUDA_OK(CopyToDevice(o.x, &x));
+  ASSERT_CUDA_OK(CopyToDevice(o.residual_in, &res_in));
+  ASSERT_CUDA_OK(CopyToDevice(o.gamma, &gamma));
+  ASSERT_CUDA_OK(CopyToDevice(o.beta, &beta));
+  ASSERT_CUDA_OK(CopyToDevice(o.w, &w));
+  ASSERT_CUDA_OK(CopyToDevice(o.bias, &bias));
   ASSERT_CUDA_OK(res_a.Reserve(rows * cols * sizeof(float)));
   ASSERT_CUDA_OK(res_b.Reserve(rows * cols * sizeof(float)));
   ASSERT_CUDA_OK(normed.Reserve(rows * cols * sizeof(uint16_t)));
@@ -74,39 +56,21 @@ TEST_P(AddNormStreamGemmGpuTest, EqualsTheNormThenTheProduct) {
   for (DeviceBuffer* b : {&res_a, &res_b, &normed, &y_a, &y_b}) {
     ASSERT_CUDA_OK(cudaMemset(b->get(), 0xff, b->bytes()));
   }
-
-  AddLayerNormParams norm;
-  norm.x = x.as<float>();
-  norm.residual_in = res_in.as<float>();
-  norm.residual = res_a.as<float>();
-  norm.add_residual = add;
-  norm.gamma = gamma.as<float>();
-  norm.beta = beta.as<float>();
-  norm.out = normed.get();
-  norm.out_type = type;
-  norm.rows = rows;
-  norm.cols = cols;
-  StreamGemmParams product{.x = normed.get(),
-                           .x_type = type,
-                           .w = w.get(),
-                           .w_type = type,
-                           .bias = bias.get(),
-                           .y = y_a.get(),
-                           .rows = rows,
-                           .n = kN,
-                           .k = cols,
-                           .gelu = true};
-  ASSERT_STREQ(AddNormStreamGemmCheck(norm, product), "");
-  ASSERT_CUDA_OK(AddLayerNormCuda(norm, nullptr));
-  ASSERT_CUDA_OK(StreamGemmCuda(product, nullptr));
+  h3::testing::NormProductCall call = h3::testing::MakeNormProductCall(
+      GetParam(), x.as<float>(), res_in.as<float>(), res_a.as<float>(),
+      gamma.as<float>(), beta.as<float>(), normed.get(), w.get(),
+      bias.as<float>(), y_a.get());
+  ASSERT_STREQ(AddNormStreamGemmCheck(call.norm, call.product), "");
+  ASSERT_CUDA_OK(AddLayerNormCuda(call.norm, nullptr));
+  ASSERT_CUDA_OK(StreamGemmCuda(call.product, nullptr));
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
   const auto want_y = Download<uint32_t>(y_a, rows * kN);
   const auto want_res = Download<uint32_t>(res_a, rows * cols);
 
   ASSERT_CUDA_OK(cudaMemset(normed.get(), 0xff, normed.bytes()));
-  norm.residual = res_b.as<float>();
-  product.y = y_b.get();
-  ASSERT_CUDA_OK(AddNormStreamGemmCuda(norm, product, nullptr));
+  call.norm.residual = res_b.as<float>();
+  call.product.y = y_b.get();
+  ASSERT_CUDA_OK(AddNormStreamGemmCuda(call.norm, call.product, nullptr));
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
   EXPECT_EQ(Download<uint32_t>(y_b, rows * kN), want_y);
   EXPECT_EQ(Download<uint32_t>(res_b, rows * cols), want_res);
@@ -120,12 +84,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(ElementType::kF16, ElementType::kBF16),
                        ::testing::Values(1, 3, 4),
                        ::testing::Values(768, 2048, 2560), ::testing::Bool()),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      const Case& c = info.param;
-      return std::string(ElementTypeName(std::get<0>(c))) + "_rows" +
-             std::to_string(std::get<1>(c)) + "_cols" +
-             std::to_string(std::get<2>(c)) +
-             (std::get<3>(c) ? "_add" : "_first");
+    [](const ::testing::TestParamInfo<NormProductCase>& info) {
+      return h3::testing::NormProductCaseName(info.param);
     });
 
 // Each rule of AddNormStreamGemmCheck, and the refusal without a launch.

@@ -84,32 +84,10 @@ TEST_P(StreamGemmGpuTest, MatchesThePlainProduct) {
 }
 
 TEST_P(StreamGemmGpuTest, ARowGetsTheSameBitsInAnyBatch) {
-  StreamCase c = test_case();
-  c.rows = 64;
-  const StreamOperands all = h3::testing::MakeStreamOperands(c, 23);
-  const size_t x_row = c.k * ElementSize(h3::testing::XType(c));
-  const size_t y_row = c.n * ElementSize(h3::testing::YType(c));
-  constexpr int64_t kRow = 5;  // the row under test
-  StreamCase one = c;
-  one.rows = 1;
-  StreamOperands alone = all;
-  alone.x.assign(all.x.begin() + kRow * x_row,
-                 all.x.begin() + (kRow + 1) * x_row);
-  std::vector<uint8_t> want;
-  RunOnDevice(kernel(), one, alone, &want);
-  for (const int64_t size : {7, 64}) {
-    for (const int64_t at : {int64_t{0}, size / 2, size - 1}) {
-      StreamCase batch = c;
-      batch.rows = size;
-      StreamOperands in = all;
-      in.x.resize(size * x_row);
-      std::copy(alone.x.begin(), alone.x.end(), in.x.begin() + at * x_row);
-      std::vector<uint8_t> got;
-      RunOnDevice(kernel(), batch, in, &got);
-      ASSERT_EQ(std::memcmp(got.data() + at * y_row, want.data(), y_row), 0)
-          << "row at " << at << " of " << size;
-    }
-  }
+  h3::testing::ExpectARowGetsTheSameBitsInAnyBatch(
+      test_case(),
+      [&](const StreamCase& c, const StreamOperands& o,
+          std::vector<uint8_t>* y) { RunOnDevice(kernel(), c, o, y); });
 }
 
 // StreamCases, and for the split kernel's column blocks of 128 and its

@@ -25,6 +25,7 @@
 #include "kernels/cuda/kernel_image.h"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/mma_half.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 #include "kernels/cuda/stream_gemm_device.cuh"
 #include "kernels/cuda/stream_split_gemm.h"
 
@@ -44,8 +45,10 @@ constexpr int kThreads = kSplitWarps * 32;
 template <typename T, typename X, int kTiles>
 __global__ void __launch_bounds__(kThreads)
     StreamSplitKernel(StreamGemmParams p, int64_t steps, int splits) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  __shared__ float partial[StreamSplitEntries(kTiles)];
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || \
+    defined(H3_CUDA_EMULATOR)
+  // Read by the cluster's other blocks: H3_SHARED_ARRAY (shared_memory.cuh).
+  H3_SHARED_ARRAY(float, partial, StreamSplitEntries(kTiles));
   const cg::cluster_group cluster = cg::this_cluster();
   const int split = static_cast<int>(cluster.block_rank());
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -176,7 +176,7 @@ struct Result {
 
 // The index of the first element where a and b differ, or -1.
 inline int64_t FirstDifference(const std::vector<int32_t>& a,
-                        const std::vector<int32_t>& b) {
+                               const std::vector<int32_t>& b) {
   if (a.size() != b.size()) return 0;
   const auto it = std::mismatch(a.begin(), a.end(), b.begin()).first;
   return it == a.end() ? -1 : it - a.begin();
@@ -185,7 +185,7 @@ inline int64_t FirstDifference(const std::vector<int32_t>& a,
 // Each row's history: its rows of `counts` and `flags` (host or device
 // memory), or none.
 inline std::vector<TokenHistory> Histories(const Batch& batch, int32_t* counts,
-                                    uint8_t* flags) {
+                                           uint8_t* flags) {
   std::vector<TokenHistory> histories(batch.rows.size());
   for (size_t b = 0; b < batch.rows.size(); ++b) {
     if (!batch.has_history[b]) continue;
@@ -195,8 +195,8 @@ inline std::vector<TokenHistory> Histories(const Batch& batch, int32_t* counts,
 }
 
 inline SampleParams Params(const Batch& batch, const float* logits,
-                    const SamplingRow* rows, const TokenHistory* histories,
-                    Result* out) {
+                           const SamplingRow* rows,
+                           const TokenHistory* histories, Result* out) {
   SampleParams p;
   p.batch = static_cast<int>(batch.rows.size());
   p.vocab_size = batch.vocab;

@@ -5,14 +5,17 @@
 // (kernels/stream_gemm.h): its CPU emulation test and its GPU kernel test
 // share them.
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "base/element_type.h"
 #include "base/half_float.h"
+#include "gtest/gtest.h"
 #include "kernels/skinny_gemm.h"
 #include "kernels/stream_gemm.h"
 #include "tests/support/random.h"
@@ -136,6 +139,40 @@ int64_t FirstElementNotCountedOnce(Run run) {
     if (LoadFloat(y.data(), ElementType::kF32, 0) != i) return i;
   }
   return -1;
+}
+
+// As a batch-invariant product must: row 5 of 64 rows of case c (its n,
+// k and types) computed alone gives the bits it gets at the start, middle
+// and end of batches of 7 and 64. run(case, operands, &y) computes y (on
+// a GPU, or the emulator).
+template <typename Run>
+void ExpectARowGetsTheSameBitsInAnyBatch(StreamCase c, Run run) {
+  c.rows = 64;
+  const StreamOperands all = MakeStreamOperands(c, 23);
+  const size_t x_row = c.k * ElementSize(XType(c));
+  const size_t y_row = c.n * ElementSize(YType(c));
+  constexpr int64_t kRow = 5;  // the row under test
+  StreamCase one = c;
+  one.rows = 1;
+  StreamOperands alone = all;
+  alone.x.assign(all.x.begin() + kRow * x_row,
+                 all.x.begin() + (kRow + 1) * x_row);
+  std::vector<uint8_t> want;
+  run(one, alone, &want);
+  for (const int64_t size : {7, 64}) {
+    for (const int64_t at : {int64_t{0}, size / 2, size - 1}) {
+      StreamCase batch = c;
+      batch.rows = size;
+      StreamOperands in = all;
+      in.x.resize(size * x_row);
+      std::copy(alone.x.begin(), alone.x.end(), in.x.begin() + at * x_row);
+      std::vector<uint8_t> got;
+      run(batch, in, &got);
+      ASSERT_EQ(got.size(), size * y_row);
+      ASSERT_EQ(std::memcmp(got.data() + at * y_row, want.data(), y_row), 0)
+          << "row at " << at << " of " << size;
+    }
+  }
 }
 
 // y of case c as floats, from its type's bytes.

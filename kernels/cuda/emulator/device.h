@@ -8,8 +8,9 @@
 // __shared__ variables as statics (one block runs at a time), the built-in
 // variables, barriers, shuffles, votes, the cache-hinted loads and stores,
 // the fast-math and bit intrinsics the kernels use, and nvcuda::wmma
-// (wmma.h) and the mma.sync tile mma_half.cuh uses (mma.h). Device code that needs more fails to compile, which is the
-// signal to add it here.
+// (wmma.h), the mma.sync tile mma_half.cuh uses (mma.h) and
+// cooperative_groups' thread-block cluster. Device code that needs more fails
+// to compile, which is the signal to add it here.
 
 #define H3_CUDA_EMULATOR 1
 
@@ -141,9 +142,8 @@ inline cudaError_t DeviceAttribute(cudaDeviceAttr attribute, int* value) {
 
 inline void __syncthreads() { ::h3::emulator::SyncThreads(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
-  ::h3::emulator::WarpCollective("__syncwarp", mask,
-                                 &::h3::emulator::NoCombine, nullptr, 0, 0,
-                                 nullptr, 0);
+  ::h3::emulator::WarpCollective("__syncwarp", mask, &::h3::emulator::NoCombine,
+                                 nullptr, 0, 0, nullptr, 0);
 }
 inline void __threadfence() {}
 inline void __threadfence_block() {}
@@ -292,7 +292,7 @@ inline int __clz(int x) {
 inline int __ffs(int x) { return __builtin_ffs(x); }
 
 // CUDA's min and max overloads for integers and floats.
-#define H3_EMULATOR_MIN_MAX(T)                    \
+#define H3_EMULATOR_MIN_MAX(T)                     \
   inline T min(T a, T b) { return b < a ? b : a; } \
   inline T max(T a, T b) { return a < b ? b : a; }
 H3_EMULATOR_MIN_MAX(int)
@@ -339,5 +339,25 @@ T atomicCAS(T* p, T compare, T v) {
 
 #include "kernels/cuda/emulator/mma.h"
 #include "kernels/cuda/emulator/wmma.h"
+
+// The thread-block cluster of cooperative_groups.
+namespace cooperative_groups {
+class cluster_group {
+ public:
+  unsigned block_rank() const {
+    return static_cast<unsigned>(::h3::emulator::ClusterRank());
+  }
+  unsigned num_blocks() const {
+    return static_cast<unsigned>(::h3::emulator::ClusterSize());
+  }
+  void sync() const { ::h3::emulator::ClusterSync(); }
+  template <typename T>
+  T* map_shared_rank(T* address, unsigned rank) const {
+    return static_cast<T*>(
+        ::h3::emulator::MapSharedRank(address, static_cast<int>(rank)));
+  }
+};
+inline cluster_group this_cluster() { return {}; }
+}  // namespace cooperative_groups
 
 #endif  // H3_KERNELS_CUDA_EMULATOR_DEVICE_H_

@@ -30,8 +30,9 @@ constexpr size_t kSharedAlign = 256;
 // An H100's limits on a launch.
 constexpr unsigned kMaxBlockXY = 1024, kMaxBlockZ = 64, kMaxGridYZ = 65535;
 constexpr size_t kMaxDynamicShared = 232448;
+constexpr unsigned kMaxCluster = 8;  // the portable cluster size
 
-enum class Wait { kNone, kBlock, kWarp, kDone };
+enum class Wait { kNone, kBlock, kCluster, kWarp, kDone };
 
 struct Fiber {
   ucontext_t context;  // its start (makecontext)
@@ -39,6 +40,7 @@ struct Fiber {
   bool started = false;
   unsigned char* stack = nullptr;  // kStackBytes
   uint3 index{};
+  int block = 0;   // its block's rank in the cluster
   int linear = 0;  // threadIdx as a linear index
   Wait wait = Wait::kNone;
 };
@@ -93,17 +95,28 @@ class Stacks {
   unsigned char* base_;
 };
 
+// One block of the cluster running (a cluster of one without clusters).
+struct Block {
+  uint3 index{};
+  unsigned char* shared = nullptr;  // its dynamic shared memory
+  // Its static __shared__ arrays declared with H3_SHARED_ARRAY, by tag.
+  std::vector<std::pair<const void*, std::vector<unsigned char>>> statics;
+  int first = 0;    // its fibers: [first, first + threads)
+  int live = 0;     // its threads that have not returned
+  int waiting = 0;  // ... waiting at __syncthreads
+  std::vector<Warp> warps;
+};
+
 struct Launch {
   dim3 grid, block;
-  uint3 block_index{};
+  size_t shared_bytes = 0;
   const std::function<void()>* kernel = nullptr;
-  std::vector<Fiber> fibers;
-  std::vector<Warp> warps;
-  unsigned char* shared = nullptr;
+  std::vector<Block> blocks;  // the cluster's, by rank
+  std::vector<Fiber> fibers;  // every thread of the cluster
   jmp_buf scheduler;
   Fiber* current = nullptr;
-  int live = 0;           // threads of the block that have not returned
-  int block_waiting = 0;  // ... waiting at __syncthreads
+  int live = 0;             // the cluster's threads that have not returned
+  int cluster_waiting = 0;  // ... waiting at cluster.sync()
   std::string error;
   ucontext_t start;  // getcontext's, copied for each fiber
 #if defined(H3_EMULATOR_ASAN)
@@ -125,11 +138,16 @@ Launch& Current() {
   return *g_launch;
 }
 
+Block& BlockOf(Launch& l, const Fiber& f) { return l.blocks[f.block]; }
+Warp& WarpOf(Launch& l, const Fiber& f) {
+  return l.blocks[f.block].warps[f.linear / 32];
+}
+
 std::string Where(const Launch& l, const Fiber& f) {
+  const uint3& b = l.blocks[f.block].index;
   char text[96];
-  std::snprintf(text, sizeof text, " (block %u,%u,%u thread %u,%u,%u)",
-                l.block_index.x, l.block_index.y, l.block_index.z, f.index.x,
-                f.index.y, f.index.z);
+  std::snprintf(text, sizeof text, " (block %u,%u,%u thread %u,%u,%u)", b.x,
+                b.y, b.z, f.index.x, f.index.y, f.index.z);
   return text;
 }
 
@@ -184,17 +202,38 @@ void Resume(Launch& l, Fiber& f) {
   Leave(l);
 }
 
-void ReleaseBlockBarrier(Launch& l) {
-  if (l.block_waiting == 0 || l.block_waiting < l.live) return;
-  for (Fiber& f : l.fibers) {
-    if (f.wait == Wait::kBlock) f.wait = Wait::kNone;
+// Releases block b's __syncthreads once every live thread of it waits
+// there, and the cluster's barrier once every live thread of the cluster
+// waits at it.
+void ReleaseBarriers(Launch& l, int b) {
+  Block& block = l.blocks[b];
+  if (block.waiting > 0 && block.waiting >= block.live) {
+    for (Fiber& f : l.fibers) {
+      if (f.block == b && f.wait == Wait::kBlock) f.wait = Wait::kNone;
+    }
+    block.waiting = 0;
   }
-  l.block_waiting = 0;
+  if (l.cluster_waiting > 0 && l.cluster_waiting >= l.live) {
+    for (Fiber& f : l.fibers) {
+      if (f.wait == Wait::kCluster) f.wait = Wait::kNone;
+    }
+    l.cluster_waiting = 0;
+  }
+}
+
+// A barrier (`what`) reached by a lane its warp waits for at a collective:
+// a deadlock on the GPU.
+void FailIfTheWarpWaits(Launch& l, const Fiber& f, const char* what) {
+  for (const Group& g : WarpOf(l, f).groups) {
+    if (g.mask >> (f.linear % 32) & 1u) {
+      Fail(l, what, " while the warp waits for this lane at ", g.what);
+    }
+  }
 }
 
 // Runs group g's combine and releases its lanes once every lane of its
 // mask that exists and has not returned has arrived; the lanes that did
-// take part are the combine's mask.
+// take part are the combine's mask. first: the warp's first fiber.
 void ReleaseIfComplete(Launch& l, Warp& w, size_t g, int first) {
   const Group group = w.groups[g];
   const unsigned needed = group.mask & w.present & ~w.exited;
@@ -217,58 +256,77 @@ void FiberMain() {
   Fiber& f = *l.current;
   f.wait = Wait::kDone;
   --l.live;
+  --BlockOf(l, f).live;
   // Collectives need only the lanes that have not returned (CUDA's
   // "non-exited threads named in mask"): this one may complete some.
-  const int lane = f.linear % 32, first = f.linear - lane;
-  Warp& w = l.warps[f.linear / 32];
+  const int lane = f.linear % 32;
+  const int first = BlockOf(l, f).first + f.linear - lane;
+  Warp& w = WarpOf(l, f);
   w.exited |= 1u << lane;
   for (size_t g = w.groups.size(); g-- > 0;) {
     if (w.groups[g].mask >> lane & 1u) ReleaseIfComplete(l, w, g, first);
   }
-  ReleaseBlockBarrier(l);
+  ReleaseBarriers(l, f.block);
   Leave(l);
 }
 
 std::string Deadlock(const Launch& l) {
   std::string text = "deadlock:";
-  int at_block = 0;
-  for (const Fiber& f : l.fibers) at_block += f.wait == Wait::kBlock;
-  if (at_block > 0) {
-    text += " " + std::to_string(at_block) + " of " +
-            std::to_string(l.live) + " live threads at __syncthreads;";
+  int at_block = 0, at_cluster = 0;
+  for (const Fiber& f : l.fibers) {
+    at_block += f.wait == Wait::kBlock;
+    at_cluster += f.wait == Wait::kCluster;
   }
-  for (size_t i = 0; i < l.warps.size(); ++i) {
-    for (const Group& g : l.warps[i].groups) {
-      char line[160];
-      std::snprintf(line, sizeof line,
-                    " warp %zu at %s with lanes 0x%08x of mask 0x%08x;", i,
-                    g.what, g.arrived, g.mask);
-      text += line;
+  if (at_block > 0) {
+    text += " " + std::to_string(at_block) + " threads at __syncthreads;";
+  }
+  if (at_cluster > 0) {
+    text += " " + std::to_string(at_cluster) + " threads at cluster.sync;";
+  }
+  for (const Block& b : l.blocks) {
+    for (size_t i = 0; i < b.warps.size(); ++i) {
+      for (const Group& g : b.warps[i].groups) {
+        char line[192];
+        std::snprintf(line, sizeof line,
+                      " block %u,%u,%u warp %zu at %s with lanes 0x%08x of "
+                      "mask 0x%08x;",
+                      b.index.x, b.index.y, b.index.z, i, g.what, g.arrived,
+                      g.mask);
+        text += line;
+      }
     }
   }
-  char where[64];
-  std::snprintf(where, sizeof where, " (block %u,%u,%u)", l.block_index.x,
-                l.block_index.y, l.block_index.z);
-  return text + where;
+  return text + " " + std::to_string(l.live) + " threads live";
 }
 
-// Runs the block l.block_index; false when it failed (l.error).
-bool RunBlock(Launch& l, const Stacks& stacks, size_t shared_bytes,
-              Order order) {
-  const int n = static_cast<int>(l.fibers.size());
-  if (shared_bytes > 0) std::memset(l.shared, 0xff, shared_bytes);
-  for (size_t i = 0; i < l.warps.size(); ++i) {
-    Warp& w = l.warps[i];
-    const int lanes = std::min(32, n - static_cast<int>(32 * i));
-    w.present = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
-    w.exited = 0;
-    w.groups.clear();
+// Runs the cluster of l.blocks (their indexes set); false when it failed
+// (l.error).
+bool RunCluster(Launch& l, const Stacks& stacks, Order order) {
+  const int threads = static_cast<int>(l.fibers.size() / l.blocks.size());
+  for (size_t b = 0; b < l.blocks.size(); ++b) {
+    Block& block = l.blocks[b];
+    if (l.shared_bytes > 0) std::memset(block.shared, 0xff, l.shared_bytes);
+    block.statics.clear();
+    block.first = static_cast<int>(b) * threads;
+    block.live = threads;
+    block.waiting = 0;
+    block.warps.resize((threads + 31) / 32);
+    for (size_t i = 0; i < block.warps.size(); ++i) {
+      Warp& w = block.warps[i];
+      const int lanes = std::min(32, threads - static_cast<int>(32 * i));
+      w.present = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+      w.exited = 0;
+      w.groups.clear();
+    }
   }
+  const int n = static_cast<int>(l.fibers.size());
   for (int i = 0; i < n; ++i) {
     Fiber& f = l.fibers[i];
-    f.index = {i % l.block.x, i / l.block.x % l.block.y,
-               i / (l.block.x * l.block.y)};
-    f.linear = i;
+    const int t = i % threads;
+    f.index = {t % l.block.x, t / l.block.x % l.block.y,
+               t / (l.block.x * l.block.y)};
+    f.block = i / threads;
+    f.linear = t;
     f.wait = Wait::kNone;
     f.started = false;
     f.stack = stacks.stack(i);
@@ -279,7 +337,7 @@ bool RunBlock(Launch& l, const Stacks& stacks, size_t shared_bytes,
     makecontext(&f.context, &FiberMain, 0);
   }
   l.live = n;
-  l.block_waiting = 0;
+  l.cluster_waiting = 0;
   for (;;) {
     bool ran = false;
     for (int k = 0; k < n; ++k) {
@@ -298,13 +356,13 @@ bool RunBlock(Launch& l, const Stacks& stacks, size_t shared_bytes,
 }
 
 // "" when an H100 takes the launch, else why not.
-std::string CheckConfiguration(dim3 grid, dim3 block, size_t shared_bytes) {
+std::string CheckConfiguration(dim3 grid, dim3 block, size_t shared_bytes,
+                               unsigned cluster) {
   const size_t threads = size_t{block.x} * block.y * block.z;
   if (threads == 0 || threads > 1024 || block.x > kMaxBlockXY ||
       block.y > kMaxBlockXY || block.z > kMaxBlockZ) {
-    return "invalid launch configuration: block of " +
-           std::to_string(block.x) + " x " + std::to_string(block.y) + " x " +
-           std::to_string(block.z) +
+    return "invalid launch configuration: block of " + std::to_string(block.x) +
+           " x " + std::to_string(block.y) + " x " + std::to_string(block.z) +
            " (at most 1024 threads, z at most 64)";
   }
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > kMaxGridYZ ||
@@ -317,6 +375,11 @@ std::string CheckConfiguration(dim3 grid, dim3 block, size_t shared_bytes) {
     return "invalid launch configuration: " + std::to_string(shared_bytes) +
            " bytes of dynamic shared memory (at most " +
            std::to_string(kMaxDynamicShared) + ")";
+  }
+  if (cluster == 0 || cluster > kMaxCluster || grid.x % cluster != 0) {
+    return "invalid launch configuration: clusters of " +
+           std::to_string(cluster) + " blocks (1 to 8, dividing grid.x " +
+           std::to_string(grid.x) + ")";
   }
   return "";
 }
@@ -331,34 +394,40 @@ ScopedOrder::ScopedOrder(Order order) : previous_(g_default_order) {
 ScopedOrder::~ScopedOrder() { g_default_order = previous_; }
 
 std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
-                const std::function<void()>& kernel, Order order) {
+                const std::function<void()>& kernel, Order order,
+                unsigned cluster) {
   if (g_launch != nullptr) return "Run called inside a Run";
-  g_last_error = CheckConfiguration(grid, block, dynamic_shared_bytes);
+  g_last_error = CheckConfiguration(grid, block, dynamic_shared_bytes, cluster);
   if (!g_last_error.empty()) return g_last_error;
   const size_t threads = size_t{block.x} * block.y * block.z;
   Launch l;
   l.grid = grid;
   l.block = block;
+  l.shared_bytes = dynamic_shared_bytes;
   l.kernel = &kernel;
-  l.fibers.resize(threads);
-  l.warps.resize((threads + 31) / 32);
-  const size_t shared_alloc =
+  l.blocks.resize(cluster);
+  l.fibers.resize(cluster * threads);
+  const size_t stride =
       (dynamic_shared_bytes + kSharedAlign - 1) / kSharedAlign * kSharedAlign;
   std::unique_ptr<unsigned char, decltype(&std::free)> shared(
-      shared_alloc > 0 ? static_cast<unsigned char*>(
-                             std::aligned_alloc(kSharedAlign, shared_alloc))
-                       : nullptr,
+      stride > 0 ? static_cast<unsigned char*>(
+                       std::aligned_alloc(kSharedAlign, cluster * stride))
+                 : nullptr,
       &std::free);
-  l.shared = shared.get();
-  const Stacks stacks(static_cast<int>(threads));
+  for (unsigned b = 0; b < cluster; ++b) {
+    l.blocks[b].shared = stride > 0 ? shared.get() + b * stride : nullptr;
+  }
+  const Stacks stacks(static_cast<int>(l.fibers.size()));
   getcontext(&l.start);
   g_launch = &l;
   bool ok = true;
   for (unsigned z = 0; ok && z < grid.z; ++z) {
     for (unsigned y = 0; ok && y < grid.y; ++y) {
-      for (unsigned x = 0; ok && x < grid.x; ++x) {
-        l.block_index = {x, y, z};
-        ok = RunBlock(l, stacks, dynamic_shared_bytes, order);
+      for (unsigned x = 0; ok && x < grid.x; x += cluster) {
+        for (unsigned b = 0; b < cluster; ++b) {
+          l.blocks[b].index = {x + b, y, z};
+        }
+        ok = RunCluster(l, stacks, order);
       }
     }
   }
@@ -370,35 +439,85 @@ std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
 const std::string& LastRunError() { return g_last_error; }
 
 const uint3& ThreadIndex() { return Current().current->index; }
-const uint3& BlockIndex() { return Current().block_index; }
+const uint3& BlockIndex() {
+  Launch& l = Current();
+  return BlockOf(l, *l.current).index;
+}
 const dim3& BlockDim() { return Current().block; }
 const dim3& GridDim() { return Current().grid; }
 int LaneId() { return Current().current->linear % 32; }
 
 unsigned LiveLanes() {
   Launch& l = Current();
-  const Warp& w = l.warps[l.current->linear / 32];
+  const Warp& w = WarpOf(l, *l.current);
   return w.present & ~w.exited;
 }
 
 void* DynamicShared(size_t align) {
   Launch& l = Current();
   if (align > kSharedAlign) Fail(l, "dynamic shared memory aligned past 256");
-  return l.shared;  // null for a launch without any: a use faults
+  return BlockOf(l, *l.current).shared;  // null without any: a use faults
+}
+
+void* BlockStatic(const void* tag, size_t bytes) {
+  Launch& l = Current();
+  Block& block = BlockOf(l, *l.current);
+  for (auto& [t, buffer] : block.statics) {
+    if (t == tag) return buffer.data();
+  }
+  block.statics.emplace_back(tag, std::vector<unsigned char>(bytes, 0xff));
+  return block.statics.back().second.data();
+}
+
+int ClusterRank() {
+  Launch& l = Current();
+  return l.current->block;
+}
+int ClusterSize() { return static_cast<int>(Current().blocks.size()); }
+
+void ClusterSync() {
+  Launch& l = Current();
+  Fiber& f = *l.current;
+  FailIfTheWarpWaits(l, f, "cluster.sync");
+  f.wait = Wait::kCluster;
+  ++l.cluster_waiting;
+  ReleaseBarriers(l, f.block);
+  while (f.wait == Wait::kCluster) Yield(l);
+}
+
+void* MapSharedRank(const void* address, int rank) {
+  Launch& l = Current();
+  if (rank < 0 || rank >= static_cast<int>(l.blocks.size())) {
+    Fail(l, "map_shared_rank: no such block in the cluster");
+  }
+  const Block& mine = BlockOf(l, *l.current);
+  const auto* p = static_cast<const unsigned char*>(address);
+  if (mine.shared != nullptr && p >= mine.shared &&
+      p < mine.shared + l.shared_bytes) {
+    return l.blocks[rank].shared + (p - mine.shared);
+  }
+  for (const auto& [tag, buffer] : mine.statics) {
+    if (p >= buffer.data() && p < buffer.data() + buffer.size()) {
+      const ptrdiff_t offset = p - buffer.data();
+      Block& other = l.blocks[rank];
+      for (auto& [t, b] : other.statics) {
+        if (t == tag) return b.data() + offset;
+      }
+      other.statics.emplace_back(
+          tag, std::vector<unsigned char>(buffer.size(), 0xff));
+      return other.statics.back().second.data() + offset;
+    }
+  }
+  Fail(l, "map_shared_rank: not an address in the block's shared memory");
 }
 
 void SyncThreads() {
   Launch& l = Current();
   Fiber& f = *l.current;
-  const Warp& w = l.warps[f.linear / 32];
-  for (const Group& g : w.groups) {
-    if (g.mask >> (f.linear % 32) & 1u) {
-      Fail(l, "__syncthreads while the warp waits for this lane at ", g.what);
-    }
-  }
+  FailIfTheWarpWaits(l, f, "__syncthreads");
   f.wait = Wait::kBlock;
-  ++l.block_waiting;
-  ReleaseBlockBarrier(l);
+  ++BlockOf(l, f).waiting;
+  ReleaseBarriers(l, f.block);
   while (f.wait == Wait::kBlock) Yield(l);
 }
 
@@ -407,8 +526,9 @@ void WarpCollective(const char* what, unsigned mask, Combine combine,
                     size_t out_bytes) {
   Launch& l = Current();
   Fiber& f = *l.current;
-  const int lane = f.linear % 32, first = f.linear - lane;
-  Warp& w = l.warps[f.linear / 32];
+  const int lane = f.linear % 32;
+  const int first = BlockOf(l, f).first + f.linear - lane;
+  Warp& w = WarpOf(l, f);
   if (in_bytes > sizeof(Lane::in) || out_bytes > sizeof(Lane::out)) {
     Fail(l, what, ": operand too large for the emulator");
   }

@@ -55,13 +55,16 @@ class ScopedOrder {
 
 // Runs kernel() once in every thread of every block (blocks in x, then y,
 // then z order), with dynamic_shared_bytes of dynamic shared memory a
-// block. Returns "" when every thread returned, else what went wrong (an
-// H100 would refuse the configuration; or the rest of the launch is
-// abandoned). Not reentrant: one Run at a time a process (static
-// __shared__ variables are plain statics).
+// block. With cluster > 1, the blocks form thread-block clusters of
+// `cluster` consecutive blocks along x (grid.x a multiple of it, at most
+// 8), whose threads run together (cluster.sync, map_shared_rank). Returns
+// "" when every thread returned, else what went wrong (an H100 would
+// refuse the configuration; or the rest of the launch is abandoned). Not
+// reentrant: one Run at a time a process (static __shared__ variables are
+// plain statics).
 std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
                 const std::function<void()>& kernel,
-                Order order = DefaultOrder());
+                Order order = DefaultOrder(), unsigned cluster = 1);
 
 // What the last Run on this thread returned: for the tests of host code
 // that launches through LaunchInOrder (kernels/cuda/launch_order.cuh),
@@ -83,9 +86,23 @@ unsigned LiveLanes();
 // exceed that); null for a launch without any, so that using it faults.
 void* DynamicShared(size_t align);
 
+// The running block's copy of the static __shared__ array `tag` names
+// (H3_SHARED_ARRAY, kernels/cuda/shared_memory.cuh): `bytes`, 0xff at the
+// block's start.
+void* BlockStatic(const void* tag, size_t bytes);
+
 // __syncthreads: waits until every thread of the block that has not
 // returned is here.
 void SyncThreads();
+
+// The thread-block cluster of the running block: its rank, the cluster's
+// size, cluster.sync() (every thread of the cluster that has not
+// returned), and map_shared_rank: the address in block `rank`'s shared
+// memory of `address` in this block's (dynamic, or an H3_SHARED_ARRAY).
+int ClusterRank();
+int ClusterSize();
+void ClusterSync();
+void* MapSharedRank(const void* address, int rank);
 
 // A warp collective's per-lane slots: what each lane brings (in, arg) and
 // takes away (out).

@@ -13,7 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/cuda/dynamic_shared.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 
 namespace h3::emulator {
 namespace {
@@ -26,10 +26,9 @@ std::vector<int> PerThread(int threads, Body body,
                            Order order = Order::kForward,
                            size_t shared_bytes = 0) {
   std::vector<int> out(threads, -1);
-  const std::string error =
-      emulator::Run(dim3(1), dim3(threads), shared_bytes, [&] {
-    out[threadIdx.x] = body(static_cast<int>(threadIdx.x));
-  }, order);
+  const std::string error = emulator::Run(
+      dim3(1), dim3(threads), shared_bytes,
+      [&] { out[threadIdx.x] = body(static_cast<int>(threadIdx.x)); }, order);
   EXPECT_EQ(error, "");
   return out;
 }

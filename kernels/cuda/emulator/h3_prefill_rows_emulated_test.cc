@@ -6,15 +6,17 @@
 // code: the staging of q|k|v rows, the warps' shared memory, the WMMA
 // operands and strides, the scan's lanes, the barriers, the end states.
 // Compiled with kernels/cuda/emulator/device.h first (CMakeLists.txt).
-#include "kernels/cuda/h3_prefill_rows_kernel.cu"
-
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/emulator/h3_prefill_chunked_emulated.h"
+#include "kernels/cuda/h3_prefill_rows_kernel.cu"
 #include "kernels/flashconv_setup.h"
 #include "kernels/h3.h"
 #include "kernels/h3_chunked.h"
@@ -38,6 +40,17 @@ constexpr double kStateBound = 1e-3;
 template <typename T>
 float ToFloat(T v) {
   return flashconv::ToFloat(v);
+}
+
+template <typename T>
+constexpr ElementType ElementTypeOf() {
+  if constexpr (std::is_same_v<T, float>) {
+    return ElementType::kF32;
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return ElementType::kF16;
+  } else {
+    return ElementType::kBF16;
+  }
 }
 
 // One packed call: segments of q|k|v rows [R][3 d] of T, out [R][d].
@@ -70,10 +83,9 @@ class RowsCall {
   template <bool kShiftMma>
   std::string Run(Order order) {
     const int d = w_.shape.d_model, n = w_.shape.d_state;
-    RowsArgs a{w_,      setup_.data(), toeplitz_.data(),
-               3 * d,   d,             qkv_.data(),
-               qkv_.data() + d, qkv_.data() + 2 * d, out_.data(),
-               {}};
+    RowsArgs a{
+        w_,          setup_.data(),   toeplitz_.data(),    3 * d,       d,
+        qkv_.data(), qkv_.data() + d, qkv_.data() + 2 * d, out_.data(), {}};
     int64_t row = 0;
     for (size_t i = 0; i < segments_.size(); ++i) {
       a.seg[i] = {segments_[i].start, segments_[i].length, row,
@@ -81,8 +93,38 @@ class RowsCall {
       row += segments_[i].length;
     }
     const dim3 grid(d / kRowChannels, static_cast<unsigned>(segments_.size()));
-    return emulator::Run(grid, dim3(kRowThreads), SharedBytes<T, kShiftMma>(),
-                         [&a] { RowsKernel<T, kShiftMma>(a); }, order);
+    return emulator::Run(
+        grid, dim3(kRowThreads), SharedBytes<T, kShiftMma>(),
+        [&a] { RowsKernel<T, kShiftMma>(a); }, order);
+  }
+
+  // The same segments through the channel-major chunked kernel (it ran on
+  // an H200): q, k, v and out transposed to [d][R], the kernel's layout.
+  std::string RunChannelMajor(bool shift_mma, Order order) {
+    const int d = w_.shape.d_model, n = w_.shape.d_state;
+    std::vector<T> q(rows_ * d), k(rows_ * d), v(rows_ * d), o(rows_ * d);
+    for (int64_t r = 0; r < rows_; ++r) {
+      for (int c = 0; c < d; ++c) {
+        q[c * rows_ + r] = qkv_[r * 3 * d + c];
+        k[c * rows_ + r] = qkv_[r * 3 * d + d + c];
+        v[c * rows_ + r] = qkv_[r * 3 * d + 2 * d + c];
+      }
+    }
+    ChunkedArgs a{w_,       setup_.data(), toeplitz_.data(), rows_, q.data(),
+                  k.data(), v.data(),      o.data(),         {}};
+    int64_t row = 0;
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      a.seg[i] = {segments_[i].start, segments_[i].length, row,
+                  ring_.data() + i * d * n, diag_.data() + i * d * n};
+      row += segments_[i].length;
+    }
+    const emulator::ScopedOrder scoped(order);
+    const std::string error = RunChunkedPrefillEmulated(
+        ElementTypeOf<T>(), shift_mma, a, static_cast<int>(segments_.size()));
+    for (int64_t r = 0; r < rows_; ++r) {
+      for (int c = 0; c < d; ++c) out_[r * d + c] = o[c * rows_ + r];
+    }
+    return error;
   }
 
   // The CPU twin on the same inputs (widened exactly) and states (those
@@ -158,6 +200,40 @@ void Check(int d_state, Order order) {
   EXPECT_LE(NormalisedError(call.diag(), want_diag), kStateBound)
       << "diagonal state";
   EXPECT_EQ(call.ring(), want_ring) << "shift state";
+}
+
+// As the GPU test's: the rows kernel computes what the channel-major
+// kernel computes, the same arithmetic in the same order (here both on the
+// emulator), so within one rounding of the stored output.
+template <typename T, bool kShiftMma>
+void CheckAgainstChannelMajor(int d_state, Order order) {
+  const RandomH3Layer layer({16, 1, d_state}, 33);
+  const std::vector<Segment> segments = {
+      {0, 1}, {100, 17}, {70001, 256}, {63, 300}};
+  RowsCall<T> rows(layer, segments, 34), channels(layer, segments, 34);
+  ASSERT_EQ(rows.template Run<kShiftMma>(order), "");
+  ASSERT_EQ(channels.RunChannelMajor(kShiftMma, order), "");
+  const double roundoff = std::is_same_v<T, float>    ? 0.0
+                          : std::is_same_v<T, __half> ? std::ldexp(1.0, -11)
+                                                      : std::ldexp(1.0, -8);
+  EXPECT_LE(NormalisedError(rows.out(), channels.out()), 1e-6 + roundoff)
+      << "outputs";
+  EXPECT_LE(NormalisedError(rows.diag(), channels.diag()), 1e-6)
+      << "diagonal state";
+  EXPECT_EQ(rows.ring(), channels.ring()) << "shift state";
+}
+
+TEST_P(RowsKernelEmulatedTest, ComputesWhatTheChannelMajorKernelComputes) {
+  const auto [type, shift_mma, d_state, order] = GetParam();
+  io::DispatchIo(type, [&](auto element) {
+    using T = decltype(element);
+    if (shift_mma) {
+      CheckAgainstChannelMajor<T, true>(d_state, order);
+    } else {
+      CheckAgainstChannelMajor<T, false>(d_state, order);
+    }
+    return cudaSuccess;
+  });
 }
 
 TEST_P(RowsKernelEmulatedTest, MatchesTheCpuTwin) {

@@ -69,8 +69,7 @@ struct StepCase {
 
 std::ostream& operator<<(std::ostream& os, const StepCase& c) {
   return os << "d" << c.d << "_p" << c.p << "_N" << c.n << "_batch" << c.batch
-            << (c.fused ? "_stride3d_" : "_stride0_")
-            << ElementTypeName(c.type)
+            << (c.fused ? "_stride3d_" : "_stride0_") << ElementTypeName(c.type)
             << (c.order == emulator::Order::kForward ? "" : "_backward");
 }
 
@@ -96,8 +95,8 @@ TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
     for (float& x : diags[b]) x = 0.3f * normal(rng);
   }
   // New, inside the first ring turn, at its end, far past it, past 2^31.
-  const int64_t starts[] = {0, 3, c.n - 1, c.n, 5 * c.n + 3, 70001,
-                            (int64_t{1} << 31) + 5};
+  const int64_t starts[] = {
+      0, 3, c.n - 1, c.n, 5 * c.n + 3, 70001, (int64_t{1} << 31) + 5};
   std::vector<int64_t> positions(c.batch);
   for (int b = 0; b < c.batch; ++b) {
     positions[b] = starts[b % 7] + b / 7;
@@ -144,17 +143,16 @@ TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
       return p;
     };
     std::vector<float> want(outputs), got(outputs);
-    H3StepCpu(params(in.data(), sizeof(float), want.data(), cpu_states.data(),
-                     w));
+    H3StepCpu(
+        params(in.data(), sizeof(float), want.data(), cpu_states.data(), w));
     std::vector<uint16_t> out_bits(outputs);
-    H3StepParams p = c.type == ElementType::kF32
-                         ? params(in.data(), sizeof(float), got.data(),
-                                  states.data(), w)
-                         : params(in_bits.data(), sizeof(uint16_t),
-                                  out_bits.data(), states.data(), w);
+    H3StepParams p =
+        c.type == ElementType::kF32
+            ? params(in.data(), sizeof(float), got.data(), states.data(), w)
+            : params(in_bits.data(), sizeof(uint16_t), out_bits.data(),
+                     states.data(), w);
     p.io_type = c.type;
-    ASSERT_EQ(H3StepCuda(p, nullptr), cudaSuccess)
-        << emulator::LastRunError();
+    ASSERT_EQ(H3StepCuda(p, nullptr), cudaSuccess) << emulator::LastRunError();
     if (c.type != ElementType::kF32) {
       for (size_t i = 0; i < outputs; ++i) {
         got[i] = LoadFloat(out_bits.data(), c.type, static_cast<int64_t>(i));
@@ -170,8 +168,7 @@ TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
   for (int b = 0; b < c.batch; ++b) {
     EXPECT_EQ(rings[b], cpu_rings[b]) << "shift ring of sequence " << b;
     got_diag.insert(got_diag.end(), diags[b].begin(), diags[b].end());
-    want_diag.insert(want_diag.end(), cpu_diags[b].begin(),
-                     cpu_diags[b].end());
+    want_diag.insert(want_diag.end(), cpu_diags[b].begin(), cpu_diags[b].end());
   }
   EXPECT_LE(NormalisedError(got_diag, want_diag), kBound) << "diagonal states";
 }

@@ -31,9 +31,8 @@ Result OnEmulator(const Batch& batch) {
       testing::Histories(batch, out.counts.data(), flags.data());
   const size_t ws_bytes = SampleWorkspaceBytes(rows, batch.vocab);
   std::vector<uint64_t> workspace(ws_bytes / sizeof(uint64_t) + 1);
-  const SampleParams p = testing::Params(batch, batch.logits.data(),
-                                         batch.rows.data(), histories.data(),
-                                         &out);
+  const SampleParams p = testing::Params(
+      batch, batch.logits.data(), batch.rows.data(), histories.data(), &out);
   EXPECT_EQ(SampleCuda(p, workspace.data(), ws_bytes, nullptr), cudaSuccess)
       << emulator::LastRunError();
   return out;
@@ -63,15 +62,17 @@ TEST_P(SampleEmulatedTest, MatchesCpuTwin) {
 
 // Vocabularies within one scan chunk (7, 1000) and across several (9000,
 // with ties); the GPU test adds GPT-2's 50257 and 262144, slow here.
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, SampleEmulatedTest,
-    ::testing::Values(Shape{9000, true, 1}, Shape{1000, false, 1},
-                      Shape{7, true, 1}, Shape{1, false, 1}),
-    [](const ::testing::TestParamInfo<Shape>& info) {
-      return std::to_string(std::get<0>(info.param)) +
-             (std::get<1>(info.param) ? "_ties" : "") + "_x" +
-             std::to_string(std::get<2>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, SampleEmulatedTest,
+                         ::testing::Values(Shape{9000, true, 1},
+                                           Shape{1000, false, 1},
+                                           Shape{7, true, 1},
+                                           Shape{1, false, 1}),
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           return std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_ties" : "") +
+                                  "_x" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
 
 }  // namespace
 }  // namespace h3::kernels

@@ -111,8 +111,8 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p,
   detail::CheckOperand("load_matrix_sync", p, ldm);
   for (int i = 0; i < kElementsPerLane; ++i) {
     const int r = detail::Row(i), c = detail::Col(i);
-    f.x[i] = std::is_same_v<Layout, row_major> ? p[r * ldm + c]
-                                               : p[c * ldm + r];
+    f.x[i] =
+        std::is_same_v<Layout, row_major> ? p[r * ldm + c] : p[c * ldm + r];
   }
 }
 
@@ -154,8 +154,8 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
     in[2 * kElementsPerLane + i] = c.x[i];
   }
   float out[kElementsPerLane];
-  ::h3::emulator::WarpCollective("mma_sync", 0xffffffffu, &detail::Product,
-                                 in, sizeof in, 0, out, sizeof out);
+  ::h3::emulator::WarpCollective("mma_sync", 0xffffffffu, &detail::Product, in,
+                                 sizeof in, 0, out, sizeof out);
   for (int i = 0; i < kElementsPerLane; ++i) d.x[i] = out[i];
 }
 
