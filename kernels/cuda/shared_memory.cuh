@@ -24,7 +24,7 @@
   type* const name = static_cast<type*>(     \
       ::h3::emulator::DynamicShared(static_cast<size_t>(align)))
 #define H3_SHARED_ARRAY(type, name, count) \
-  static const char name##_tag = 0;        \
+  static char name##_tag = 0; /* unique */ \
   type* const name = static_cast<type*>(   \
       ::h3::emulator::BlockStatic(&name##_tag, sizeof(type) * (count)))
 #else

@@ -5,7 +5,9 @@
 // kernel's .cu file for the CPU emulator (fibers.h): CUDA's headers as the
 // host compiler sees them, then the device side they leave out, in terms of
 // the emulator: the execution-space qualifiers as nothing, static
-// __shared__ variables as statics (one block runs at a time), the built-in
+// __shared__ variables as statics (one for all blocks: right while blocks
+// run one at a time; a kernel whose blocks form clusters declares its
+// arrays with H3_SHARED_ARRAY, kernels/cuda/shared_memory.cuh), the built-in
 // variables, barriers, shuffles, votes, the cache-hinted loads and stores,
 // the fast-math and bit intrinsics the kernels use, and nvcuda::wmma
 // (wmma.h), the mma.sync tile mma_half.cuh uses (mma.h) and

@@ -63,7 +63,8 @@ struct Warp {
   Lane lanes[32];
 };
 
-// Stacks for a block's fibers, each above a guard page.
+// Stacks for the fibers of a block (or of a cluster's blocks), each above
+// a guard page.
 class Stacks {
  public:
   explicit Stacks(int count) : bytes_(count * (kStackBytes + kGuardBytes)) {
@@ -247,6 +248,18 @@ void ReleaseIfComplete(Launch& l, Warp& w, size_t g, int first) {
   }
 }
 
+// A block whose threads have all returned: its shared memory is gone on a
+// GPU, so it is refilled with 0xff here (a pointer another block of the
+// cluster mapped before reads NaN), and MapSharedRank refuses it.
+void Retire(Launch& l, Block& block) {
+  if (block.shared != nullptr && l.shared_bytes > 0) {
+    std::memset(block.shared, 0xff, l.shared_bytes);
+  }
+  for (auto& [tag, buffer] : block.statics) {
+    std::fill(buffer.begin(), buffer.end(), static_cast<unsigned char>(0xff));
+  }
+}
+
 void FiberMain() {
   Launch& l = *g_launch;
 #if defined(H3_EMULATOR_ASAN)
@@ -256,7 +269,7 @@ void FiberMain() {
   Fiber& f = *l.current;
   f.wait = Wait::kDone;
   --l.live;
-  --BlockOf(l, f).live;
+  if (--BlockOf(l, f).live == 0) Retire(l, BlockOf(l, f));
   // Collectives need only the lanes that have not returned (CUDA's
   // "non-exited threads named in mask"): this one may complete some.
   const int lane = f.linear % 32;
@@ -272,31 +285,30 @@ void FiberMain() {
 
 std::string Deadlock(const Launch& l) {
   std::string text = "deadlock:";
-  int at_block = 0, at_cluster = 0;
-  for (const Fiber& f : l.fibers) {
-    at_block += f.wait == Wait::kBlock;
-    at_cluster += f.wait == Wait::kCluster;
-  }
-  if (at_block > 0) {
-    text += " " + std::to_string(at_block) + " threads at __syncthreads;";
-  }
+  int at_cluster = 0;
+  for (const Fiber& f : l.fibers) at_cluster += f.wait == Wait::kCluster;
   if (at_cluster > 0) {
     text += " " + std::to_string(at_cluster) + " threads at cluster.sync;";
   }
   for (const Block& b : l.blocks) {
+    char line[192];
+    std::snprintf(line, sizeof line, " block %u,%u,%u:", b.index.x, b.index.y,
+                  b.index.z);
+    text += line;
+    if (b.waiting > 0) {
+      text += " " + std::to_string(b.waiting) + " of " +
+              std::to_string(b.live) + " live threads at __syncthreads;";
+    }
     for (size_t i = 0; i < b.warps.size(); ++i) {
       for (const Group& g : b.warps[i].groups) {
-        char line[192];
         std::snprintf(line, sizeof line,
-                      " block %u,%u,%u warp %zu at %s with lanes 0x%08x of "
-                      "mask 0x%08x;",
-                      b.index.x, b.index.y, b.index.z, i, g.what, g.arrived,
-                      g.mask);
+                      " warp %zu at %s with lanes 0x%08x of mask 0x%08x;", i,
+                      g.what, g.arrived, g.mask);
         text += line;
       }
     }
   }
-  return text + " " + std::to_string(l.live) + " threads live";
+  return text;
 }
 
 // Runs the cluster of l.blocks (their indexes set); false when it failed
@@ -489,6 +501,11 @@ void* MapSharedRank(const void* address, int rank) {
   Launch& l = Current();
   if (rank < 0 || rank >= static_cast<int>(l.blocks.size())) {
     Fail(l, "map_shared_rank: no such block in the cluster");
+  }
+  if (l.blocks[rank].live == 0) {
+    Fail(l,
+         "map_shared_rank: the block has returned (its shared memory is "
+         "gone)");
   }
   const Block& mine = BlockOf(l, *l.current);
   const auto* p = static_cast<const unsigned char*>(address);

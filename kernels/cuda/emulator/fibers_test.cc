@@ -290,6 +290,95 @@ TEST(EmulatorTest, ScopedOrderSetsTheDefault) {
   EXPECT_EQ(DefaultOrder(), Order::kForward);
 }
 
+// Clusters of 2 along x over a 4 x 2 grid: each block has its own
+// H3_SHARED_ARRAY and dynamic shared memory, its own __syncthreads, and
+// reads the other block's after cluster.sync; ranks follow blockIdx.x.
+TEST(EmulatorTest, ClusterBlocksShareMemoryThroughMapSharedRank) {
+  for (const Order order : {Order::kForward, Order::kBackward}) {
+    std::vector<int> got(8 * 64, -1);
+    const std::string error = emulator::Run(
+        dim3(4, 2), dim3(64), 64 * sizeof(int),
+        [&] {
+          namespace cg = cooperative_groups;
+          const cg::cluster_group cluster = cg::this_cluster();
+          H3_SHARED_ARRAY(int, own, 64);
+          H3_DYNAMIC_SHARED(int, dyn, 4);
+          const int t = threadIdx.x, rank = cluster.block_rank();
+          const int block = blockIdx.x + 4 * blockIdx.y;
+          own[t] = 1000 * block + t;
+          dyn[63 - t] = block;
+          __syncthreads();
+          const int mine = own[(t + 1) % 64];
+          cluster.sync();
+          const int other = static_cast<int>(cluster.num_blocks()) - 1 - rank;
+          const int theirs = *cluster.map_shared_rank(own + t, other);
+          const int theirs_dyn = *cluster.map_shared_rank(dyn + t, other);
+          cluster.sync();
+          got[block * 64 + t] = (mine == 1000 * block + (t + 1) % 64) +
+                                (rank == static_cast<int>(blockIdx.x % 2)) +
+                                (theirs == theirs_dyn * 1000 + t);
+        },
+        order, 2);
+    ASSERT_EQ(error, "");
+    for (int v : got) EXPECT_EQ(v, 3);
+  }
+}
+
+// Without the second cluster.sync a block may return while the other still
+// reads its shared memory: refused.
+TEST(EmulatorTest, ReportsReadingTheSharedMemoryOfAReturnedBlock) {
+  const std::string error = emulator::Run(
+      dim3(2), dim3(32), 0,
+      [] {
+        namespace cg = cooperative_groups;
+        const cg::cluster_group cluster = cg::this_cluster();
+        H3_SHARED_ARRAY(float, own, 32);
+        own[threadIdx.x] = 1.0f;
+        cluster.sync();
+        if (cluster.block_rank() == 1) {
+          (void)*cluster.map_shared_rank(own + threadIdx.x, 0);
+        }
+      },
+      Order::kForward, 2);
+  EXPECT_THAT(error, HasSubstr("the block has returned"));
+}
+
+TEST(EmulatorTest, ReportsADeadlockAtTheClusterBarrier) {
+  // Block 1's thread 0 waits at its __syncthreads, thread 1 at the cluster's
+  // barrier: neither can be released.
+  const std::string error = emulator::Run(
+      dim3(2), dim3(2), 0,
+      [] {
+        if (blockIdx.x == 1 && threadIdx.x == 0) {
+          __syncthreads();
+        } else {
+          cooperative_groups::this_cluster().sync();
+        }
+      },
+      Order::kForward, 2);
+  EXPECT_THAT(error, HasSubstr("deadlock"));
+  EXPECT_THAT(error, HasSubstr("threads at cluster.sync"));
+  EXPECT_THAT(error, HasSubstr("block 1,0,0: 1 of 2 live threads"));
+}
+
+TEST(EmulatorTest, RefusesClustersAnH100Refuses) {
+  auto nothing = [] {};
+  EXPECT_THAT(emulator::Run(dim3(4), dim3(32), 0, nothing, Order::kForward, 3),
+              HasSubstr("clusters of 3"));
+  EXPECT_THAT(
+      emulator::Run(dim3(16), dim3(32), 0, nothing, Order::kForward, 16),
+      HasSubstr("clusters of 16"));
+  EXPECT_THAT(emulator::Run(
+                  dim3(2), dim3(32), 0,
+                  [] {
+                    int x = 0;
+                    (void)cooperative_groups::this_cluster().map_shared_rank(&x,
+                                                                             1);
+                  },
+                  Order::kForward, 2),
+              HasSubstr("not an address in the block's shared memory"));
+}
+
 TEST(EmulatorTest, ReportsAShuffleFromOutsideTheMask) {
   const std::string error = emulator::Run(dim3(1), dim3(32), 0, [] {
     if (threadIdx.x < 16) __shfl_sync(0x0000ffffu, 1, 20);

@@ -56,20 +56,27 @@ class StreamGemmEmulatedTest
   const StreamCase& test_case() const { return std::get<1>(GetParam()); }
 };
 
+// In both fiber orders (the split kernel's blocks of a cluster meet at its
+// barriers and read each other's partials).
 TEST_P(StreamGemmEmulatedTest, MatchesThePlainProduct) {
   const StreamCase& c = test_case();
   const StreamOperands o = h3::testing::MakeStreamOperands(c, 7);
-  std::vector<uint8_t> y;
-  RunEmulated(kernel(), c, o, &y);
-  if (HasFatalFailure()) return;
-  EXPECT_LE(h3::testing::NormalisedError(h3::testing::DecodeY(c, y),
-                                         h3::testing::StreamReference(c, o)),
-            h3::testing::StreamTolerance(c));
+  for (const emulator::Order order :
+       {emulator::Order::kForward, emulator::Order::kBackward}) {
+    const emulator::ScopedOrder scoped(order);
+    std::vector<uint8_t> y;
+    RunEmulated(kernel(), c, o, &y);
+    if (HasFatalFailure()) return;
+    EXPECT_LE(h3::testing::NormalisedError(h3::testing::DecodeY(c, y),
+                                           h3::testing::StreamReference(c, o)),
+              h3::testing::StreamTolerance(c));
+  }
 }
 
 // As the GPU test's: a row's bits alone equal its bits at the start, middle
-// and end of batches of 7 and 64 (the emulator's MMA sums in one order, so
-// this checks the rows' indexing and the splits' order of the sum).
+// and end of batches of 7 and 64. The emulator's MMA sums in one order
+// whatever the rows, so this checks the rows' indexing and that nothing of
+// the reduction depends on them (the split count does not).
 TEST_P(StreamGemmEmulatedTest, ARowGetsTheSameBitsInAnyBatch) {
   h3::testing::ExpectARowGetsTheSameBitsInAnyBatch(
       test_case(),
@@ -100,12 +107,17 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(StreamGemmEmulatedIndexTest, CountsEveryElementOnce) {
-  EXPECT_EQ(
-      h3::testing::FirstElementNotCountedOnce([](const StreamGemmParams& p) {
-        ASSERT_EQ(StreamGemmCuda(p, nullptr), cudaSuccess)
-            << emulator::LastRunError();
-      }),
-      -1);
+  for (const bool split : {false, true}) {
+    EXPECT_EQ(h3::testing::FirstElementNotCountedOnce(
+                  [split](const StreamGemmParams& p) {
+                    ASSERT_EQ(split ? StreamSplitGemmCuda(p, nullptr)
+                                    : StreamGemmCuda(p, nullptr),
+                              cudaSuccess)
+                        << emulator::LastRunError();
+                  }),
+              -1)
+        << (split ? "split" : "stream");
+  }
 }
 
 using h3::testing::NormProductCase;
