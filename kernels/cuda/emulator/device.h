@@ -111,10 +111,6 @@ inline int SegmentBase(int width) {
   return LaneId() & ~(width - 1);
 }
 
-}  // namespace h3::emulator
-
-namespace h3::emulator {
-
 // The device the emulator stands for, as kernels/cuda/device_major.h asks
 // of it: an H100's attributes (compute capability 9.0, 132 SMs, 227 KB of
 // shared memory a block); cudaErrorInvalidValue for the ones it lacks.
