@@ -79,10 +79,8 @@ cudaError_t H3PrefillChunked::RunPacked(const H3PrefillPackedParams& p,
                             p.out,
                             {}};
   return LaunchInGroups(p, 1, args, [&](int count) {
-    void* params[] = {&args};
-    return cudaLaunchKernel(
-        chunked::ChunkedPrefillKernelFor(p.type, shift_mma_),
-        dim3(count, shape.d_model), dim3(chunked::kThreads), params, 0, stream);
+    return chunked::LaunchChunkedPrefill(p.type, shift_mma_, args,
+                                         static_cast<unsigned>(count), stream);
   });
 }
 
@@ -104,7 +102,6 @@ bool H3PrefillChunked::TakesRows(const H3PrefillPackedParams& p) const {
 
 cudaError_t H3PrefillChunked::RunRows(const H3PrefillPackedParams& p,
                                       cudaStream_t stream) {
-  const H3Shape& shape = w_.shape;
   if (!TakesRows(p) || !SegmentsWellFormed(p)) return cudaErrorInvalidValue;
   chunked::RowsArgs args{w_,
                          setup_.as<const flashconv::ChannelSetup>(),
@@ -118,12 +115,8 @@ cudaError_t H3PrefillChunked::RunRows(const H3PrefillPackedParams& p,
                          {}};
   // The kernel's segment offset is its first row.
   return LaunchInGroups(p, p.time, args, [&](int count) {
-    void* params[] = {&args};
-    return cudaLaunchKernel(chunked::RowsKernelFor(p.type, shift_mma_),
-                            dim3(shape.d_model / chunked::kRowChannels, count),
-                            dim3(chunked::kRowThreads), params,
-                            chunked::RowsSharedBytes(p.type, shift_mma_),
-                            stream);
+    return chunked::LaunchRows(p.type, shift_mma_, args,
+                               static_cast<unsigned>(count), stream);
   });
 }
 

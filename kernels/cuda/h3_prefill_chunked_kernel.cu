@@ -24,6 +24,8 @@
 #include "kernels/cuda/flashconv_device.cuh"
 #include "kernels/cuda/h3_chunked_device.cuh"
 #include "kernels/cuda/h3_prefill_chunked_kernel.h"
+#include "kernels/cuda/io_element.cuh"
+#include "kernels/cuda/launch_order.cuh"
 
 namespace h3::kernels::chunked {
 namespace {
@@ -273,23 +275,21 @@ __global__ void __launch_bounds__(kThreads)
   fc::WriteRing(s.history, start, length, ns, tid, kThreads, ring);
 }
 
-template <bool kShiftMma>
-void* KernelFor(ElementType type) {
-  switch (type) {
-    case ElementType::kF32:
-      return reinterpret_cast<void*>(&ChunkedPrefillKernel<float, kShiftMma>);
-    case ElementType::kF16:
-      return reinterpret_cast<void*>(&ChunkedPrefillKernel<__half, kShiftMma>);
-    default:
-      return reinterpret_cast<void*>(
-          &ChunkedPrefillKernel<__nv_bfloat16, kShiftMma>);
-  }
-}
-
 }  // namespace
 
-void* ChunkedPrefillKernelFor(ElementType type, bool shift_mma) {
-  return shift_mma ? KernelFor<true>(type) : KernelFor<false>(type);
+cudaError_t LaunchChunkedPrefill(ElementType type, bool shift_mma,
+                                 const ChunkedArgs& a, unsigned segments,
+                                 cudaStream_t stream) {
+  const dim3 grid(segments, static_cast<unsigned>(a.w.shape.d_model));
+  return io::DispatchIo(type, [&](auto element) {
+    using T = decltype(element);
+    return shift_mma ? LaunchInOrder(LaunchOrder::kAfterPrior,
+                                     ChunkedPrefillKernel<T, true>, grid,
+                                     dim3(kThreads), 0, stream, a)
+                     : LaunchInOrder(LaunchOrder::kAfterPrior,
+                                     ChunkedPrefillKernel<T, false>, grid,
+                                     dim3(kThreads), 0, stream, a);
+  });
 }
 
 }  // namespace h3::kernels::chunked

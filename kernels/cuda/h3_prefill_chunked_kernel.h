@@ -34,11 +34,14 @@ struct ChunkedArgs {
 };
 static_assert(sizeof(ChunkedArgs) <= 4096, "kernel parameters over 4 KB");
 
-// ChunkedPrefillKernel<T, shift_mma> for the element type (fp32, fp16, else
-// bf16): shift_mma, the shift convolution on tensor cores (kernels/
-// h3_chunked.h); launch it with one ChunkedArgs and kThreads threads (static
-// shared memory).
-void* ChunkedPrefillKernelFor(ElementType type, bool shift_mma);
+// Launches ChunkedPrefillKernel<T, shift_mma> for the element type (fp32,
+// fp16, else bf16; shift_mma: the shift convolution on tensor cores,
+// kernels/h3_chunked.h) over a's first `segments` segments on `stream`:
+// grid (segments, d_model), kThreads threads, static shared memory. The
+// launch's error.
+cudaError_t LaunchChunkedPrefill(ElementType type, bool shift_mma,
+                                 const ChunkedArgs& args, unsigned segments,
+                                 cudaStream_t stream);
 
 }  // namespace h3::kernels::chunked
 

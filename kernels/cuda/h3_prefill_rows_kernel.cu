@@ -25,6 +25,7 @@
 #include "kernels/cuda/h3_chunked_device.cuh"
 #include "kernels/cuda/h3_prefill_rows_kernel.h"
 #include "kernels/cuda/io_element.cuh"
+#include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 
 namespace h3::kernels::chunked {
@@ -386,18 +387,6 @@ cudaError_t SetUp() {
 }
 
 template <bool kShiftMma>
-void* KernelFor(ElementType type) {
-  switch (type) {
-    case ElementType::kF32:
-      return reinterpret_cast<void*>(&RowsKernel<float, kShiftMma>);
-    case ElementType::kF16:
-      return reinterpret_cast<void*>(&RowsKernel<__half, kShiftMma>);
-    default:
-      return reinterpret_cast<void*>(&RowsKernel<__nv_bfloat16, kShiftMma>);
-  }
-}
-
-template <bool kShiftMma>
 int BytesFor(ElementType type) {
   switch (type) {
     case ElementType::kF32:
@@ -411,8 +400,20 @@ int BytesFor(ElementType type) {
 
 }  // namespace
 
-void* RowsKernelFor(ElementType type, bool shift_mma) {
-  return shift_mma ? KernelFor<true>(type) : KernelFor<false>(type);
+cudaError_t LaunchRows(ElementType type, bool shift_mma, const RowsArgs& a,
+                       unsigned segments, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(a.w.shape.d_model / kRowChannels),
+                  segments);
+  return io::DispatchIo(type, [&](auto element) {
+    using T = decltype(element);
+    return shift_mma
+               ? LaunchInOrder(LaunchOrder::kAfterPrior, RowsKernel<T, true>,
+                               grid, dim3(kRowThreads),
+                               SharedBytes<T, true>(), stream, a)
+               : LaunchInOrder(LaunchOrder::kAfterPrior, RowsKernel<T, false>,
+                               grid, dim3(kRowThreads),
+                               SharedBytes<T, false>(), stream, a);
+  });
 }
 
 int RowsSharedBytes(ElementType type, bool shift_mma) {

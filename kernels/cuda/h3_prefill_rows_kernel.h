@@ -43,11 +43,14 @@ struct RowsArgs {
 };
 static_assert(sizeof(RowsArgs) <= 4096, "kernel parameters over 4 KB");
 
-// The kernel for the element type (fp32, fp16, else bf16) and shift_mma (the
-// shift convolution on tensor cores, kernels/h3_chunked.h; else in fp32),
-// and the dynamic shared memory a block of it needs (over 48 KB: the host
-// raises the kernels' limits once, RowsKernelSetUp).
-void* RowsKernelFor(ElementType type, bool shift_mma);
+// Launches the kernel for the element type (fp32, fp16, else bf16) and
+// shift_mma (the shift convolution on tensor cores, kernels/h3_chunked.h;
+// else in fp32) over a's first `segments` segments on `stream`: grid
+// (d_model / kRowChannels, segments), kRowThreads threads,
+// RowsSharedBytes of dynamic shared memory (over 48 KB: the host raises
+// the kernels' limits once, RowsKernelSetUp). The launch's error.
+cudaError_t LaunchRows(ElementType type, bool shift_mma, const RowsArgs& args,
+                       unsigned segments, cudaStream_t stream);
 int RowsSharedBytes(ElementType type, bool shift_mma);
 // The current device's most shared memory a block can have
 // (*max_shared_bytes), and every instance that fits in it raised to what

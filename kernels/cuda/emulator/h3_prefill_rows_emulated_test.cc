@@ -5,10 +5,14 @@
 // kernels/cpu/h3_chunked_emulation_test.cc; this checks the kernel's own
 // code: the staging of q|k|v rows, the warps' shared memory, the WMMA
 // operands and strides, the scan's lanes, the barriers, the end states.
-// Compiled with kernels/cuda/emulator/device.h first (CMakeLists.txt).
+// The kernels run through their launch functions (LaunchRows,
+// LaunchChunkedPrefill), which run them on the emulator
+// (h3_kernels_emulated). Compiled with kernels/cuda/emulator/device.h first
+// (CMakeLists.txt).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <tuple>
@@ -16,8 +20,11 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/emulator/h3_prefill_chunked_emulated.h"
-#include "kernels/cuda/h3_prefill_rows_kernel.cu"
+#include "kernels/cuda/emulator/fibers.h"
+#include "kernels/cuda/flashconv_device.cuh"
+#include "kernels/cuda/h3_prefill_chunked.h"
+#include "kernels/cuda/h3_prefill_chunked_kernel.h"
+#include "kernels/cuda/h3_prefill_rows_kernel.h"
 #include "kernels/flashconv_setup.h"
 #include "kernels/h3.h"
 #include "kernels/h3_chunked.h"
@@ -93,10 +100,13 @@ class RowsCall {
                   ring_.data() + i * d * n, diag_.data() + i * d * n};
       row += segments_[i].length;
     }
-    const dim3 grid(d / kRowChannels, static_cast<unsigned>(segments_.size()));
-    return emulator::Run(
-        grid, dim3(kRowThreads), SharedBytes<T, kShiftMma>(),
-        [&a] { RowsKernel<T, kShiftMma>(a); }, order);
+    const emulator::ScopedOrder scoped(order);
+    if (LaunchRows(ElementTypeOf<T>(), kShiftMma, a,
+                   static_cast<unsigned>(segments_.size()),
+                   nullptr) != cudaSuccess) {
+      return emulator::LastRunError();
+    }
+    return "";
   }
 
   // The same segments through the channel-major chunked kernel (it ran on
@@ -120,12 +130,49 @@ class RowsCall {
       row += segments_[i].length;
     }
     const emulator::ScopedOrder scoped(order);
-    const std::string error = RunChunkedPrefillEmulated(
-        ElementTypeOf<T>(), shift_mma, a, static_cast<int>(segments_.size()));
+    const std::string error =
+        LaunchChunkedPrefill(ElementTypeOf<T>(), shift_mma, a,
+                             static_cast<unsigned>(segments_.size()),
+                             nullptr) == cudaSuccess
+            ? ""
+            : emulator::LastRunError();
     for (int64_t r = 0; r < rows_; ++r) {
       for (int c = 0; c < d; ++c) out_[r * d + c] = o[c * rows_ + r];
     }
     return error;
+  }
+
+  // The same segments as the engine calls them: H3PrefillChunked (its
+  // tables uploaded by Create into the emulator's device memory, TakesRows,
+  // RunRows launching per kMaxPackedSegments segments). *took: TakesRows.
+  std::string RunThroughHost(bool shift_mma, bool* took) {
+    const int d = w_.shape.d_model, n = w_.shape.d_state;
+    std::unique_ptr<H3PrefillChunked> op;
+    if (H3PrefillChunked::Create(w_, w_, shift_mma, &op) != cudaSuccess) {
+      return "H3PrefillChunked::Create failed";
+    }
+    std::vector<H3PrefillSegment> seqs;
+    int64_t row = 0;
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      seqs.push_back({segments_[i].start, segments_[i].length, row * 3 * d,
+                      ring_.data() + i * d * n, diag_.data() + i * d * n});
+      row += segments_[i].length;
+    }
+    H3PrefillPackedParams p;
+    p.type = ElementTypeOf<T>();
+    p.time = 3 * d;
+    p.channel = 1;
+    p.out_time = d;
+    p.q = qkv_.data();
+    p.k = qkv_.data() + d;
+    p.v = qkv_.data() + 2 * d;
+    p.out = out_.data();
+    p.segments = static_cast<int>(seqs.size());
+    p.seqs = seqs.data();
+    *took = op->TakesRows(p);
+    return op->RunRows(p, nullptr) == cudaSuccess
+               ? ""
+               : emulator::LastRunError() + " (RunRows failed)";
   }
 
   // The CPU twin on the same inputs (widened exactly) and states (those
@@ -254,6 +301,75 @@ TEST_P(RowsKernelEmulatedTest, MatchesTheCpuTwin) {
     }
     return cudaSuccess;
   });
+}
+
+// 70 segments (two launches of at most 64) of 1 to 23 tokens at starts
+// before and past d_state, through the host code the engine calls, against
+// the CPU twin.
+template <typename T, bool kShiftMma>
+void CheckThroughHost() {
+  const RandomH3Layer layer({16, 1, 64}, 35);
+  std::vector<Segment> segments;
+  for (int i = 0; i < 70; ++i)
+    segments.push_back({i * 37 % 200, i * 7 % 23 + 1});
+  RowsCall<T> call(layer, segments, 36);
+  std::vector<float> want, want_ring, want_diag;
+  call.Reference(&want, &want_ring, &want_diag);
+  bool took = false;
+  ASSERT_EQ(call.RunThroughHost(kShiftMma, &took), "");
+  EXPECT_TRUE(took);
+  EXPECT_LE(NormalisedError(call.out(), want), kOutputBound) << "outputs";
+  EXPECT_LE(NormalisedError(call.diag(), want_diag), kStateBound)
+      << "diagonal state";
+  EXPECT_EQ(call.ring(), want_ring) << "shift state";
+}
+
+TEST(RowsHostEmulatedTest, SeventySegmentsThroughH3PrefillChunked) {
+  CheckThroughHost<__half, false>();
+  CheckThroughHost<__half, true>();
+  CheckThroughHost<__nv_bfloat16, false>();
+  CheckThroughHost<float, true>();
+}
+
+// TakesRows turns away what the rows kernel cannot take, and RunRows
+// refuses it (nothing launched): a misaligned q, a segment not starting a
+// row, d_model not a multiple of 8.
+TEST(RowsHostEmulatedTest, RefusesCallsOffItsDomain) {
+  for (const int d : {16, 12}) {
+    const RandomH3Layer layer({d, 1, 64}, 37);
+    std::unique_ptr<H3PrefillChunked> op;
+    ASSERT_EQ(
+        H3PrefillChunked::Create(layer.weights(), layer.weights(), false, &op),
+        cudaSuccess);
+    std::vector<uint16_t> qkv(8 * 3 * d + 8), out(8 * d + 8);
+    float ring[16 * 64] = {}, diag[16 * 64] = {};
+    H3PrefillSegment seg{0, 8, 0, ring, diag};
+    H3PrefillPackedParams p;
+    p.type = ElementType::kF16;
+    p.time = 3 * d;
+    p.channel = 1;
+    p.out_time = d;
+    p.q = qkv.data();
+    p.k = qkv.data() + d;
+    p.v = qkv.data() + 2 * d;
+    p.out = out.data();
+    p.segments = 1;
+    p.seqs = &seg;
+    EXPECT_EQ(op->TakesRows(p), d == 16) << "d " << d;
+    if (d == 12) {
+      EXPECT_EQ(op->RunRows(p, nullptr), cudaErrorInvalidValue);
+      continue;
+    }
+    H3PrefillPackedParams bad = p;
+    bad.q = qkv.data() + 1;
+    EXPECT_FALSE(op->TakesRows(bad)) << "misaligned q";
+    EXPECT_EQ(op->RunRows(bad, nullptr), cudaErrorInvalidValue);
+    H3PrefillSegment mid = seg;
+    mid.offset = d;  // inside a row of 3 d
+    bad = p;
+    bad.seqs = &mid;
+    EXPECT_FALSE(op->TakesRows(bad)) << "a segment inside a row";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,0 +1,132 @@
+// The part of the CUDA runtime API that host code run on the CPU emulator
+// calls, over host memory: device memory is malloc'd, copies and sets are
+// memcpy and memset, streams run everything at once (LaunchInOrder runs a
+// kernel before it returns, kernels/cuda/launch_order.cuh), the one device
+// is the emulator's H100 (device.h). Linked into the emulated tests in
+// place of libcudart, so no call reaches a driver; a call this file lacks
+// fails to link, which is the signal to add it.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+constexpr size_t kAlign = 256;  // as cudaMalloc's
+
+cudaError_t g_last = cudaSuccess;
+
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  *p = std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  if (*p == nullptr && bytes > 0) return g_last = cudaErrorMemoryAllocation;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes,
+                       cudaMemcpyKind /*kind*/) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes,
+                            cudaMemcpyKind kind, cudaStream_t /*stream*/) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src,
+                         size_t spitch, size_t width, size_t height,
+                         cudaMemcpyKind /*kind*/) {
+  for (size_t r = 0; r < height; ++r) {
+    std::memmove(static_cast<char*>(dst) + r * dpitch,
+                 static_cast<const char*>(src) + r * spitch, width);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+  if (bytes > 0) std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes,
+                            cudaStream_t /*stream*/) {
+  return cudaMemset(p, value, bytes);
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  return device == 0 ? cudaSuccess : (g_last = cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute,
+                                   int device) {
+  if (device != 0) return g_last = cudaErrorInvalidDevice;
+  // As kernels/cuda/emulator/device.h's DeviceAttribute (an H100).
+  switch (attribute) {
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = 9;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = 0;
+      return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount:
+      *value = 132;
+      return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = 232448;
+      return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock:
+      *value = 1024;
+      return cudaSuccess;
+    default:
+      return g_last = cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t cudaFuncSetAttribute(const void* /*func*/,
+                                 cudaFuncAttribute /*attribute*/,
+                                 int /*value*/) {
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t /*stream*/) {
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t last = g_last;
+  g_last = cudaSuccess;
+  return last;
+}
+
+cudaError_t cudaPeekAtLastError() { return g_last; }
+
+const char* cudaGetErrorString(cudaError_t error) {
+  static thread_local char text[48];
+  std::snprintf(text, sizeof text, "CUDA error %d (the emulator's runtime)",
+                static_cast<int>(error));
+  return text;
+}
+
+}  // extern "C"
