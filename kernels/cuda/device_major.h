@@ -46,15 +46,11 @@ cudaError_t CachedPerDevice(Ask ask, int* value) {
 // The attribute kAttribute (a positive number) of the current device.
 template <cudaDeviceAttr kAttribute>
 cudaError_t CachedDeviceAttribute(int* value) {
-#if defined(H3_CUDA_EMULATOR)  // the CPU emulator's device (emulator/device.h)
-  return ::h3::emulator::DeviceAttribute(kAttribute, value);
-#else
   return CachedPerDevice(
       [](int device, int* answer) {
         return cudaDeviceGetAttribute(answer, kAttribute, device);
       },
       value);
-#endif
 }
 
 inline cudaError_t CurrentDeviceMajor(int* major) {

@@ -111,31 +111,6 @@ inline int SegmentBase(int width) {
   return LaneId() & ~(width - 1);
 }
 
-// The device the emulator stands for, as kernels/cuda/device_major.h asks
-// of it: an H100's attributes (compute capability 9.0, 132 SMs, 227 KB of
-// shared memory a block); cudaErrorInvalidValue for the ones it lacks.
-inline cudaError_t DeviceAttribute(cudaDeviceAttr attribute, int* value) {
-  switch (attribute) {
-    case cudaDevAttrComputeCapabilityMajor:
-      *value = 9;
-      return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMinor:
-      *value = 0;
-      return cudaSuccess;
-    case cudaDevAttrMultiProcessorCount:
-      *value = 132;
-      return cudaSuccess;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-      *value = 232448;
-      return cudaSuccess;
-    case cudaDevAttrMaxThreadsPerBlock:
-      *value = 1024;
-      return cudaSuccess;
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
-
 }  // namespace h3::emulator
 
 inline void __syncthreads() { ::h3::emulator::SyncThreads(); }

@@ -277,29 +277,31 @@ void CheckAgainstChannelMajor(int d_state, Order order) {
   EXPECT_EQ(rows.ring(), channels.ring()) << "shift state";
 }
 
-TEST_P(RowsKernelEmulatedTest, ComputesWhatTheChannelMajorKernelComputes) {
-  const auto [type, shift_mma, d_state, order] = GetParam();
+// check(T{}, std::bool_constant<shift_mma>{}, d_state, order) for the
+// case's element type T and shift convolution.
+template <typename Check>
+void ForCase(const Case& c, Check check) {
+  const auto [type, shift_mma, d_state, order] = c;
   io::DispatchIo(type, [&](auto element) {
-    using T = decltype(element);
     if (shift_mma) {
-      CheckAgainstChannelMajor<T, true>(d_state, order);
+      check(element, std::true_type{}, d_state, order);
     } else {
-      CheckAgainstChannelMajor<T, false>(d_state, order);
+      check(element, std::false_type{}, d_state, order);
     }
     return cudaSuccess;
   });
 }
 
+TEST_P(RowsKernelEmulatedTest, ComputesWhatTheChannelMajorKernelComputes) {
+  ForCase(GetParam(), [](auto element, auto mma, int d_state, Order order) {
+    CheckAgainstChannelMajor<decltype(element), decltype(mma)::value>(d_state,
+                                                                      order);
+  });
+}
+
 TEST_P(RowsKernelEmulatedTest, MatchesTheCpuTwin) {
-  const auto [type, shift_mma, d_state, order] = GetParam();
-  io::DispatchIo(type, [&](auto element) {
-    using T = decltype(element);
-    if (shift_mma) {
-      Check<T, true>(d_state, order);
-    } else {
-      Check<T, false>(d_state, order);
-    }
-    return cudaSuccess;
+  ForCase(GetParam(), [](auto element, auto mma, int d_state, Order order) {
+    Check<decltype(element), decltype(mma)::value>(d_state, order);
   });
 }
 

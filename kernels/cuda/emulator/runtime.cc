@@ -80,7 +80,7 @@ cudaError_t cudaGetDeviceCount(int* count) {
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute,
                                    int device) {
   if (device != 0) return g_last = cudaErrorInvalidDevice;
-  // As kernels/cuda/emulator/device.h's DeviceAttribute (an H100).
+  // An H100's (kernels/cuda/device_major.h asks through this).
   switch (attribute) {
     case cudaDevAttrComputeCapabilityMajor:
       *value = 9;
