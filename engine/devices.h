@@ -27,6 +27,9 @@ struct DeviceInfo {
   // CurrentImageArch: 90 for the default build's sm_90a on a 9.x device;
   // below 90 there, no overlapped launches or clusters); 0 if unsupported.
   int kernel_arch = 0;
+  // The device and that image take 9.0's launches: --pdl on overlaps, the
+  // cluster kernel (StreamSplitGemmCuda) runs (kernels::CurrentImageTakesSm90).
+  bool overlap_and_clusters = false;
 };
 
 // What the CUDA runtime offers this process.

@@ -48,8 +48,7 @@ int RunDevices(const DevicesOptions& options) {
          d.shared_memory_per_block_optin_bytes},
         {"supported_by_this_build", d.supported},
         {"kernel_arch", d.kernel_arch},
-        // --pdl on and the cluster kernel (StreamSplitGemmCuda) run.
-        {"overlap_and_clusters", d.compute_major >= 9 && d.kernel_arch >= 90},
+        {"overlap_and_clusters", d.overlap_and_clusters},
     };
     if (!options.no_self_test && d.supported) {
       absl::StatusOr<double> err = engine::SelfTestDevice(d.index);

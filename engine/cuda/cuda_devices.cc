@@ -51,6 +51,7 @@ absl::StatusOr<DeviceInfo> Describe(int index) {
   H3_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));  // cudaMemGetInfo's device
   if (info.supported) {
     H3_CUDA_RETURN_IF_ERROR(kernels::CurrentImageArch(&info.kernel_arch));
+    info.overlap_and_clusters = kernels::CurrentImageTakesSm90();
   }
   size_t free_bytes = 0, total_bytes = 0;
   H3_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));

@@ -87,19 +87,26 @@ class RowsCall {
     toeplitz_ = ChunkedChannels(w_);
   }
 
+  // The kernels' segment table: each segment's first row (the rows
+  // kernel's offset; the channel-major kernel's, time stride 1) and states.
+  void FillSegments(flashconv::BlockSegment* seg) {
+    const int d = w_.shape.d_model, n = w_.shape.d_state;
+    int64_t row = 0;
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      seg[i] = {segments_[i].start, segments_[i].length, row,
+                ring_.data() + i * d * n, diag_.data() + i * d * n};
+      row += segments_[i].length;
+    }
+  }
+
   // Runs the kernel under the emulator; "" or its error.
   template <bool kShiftMma>
   std::string Run(Order order) {
-    const int d = w_.shape.d_model, n = w_.shape.d_state;
+    const int d = w_.shape.d_model;
     RowsArgs a{
         w_,          setup_.data(),   toeplitz_.data(),    3 * d,       d,
         qkv_.data(), qkv_.data() + d, qkv_.data() + 2 * d, out_.data(), {}};
-    int64_t row = 0;
-    for (size_t i = 0; i < segments_.size(); ++i) {
-      a.seg[i] = {segments_[i].start, segments_[i].length, row,
-                  ring_.data() + i * d * n, diag_.data() + i * d * n};
-      row += segments_[i].length;
-    }
+    FillSegments(a.seg);
     const emulator::ScopedOrder scoped(order);
     if (LaunchRows(ElementTypeOf<T>(), kShiftMma, a,
                    static_cast<unsigned>(segments_.size()),
@@ -112,7 +119,7 @@ class RowsCall {
   // The same segments through the channel-major chunked kernel (it ran on
   // an H200): q, k, v and out transposed to [d][R], the kernel's layout.
   std::string RunChannelMajor(bool shift_mma, Order order) {
-    const int d = w_.shape.d_model, n = w_.shape.d_state;
+    const int d = w_.shape.d_model;
     std::vector<T> q(rows_ * d), k(rows_ * d), v(rows_ * d), o(rows_ * d);
     for (int64_t r = 0; r < rows_; ++r) {
       for (int c = 0; c < d; ++c) {
@@ -123,12 +130,7 @@ class RowsCall {
     }
     ChunkedArgs a{w_,       setup_.data(), toeplitz_.data(), rows_, q.data(),
                   k.data(), v.data(),      o.data(),         {}};
-    int64_t row = 0;
-    for (size_t i = 0; i < segments_.size(); ++i) {
-      a.seg[i] = {segments_[i].start, segments_[i].length, row,
-                  ring_.data() + i * d * n, diag_.data() + i * d * n};
-      row += segments_[i].length;
-    }
+    FillSegments(a.seg);
     const emulator::ScopedOrder scoped(order);
     const std::string error =
         LaunchChunkedPrefill(ElementTypeOf<T>(), shift_mma, a,
