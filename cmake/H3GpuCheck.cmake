@@ -22,7 +22,7 @@ set(h3_gpu_check_targets)
 get_property(h3_gpu_tests GLOBAL PROPERTY H3_GPU_TESTS)
 foreach(entry tool:h3 tool:h3serve bench:h3_engine_bench
               bench:h3_flashconv_bench bench:h3_attention_bench
-              bench:h3_linear_bench
+              bench:h3_linear_bench bench:h3_step_bench
               module:h3_sentencepiece_module)
   string(REPLACE ":" ";" entry "${entry}")
   list(GET entry 0 kind)

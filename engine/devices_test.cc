@@ -233,9 +233,9 @@ TEST(MakeBackendTest, ParsesTheBackendFlags) {
   EXPECT_EQ(named.decode_products, DecodeProducts::kStream);
   EXPECT_EQ(ParseBackendFlags({.attention = "wgmma"}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  // --pdl: off unless asked; a name other than on and off is refused.
-  EXPECT_FALSE(defaults.pdl);
-  EXPECT_FALSE(BackendOptions{}.pdl);
+  // --pdl: on unless turned off; a name other than on and off is refused.
+  EXPECT_TRUE(defaults.pdl);
+  EXPECT_TRUE(BackendOptions{}.pdl);
   EXPECT_TRUE(ParseBackendFlags({.pdl = "on"})->pdl);
   EXPECT_FALSE(ParseBackendFlags({.pdl = "off"})->pdl);
   const absl::Status pdl = ParseBackendFlags({.pdl = "yes"}).status();

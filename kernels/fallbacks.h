@@ -7,7 +7,6 @@
 // in favour of the one it replaced, so that a machine where a new kernel
 // misbehaves can still serve and be measured without a rebuild:
 //
-//   octet            the octet H3 decode step kernel -> the float4 kernel
 //   rows             the chunked H3 prefill on packed rows -> transposes
 //                    around the channel-major chunked kernel
 //   norm-in-product  the norm inside the decode product

@@ -24,7 +24,7 @@
 #                      1 of 512)
 #   --breakdown-flags F  more h3_engine_bench flags for both breakdown runs
 #   --fast-flags F     Table 4's second run of our engine (default
-#                      "--pdl on --decode-products measured"; a failure
+#                      "--decode-products measured"; a failure
 #                      of that run is recorded and the phase goes on)
 #   --table4-sides L   Table 4's sides (default engine,torch_h3,gpt2: our
 #                      engine, the eager PyTorch H3 and GPT-2)
@@ -67,6 +67,9 @@
 #                     the stream kernel also overlapped (--pdl) and, before
 #                     qkv and fc1, with its norm apart and inside it; the
 #                     cluster kernel (stream_split) on sm_90 and later
+#   step       60/15  h3_step_bench: the decode step's kernels (auto, the
+#                     float4 kernel; octet) at the H3-1.3B layer shape, fp16,
+#                     batch 1, 8 and 64, against the copy bandwidth
 #   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against
 #                     tensor cores (fp16, bf16), h3-1.3b's shape, prompts of
 #                     512, 1536 and 4096 at batch 1 and 64; decode attention
@@ -87,7 +90,7 @@
 # after every phase: summary.txt (what passed, failed, timed out, was skipped
 # and why), check.json (the same as JSON), tests.log (tests and memcheck),
 # bench.log (everything else), results.json (every benchmark's JSON report,
-# keyed by its name: table4, breakdown, breakdown_half, flashconv, linear,
+# keyed by its name: table4, breakdown, breakdown_half, flashconv, linear, step,
 # attention, serve_1, serve_64; a report that is not JSON is kept as a
 # string) and profile.txt (ncu's reports).
 # Our programs run with the archive's lib/ on LD_LIBRARY_PATH, through small
@@ -102,13 +105,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_phases=(facts devices triage tests table4 flashconv profile breakdown linear attention serve_1
+all_phases=(facts devices triage tests table4 flashconv profile breakdown linear step attention serve_1
             serve_64 memcheck)
 declare -A limit=([facts]=20 [devices]=30 [triage]=60 [tests]=180 [table4]=240 [breakdown]=240
-                  [profile]=90 [flashconv]=120 [linear]=120 [attention]=120 [serve_1]=60
+                  [profile]=90 [flashconv]=120 [linear]=120 [step]=60 [attention]=120 [serve_1]=60
                   [serve_64]=150 [memcheck]=600)
 declare -A least=([facts]=5 [devices]=5 [triage]=20 [tests]=30 [table4]=90 [breakdown]=60 [profile]=30
-                  [flashconv]=30 [linear]=20 [attention]=30 [serve_1]=30 [serve_64]=60
+                  [flashconv]=30 [linear]=20 [step]=15 [attention]=30 [serve_1]=30 [serve_64]=60
                   [memcheck]=60)
 reserve=5      # seconds kept back to write the summary
 kill_grace=3   # seconds between SIGTERM and SIGKILL
@@ -127,7 +130,7 @@ test_shards=4
 # An engine path that is off by default; table4 times it beside the
 # defaults (half activations and the tensor-core attention with 16-bit
 # weights).
-fast_flags="--pdl on --decode-products measured"
+fast_flags="--decode-products measured"
 breakdown_flags=""
 table4_sides=engine,torch_h3,gpt2
 out=""
@@ -400,6 +403,10 @@ elif kind == "attention":
         [f"decode {c['cache_type']} cache b{c['batch']} ctx{c['context']}: "
          f"{c['gb_per_s']:.0f} GB/s ({100 * c['fraction_of_copy']:.0f}% of copy)"
          for c in r.get("decode", [])]))
+elif kind == "step":
+    print("; ".join(
+        f"{c['type']} batch {c['batch']} {c['kernel']}: {1000 * c['ms']:.1f} us "
+        f"({100 * c['fraction_of_copy']:.0f}% of copy)" for c in r.get("results", [])))
 elif kind == "linear":
     step = r.get("step_ms", {})
     parts = []
@@ -587,7 +594,6 @@ phase_tests() {
 # The default paths not yet run on a GPU, each with the tests that exercise
 # it (several lines may name one path): path, test program, gtest filter.
 triage_cases=(
-  "octet kernels_cuda_test *H3StepCudaTest.*:*H3StepCudaGraphTest.*"
   "rows kernels_cuda_test *H3PrefillRowsGpuTest.*"
   "norm-in-product kernels_cuda_test *AddNormStreamGemmGpuTest.*"
   "stream-split kernels_cuda_test *StreamGemmGpuTest.*/split_*"
@@ -677,6 +683,15 @@ phase_linear() {
   bounded "$bench_log" "$shim/bench/h3_linear_bench" --rows 1,2,4,8,64 \
     --out "$res/linear.json"
   bench_result $? linear
+}
+
+phase_step() {
+  if [ ! -x "$shim/bench/h3_step_bench" ]; then
+    status=skipped; detail="no h3_step_bench in this build"; return
+  fi
+  bounded "$bench_log" "$shim/bench/h3_step_bench" --batches 1,8,64 \
+    --out "$res/step.json"
+  bench_result $? step
 }
 
 phase_table4() {
@@ -840,7 +855,7 @@ phase_memcheck() {
 
 # ---- the run ----------------------------------------------------------------
 exit_status=0
-bench_phases="table4 flashconv profile breakdown linear attention serve_1 serve_64"
+bench_phases="table4 flashconv profile breakdown linear step attention serve_1 serve_64"
 no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
 for phase in "${selected[@]}"; do
   left=$(( total - SECONDS - reserve ))

@@ -259,8 +259,8 @@ int main(int argc, char** argv) {
                  "GPU, compute capability 9.0 and later: on launches the "
                  "decode step's own kernels overlapped with the kernel before "
                  "each (programmatic dependent launch), hiding launch gaps "
-                 "and weight reads; not yet measured; docs/cuda-engine.md, "
-                 "\"Overlapped launches\"")
+                 "and weight reads; off launches them in stream order; "
+                 "docs/cuda-engine.md, \"Overlapped launches\"")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   bool no_warm_up = false;

@@ -8,6 +8,7 @@
 // the token-major chunked cases of h3_prefill_test.cc.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -113,9 +114,15 @@ TEST_P(H3PrefillRowsGpuTest, QkvRowsEqualSeparateTensorsBitForBit) {
 }
 
 // The same segments through the channel-major chunked kernel: the same
-// arithmetic in the same order, so equal up to a last-bit difference where
-// the compilers contracted differently (one rounding of the stored output:
-// the type's unit roundoff; 1e-6 for fp32). An indexing error is O(1).
+// arithmetic in the same order, but nvcc contracts multiply-adds
+// differently in the two kernels (the scan's complex products, the gate),
+// so their fp32 values differ in the last bits; where such a value is then
+// rounded to fp16 for the tensor cores (U, X_g), a last-bit difference now
+// and then moves it by one fp16 step. So the outputs agree within fp16's
+// unit roundoff (bf16's for bf16 outputs, one rounding of the stored
+// output) for every type (on an H200 the fp32 cases differed by
+// 1.7e-5 and 3.0e-5), the diagonal states (fp32 throughout) within 1e-6,
+// and the rings bitwise. An indexing error is O(1).
 TEST_P(H3PrefillRowsGpuTest, ComputesWhatTheChannelMajorKernelComputes) {
   const auto [type, path] = GetParam();
   const RandomH3Layer layer(kShape, 22);
@@ -142,7 +149,9 @@ TEST_P(H3PrefillRowsGpuTest, ComputesWhatTheChannelMajorKernelComputes) {
   const double diag_error = NormalisedError(got_diag, want_diag);
   RecordProperty("output_error", std::to_string(out_error));
   RecordProperty("diag_error", std::to_string(diag_error));
-  EXPECT_LE(out_error, 1e-6 + testing::UnitRoundoff(type)) << "outputs";
+  EXPECT_LE(out_error, std::max(testing::UnitRoundoff(type),
+                                testing::UnitRoundoff(ElementType::kF16)))
+      << "outputs";
   EXPECT_LE(diag_error, 1e-6) << "diagonal state";
   EXPECT_EQ(got_ring, want_ring) << "shift state";
 }

@@ -9,8 +9,8 @@
 // of diagonal state read and written) against 2 MiB of SSM parameters
 // (shift_kernel, dA, dB, C) shared by the batch, so the parameters are worth
 // reusing: see H3StepHeadDim1Kernel for how (H3StepOctetKernel,
-// h3_step_octet.cu, which the released models' d_state 64 takes, does the
-// same with fewer lanes).
+// h3_step_octet.cu, does the same with half the lanes; H3StepKernel says
+// why it is not the default).
 #include <algorithm>
 #include <cstdint>
 
@@ -19,7 +19,6 @@
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/shared_memory.cuh"
-#include "kernels/fallbacks.h"
 #include "kernels/h3_step_lanes.h"
 
 namespace h3::kernels {
@@ -250,7 +249,7 @@ bool ValidShape(const H3Shape& s) {
 }  // namespace h3_step
 
 cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
-                       LaunchOrder order) {
+                       LaunchOrder order, H3StepKernel kernel) {
   using h3_step::LanesFor;
   using h3_step::LaunchGeneral;
   using h3_step::LaunchHeadDim1;
@@ -278,8 +277,9 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
     using T = decltype(tag);
     if (w.shape.head_dim == 1) {
       const int n_state = w.shape.d_state;
-      if (n_state % kOctet == 0 && (l.lanes = LanesFor(n_state, kOctet)) > 0 &&
-          l.lanes * kOctet == n_state && !KernelFallback("octet")) {
+      if (kernel == H3StepKernel::kOctet && n_state % kOctet == 0 &&
+          (l.lanes = LanesFor(n_state, kOctet)) > 0 &&
+          l.lanes * kOctet == n_state) {
         return LaunchOctet(params, l, stream, order);
       }
       if (n_state % 4 == 0 && (l.lanes = LanesFor(n_state, 4)) > 0) {

@@ -27,8 +27,8 @@ namespace h3::kernels {
 // fp16 and bf16; cudaErrorNotSupported for
 // head_dim > 110 (its p + p^2 floats of shared memory pass 48 KiB) and, where
 // the general kernel runs (head_dim > 1, or a d_state the head_dim-1
-// kernels do not take: N / 8 a power of two up to 32, else N / 4 or N / 2
-// lanes up to 32), for batch * heads >= 2^31.
+// kernels do not take: N / 4 or N / 2 lanes up to 32), for
+// batch * heads >= 2^31.
 // REQUIRES: positions[b] >= 0; the batch's states are distinct and overlap
 // nothing else (except among rows whose outputs and states nobody reads:
 // the runner's padding rows share its one pad state, racing on it, which
@@ -41,8 +41,22 @@ namespace h3::kernels {
 // the contents of the slots of positions not yet reached do not matter.
 // With LaunchOrder::kOverlapPrior it reads the layer's parameters before it
 // waits for the kernel before (kernels/cuda/launch_order.h).
+// `kernel` picks among the head_dim-1 kernels (H3StepKernel).
+enum class H3StepKernel {
+  // The float4 kernel (N / 4 lanes a channel), else float2 (N / 2), else
+  // the general one: at the 1.3B shape (d 2048, N 64, fp16) on an H200 the
+  // float4 kernel's step took 44 us a layer at batch 64 and 6.3 us at batch
+  // 1, the octet kernel's 70 us and 15 us (bench/results/README.md).
+  kAuto,
+  // The octet kernel (N / 8 lanes, N / 8 a power of two up to 32;
+  // h3_step_octet.cu) where it takes the shape, else kAuto's. Slower on an
+  // H200 (above); kept for the tests and h3_step_bench, which time it
+  // beside kAuto.
+  kOctet,
+};
 cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
-                       LaunchOrder order = LaunchOrder::kAfterPrior);
+                       LaunchOrder order = LaunchOrder::kAfterPrior,
+                       H3StepKernel kernel = H3StepKernel::kAuto);
 
 // The bytes one call must move through global memory at least, 4 bytes a
 // float: per sequence the shift ring read (d N) and its new slots written

@@ -23,7 +23,10 @@ namespace {
 // drops the select chains of ShiftStep: by a count of the code, about a
 // third of the instructions per sequence and channel for the same bytes (an
 // H200's ncu found the float4 kernel issue-bound: 62% SM against 45% DRAM
-// throughput; the octet kernel is not yet measured). Grid and sequence walk as
+// throughput). Measured on an H200, it is slower all the same (H3StepKernel,
+// h3_step.h): ncu at batch 64 found 96 registers a thread (31% occupancy),
+// 46% SM and 27% DRAM throughput, its warps waiting on loads; so it runs
+// only where H3StepCuda is asked for it. Grid and sequence walk as
 // H3StepHeadDim1Kernel's; shared memory: the block's channels' taps, 2 N + 1
 // floats each (the 1 staggers their banks).
 template <typename T>  // the elements of q, k, v and out

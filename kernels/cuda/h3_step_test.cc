@@ -210,7 +210,8 @@ size_t BitwiseDifferences(const std::vector<float>& got,
 // states and positions arrays, inputs and outputs changing between replays.
 void CheckSteps(const H3Shape& shape, int sequences,
                 const std::vector<std::vector<int>>& rounds, bool fused,
-                bool graph, uint32_t seed) {
+                bool graph, uint32_t seed,
+                H3StepKernel kernel = H3StepKernel::kAuto) {
   const RandomH3Layer layer(shape, seed);
   const DeviceLayer device_layer(layer);
   ASSERT_TRUE(device_layer.ok());
@@ -240,7 +241,8 @@ void CheckSteps(const H3Shape& shape, int sequences,
     cudaGraph_t captured = nullptr;
     ASSERT_CUDA_OK(
         cudaStreamBeginCapture(stream.stream, cudaStreamCaptureModeGlobal));
-    const cudaError_t launched = H3StepCuda(gpu_params, stream.stream);
+    const cudaError_t launched =
+        H3StepCuda(gpu_params, stream.stream, LaunchOrder::kAfterPrior, kernel);
     ASSERT_CUDA_OK(cudaStreamEndCapture(stream.stream, &captured));
     ASSERT_CUDA_OK(launched);
     ASSERT_CUDA_OK(cudaGraphInstantiate(&exec, captured, 0));
@@ -266,7 +268,8 @@ void CheckSteps(const H3Shape& shape, int sequences,
                               batch * sizeof(int64_t), cudaMemcpyDefault));
     ASSERT_CUDA_OK(CopyToDevice(in, &gpu_in));
     ASSERT_CUDA_OK(graph ? cudaGraphLaunch(exec, stream.stream)
-                         : H3StepCuda(gpu_params, stream.stream));
+                         : H3StepCuda(gpu_params, stream.stream,
+                                      LaunchOrder::kAfterPrior, kernel));
     ASSERT_CUDA_OK(cudaStreamSynchronize(stream.stream));
     ASSERT_CUDA_OK(CopyToHost(gpu_out, &gpu_step));
     gpu_out_all.insert(gpu_out_all.end(), gpu_step.begin(), gpu_step.end());
@@ -311,7 +314,7 @@ void CheckSteps(const H3Shape& shape, int sequences,
 // that step's k bitwise and the other N - 1 slots must be bitwise what they
 // were before the step.
 void CheckOneSlotWritten(const H3Shape& shape, int sequences, int steps,
-                         uint32_t seed) {
+                         uint32_t seed, H3StepKernel kernel) {
   const RandomH3Layer layer(shape, seed);
   const DeviceLayer device_layer(layer);
   ASSERT_TRUE(device_layer.ok());
@@ -344,7 +347,7 @@ void CheckOneSlotWritten(const H3Shape& shape, int sequences, int steps,
         StepParams(device_layer.weights(), sequences, /*fused=*/false,
                    gpu_in.as<float>(), gpu_out.as<float>(),
                    gpu_views.as<H3State>(), gpu_positions.as<int64_t>()),
-        nullptr));
+        nullptr, LaunchOrder::kAfterPrior, kernel));
     ASSERT_CUDA_OK(cudaDeviceSynchronize());
     ASSERT_CUDA_OK(CopyToHost(gpu_pool, &after));
 
@@ -367,11 +370,13 @@ void CheckOneSlotWritten(const H3Shape& shape, int sequences, int steps,
 struct StepCase {
   int d, p, n, batch;
   bool fused;  // input_stride 3 d, else 0
+  H3StepKernel kernel = H3StepKernel::kAuto;
 };
 
 std::ostream& operator<<(std::ostream& os, const StepCase& c) {
   return os << "d" << c.d << "_p" << c.p << "_N" << c.n << "_batch" << c.batch
-            << (c.fused ? "_stride3d" : "_stride0");
+            << (c.fused ? "_stride3d" : "_stride0")
+            << (c.kernel == H3StepKernel::kOctet ? "_octet" : "");
 }
 
 class H3StepCudaTest : public h3::testing::GpuTestWithParam<StepCase> {};
@@ -384,7 +389,7 @@ TEST_P(H3StepCudaTest, MatchesCpuOverManySteps) {
   std::iota(all.begin(), all.end(), 0);
   CheckSteps({c.d, c.p, c.n}, c.batch,
              std::vector<std::vector<int>>(kSteps, all), c.fused,
-             /*graph=*/false, 100 * c.d + 10 * c.p + c.n);
+             /*graph=*/false, 100 * c.d + 10 * c.p + c.n, c.kernel);
 }
 
 // Three steps, the rings compared bitwise after each: one slot written per
@@ -393,41 +398,59 @@ TEST_P(H3StepCudaTest, MatchesCpuOverManySteps) {
 TEST_P(H3StepCudaTest, WritesOneRingSlotPerChannel) {
   const StepCase c = GetParam();
   CheckOneSlotWritten({c.d, c.p, c.n}, c.batch, 3,
-                      100 * c.d + 10 * c.p + c.n + 1);
+                      100 * c.d + 10 * c.p + c.n + 1, c.kernel);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, H3StepCudaTest,
-    ::testing::Values(
-        // p = 1, octet kernel: N / 8 lanes per channel, from 1 to 32.
-        StepCase{8, 1, 8, 1, false}, StepCase{8, 1, 8, 64, true},
-        StepCase{64, 1, 64, 17, false}, StepCase{2048, 1, 64, 1, true},
-        StepCase{2048, 1, 64, 64, false}, StepCase{1024, 1, 32, 40, true},
-        StepCase{64, 1, 128, 9, true}, StepCase{40, 1, 256, 3, false},
-        // p = 1, float4 path: N / 4 = 6 lanes padded to 8; float2 path
-        // (N = 10: 5 lanes padded to 8); N = 160, past a warp per channel:
-        // general kernel.
-        StepCase{96, 1, 24, 5, true}, StepCase{40, 1, 10, 9, false},
-        StepCase{48, 1, 160, 3, true},
-        // p > 1: the general kernel.
-        StepCase{64, 2, 16, 7, false}, StepCase{512, 2, 64, 33, true},
-        StepCase{128, 4, 32, 64, false}, StepCase{2048, 4, 8, 3, true}),
-    [](const ::testing::TestParamInfo<StepCase>& info) {
-      std::ostringstream name;
-      name << info.param;
-      return name.str();
-    });
+// The N / 8-lane shapes run twice: on the float4 kernel (kAuto) and on the
+// octet kernel.
+std::vector<StepCase> StepCases() {
+  std::vector<StepCase> cases;
+  // p = 1: N / 8 (and N / 4) lanes a power of two, from 1 to 32.
+  for (const H3StepKernel kernel :
+       {H3StepKernel::kAuto, H3StepKernel::kOctet}) {
+    for (StepCase c :
+         {StepCase{8, 1, 8, 1, false}, StepCase{8, 1, 8, 64, true},
+          StepCase{64, 1, 64, 17, false}, StepCase{2048, 1, 64, 1, true},
+          StepCase{2048, 1, 64, 64, false}, StepCase{1024, 1, 32, 40, true},
+          StepCase{64, 1, 128, 9, true}, StepCase{40, 1, 256, 3, false}}) {
+      c.kernel = kernel;
+      cases.push_back(c);
+    }
+  }
+  // p = 1, float4 path: N / 4 = 6 lanes padded to 8 (the octet kernel does
+  // not take it: kOctet falls back); float2 path (N = 10: 5 lanes padded to
+  // 8); N = 160, past a warp per channel: general kernel.
+  cases.push_back({96, 1, 24, 5, true, H3StepKernel::kOctet});
+  cases.push_back({40, 1, 10, 9, false});
+  cases.push_back({48, 1, 160, 3, true});
+  // p > 1: the general kernel.
+  cases.push_back({64, 2, 16, 7, false});
+  cases.push_back({512, 2, 64, 33, true});
+  cases.push_back({128, 4, 32, 64, false});
+  cases.push_back({2048, 4, 8, 3, true});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, H3StepCudaTest,
+                         ::testing::ValuesIn(StepCases()),
+                         [](const ::testing::TestParamInfo<StepCase>& info) {
+                           std::ostringstream name;
+                           name << info.param;
+                           return name.str();
+                         });
 
 class H3StepCudaGraphTest : public h3::testing::GpuTest {};
 
 // One graph captured for a batch of 4 serves different sequences at their
 // own positions each replay (the device states and positions arrays
-// rewritten in between), as the engine's decode graphs do; the octet,
-// head_dim-1 and general kernels.
+// rewritten in between), as the engine's decode graphs do; the float4,
+// octet and general kernels.
 TEST_F(H3StepCudaGraphTest, ReplaysOverNewStates) {
   const std::vector<std::vector<int>> rounds = {
       {0, 1, 2, 3}, {4, 5, 6, 7}, {3, 0, 6, 5}, {7, 2, 1, 4}, {0, 1, 2, 3}};
   CheckSteps({256, 1, 64}, 8, rounds, /*fused=*/true, /*graph=*/true, 7);
+  CheckSteps({256, 1, 64}, 8, rounds, /*fused=*/true, /*graph=*/true, 7,
+             H3StepKernel::kOctet);
   CheckSteps({96, 1, 24}, 8, rounds, /*fused=*/true, /*graph=*/true, 9);
   CheckSteps({256, 2, 16}, 8, rounds, /*fused=*/false, /*graph=*/true, 8);
 }

@@ -23,10 +23,10 @@ SOURCE = os.environ.get("H3_SOURCE_DIR") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CHECK = os.path.join(SOURCE, "scripts", "gpu-check.sh")
 PHASES = ["facts", "devices", "triage", "tests", "table4", "flashconv", "profile", "breakdown", "linear",
-          "attention", "serve_1", "serve_64", "memcheck"]
+          "step", "attention", "serve_1", "serve_64", "memcheck"]
 ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "results.json",
                  "profile.txt"}
-REPORTS = {"table4", "breakdown", "breakdown_half", "flashconv", "linear", "attention",
+REPORTS = {"table4", "breakdown", "breakdown_half", "flashconv", "linear", "step", "attention",
            "serve_1", "serve_64"}
 
 # h3_engine_bench: writes the model (write-random), or prints a breakdown
@@ -160,6 +160,7 @@ class FakeMachine:
             bench bench/h3_engine_bench
             bench bench/h3_attention_bench
             bench bench/h3_linear_bench
+            bench bench/h3_step_bench
             bench bench/h3_flashconv_bench
             test kernels/kernels_cuda_test
             test engine/engine_cuda_test
@@ -182,6 +183,11 @@ class FakeMachine:
               sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && echo \'{"step_ms": '
                    '{"fp16_rows1_skinny": 0.9, "fp16_rows1_cublaslt": 1.2, '
                    '"fp16_rows1_cublaslt_pinned": 1.3}}\' > "$2"; shift; done\n',
+              True)
+        write(os.path.join(self.root, "build", "bench", "h3_step_bench"),
+              sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && echo \'{"results": '
+                   '[{"type": "fp16", "batch": 64, "kernel": "octet", "ms": 0.07, '
+                   '"fraction_of_copy": 0.3}]}\' > "$2"; shift; done\n',
               True)
         write(os.path.join(self.root, "build", "bench", "h3_flashconv_bench"),
               sh + 'echo "flashconv bench $*"\n', True)
@@ -293,13 +299,14 @@ class GpuCheckTest(unittest.TestCase):
                       "ctx4096: 2500 GB/s (80% of copy)", m.phases["attention"]["detail"])
         self.assertIn("fp16 rows 1: products of a step 0.900 ms skinny, 1.200 ms cuBLASLt, "
                       "1.300 ms pinned", m.phases["linear"]["detail"])
+        self.assertEqual("fp16 batch 64 octet: 70.0 us (30% of copy)", m.phases["step"]["detail"])
         self.assertEqual(m.check["commit"], "0123456789ab")
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
 
         files = set(os.listdir(m.out))
         self.assertEqual(files, ALLOWED_FILES - {"profile.txt"})
         self.assertIn("failed: tests", m.summary)
-        self.assertIn("passed: facts devices triage table4 flashconv breakdown linear attention "
+        self.assertIn("passed: facts devices triage table4 flashconv breakdown linear step attention "
                       "serve_1 serve_64 memcheck", m.summary)
         self.assertIn("skipped: profile", m.summary)
         self.assertEqual(m.phases["profile"]["detail"], "ncu not found")
@@ -318,7 +325,7 @@ class GpuCheckTest(unittest.TestCase):
         bench = m.read("bench.log")
         self.assertIn("--shapes 64x768 --types fp16 --paths fused,chunked,chunked_mma,cufft "
                       "--rows", bench)
-        self.assertIn("--engine-flags=--pdl on --decode-products measured", bench)
+        self.assertIn("--engine-flags=--decode-products measured", bench)
         self.assertIn("--device cuda", bench)
         self.assertIn("--concurrency 64 --num-prompts 128 --input-len 1536 --output-len 128",
                       bench)
@@ -346,7 +353,7 @@ class GpuCheckTest(unittest.TestCase):
         triage = m.phases["triage"]
         self.assertEqual(triage["status"], "failed")
         self.assertEqual(triage["detail"],
-                         "octet: 3 passed, 0 skipped; rows: 1 of 6 failed; "
+                         "rows: 1 of 6 failed; "
                          "norm-in-product: 3 passed, 0 skipped; "
                          "stream-split: status 139, no gtest summary; "
                          "pdl: 3 passed, 0 skipped; pdl: 3 passed, 0 skipped; "
@@ -364,16 +371,18 @@ class GpuCheckTest(unittest.TestCase):
 
         # The caller's list reaches every phase, and the triage adds to it;
         # a path the caller turned off is not tested.
-        m.run("--phases", "triage,tests,table4", env={env: "octet"})
-        self.assertIn("octet: off (H3_CUDA_FALLBACKS); rows: 1 of 6 failed",
+        m.run("--phases", "triage,tests,table4", env={env: "norm-in-product"})
+        self.assertIn("rows: 1 of 6 failed; norm-in-product: off (H3_CUDA_FALLBACKS)",
                       m.phases["triage"]["detail"])
-        self.assertIn("the benchmarks run with H3_CUDA_FALLBACKS=octet,rows,stream-split",
+        self.assertIn("the benchmarks run with "
+                      "H3_CUDA_FALLBACKS=norm-in-product,rows,stream-split",
                       m.phases["triage"]["detail"])
-        self.assertNotIn("=== triage octet", m.read("tests.log"))
+        self.assertNotIn("=== triage norm-in-product", m.read("tests.log"))
         log = m.read("tests.log")
-        self.assertIn(f"env {env}=octet args --gtest_brief=1\n", log)
-        self.assertIn(f"env {env}=octet args --gtest_brief=1 --gtest_filter=*H3Prefill", log)
-        self.assertIn(f"env {env}=octet,rows,stream-split", m.read("bench.log"))
+        self.assertIn(f"env {env}=norm-in-product args --gtest_brief=1\n", log)
+        self.assertIn(f"env {env}=norm-in-product args --gtest_brief=1 "
+                      "--gtest_filter=*H3Prefill", log)
+        self.assertIn(f"env {env}=norm-in-product,rows,stream-split", m.read("bench.log"))
 
     def test_a_phase_past_its_limit_is_stopped_with_its_children(self):
         m = FakeMachine(self.tmp, kernels_test=HANGING_TEST)
@@ -389,7 +398,7 @@ class GpuCheckTest(unittest.TestCase):
                 pid = int(f.read())
             self.assertFalse(alive(pid), f"the test's {who} {pid} still runs")
         self.assertIn("timed out: tests", m.summary)
-        self.assertIn("not selected: facts devices triage table4 profile breakdown linear attention "
+        self.assertIn("not selected: facts devices triage table4 profile breakdown linear step attention "
                       "serve_1 serve_64 memcheck",
                       m.summary)
 

@@ -3,8 +3,9 @@
 // the CPU by the emulator (h3_step_emulated.cc) against the CPU twin
 // H3StepCpu: several consecutive steps of a batch at varied positions, both
 // input strides, every element type. The shapes pick each kernel the way
-// the dispatch does on a GPU; one takes the 1.3B model's width and a batch
-// of 64, where a block walks two sequences.
+// the dispatch does on a GPU, the octet kernel where a case names it
+// (H3StepKernel::kOctet); two take the 1.3B model's width and a batch of
+// 64, where a block walks several sequences.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -65,12 +66,14 @@ struct StepCase {
   bool fused;  // input_stride 3 d, else 0
   ElementType type;
   emulator::Order order = emulator::Order::kForward;  // the fibers'
+  H3StepKernel kernel = H3StepKernel::kAuto;
 };
 
 std::ostream& operator<<(std::ostream& os, const StepCase& c) {
   return os << "d" << c.d << "_p" << c.p << "_N" << c.n << "_batch" << c.batch
             << (c.fused ? "_stride3d_" : "_stride0_") << ElementTypeName(c.type)
-            << (c.order == emulator::Order::kForward ? "" : "_backward");
+            << (c.order == emulator::Order::kForward ? "" : "_backward")
+            << (c.kernel == H3StepKernel::kOctet ? "_octet" : "");
 }
 
 class H3StepEmulatedTest : public ::testing::TestWithParam<StepCase> {};
@@ -152,7 +155,9 @@ TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
             : params(in_bits.data(), sizeof(uint16_t), out_bits.data(),
                      states.data(), w);
     p.io_type = c.type;
-    ASSERT_EQ(H3StepCuda(p, nullptr), cudaSuccess) << emulator::LastRunError();
+    ASSERT_EQ(H3StepCuda(p, nullptr, LaunchOrder::kAfterPrior, c.kernel),
+              cudaSuccess)
+        << emulator::LastRunError();
     if (c.type != ElementType::kF32) {
       for (size_t i = 0; i < outputs; ++i) {
         got[i] = LoadFloat(out_bits.data(), c.type, static_cast<int64_t>(i));
@@ -180,10 +185,14 @@ std::vector<StepCase> Cases() {
     for (const bool fused : {false, true}) {
       for (const emulator::Order order :
            {emulator::Order::kForward, emulator::Order::kBackward}) {
-        // The octet kernel: N / 8 lanes a channel (8, 2 and 1).
-        cases.push_back({24, 1, 64, 9, fused, type, order});
-        cases.push_back({24, 1, 16, 9, fused, type, order});
-        cases.push_back({24, 1, 8, 9, fused, type, order});
+        // N / 8 lanes a channel (8, 2 and 1): the octet kernel, and the
+        // float4 kernel (kAuto) on the same shapes.
+        for (const H3StepKernel kernel :
+             {H3StepKernel::kOctet, H3StepKernel::kAuto}) {
+          cases.push_back({24, 1, 64, 9, fused, type, order, kernel});
+          cases.push_back({24, 1, 16, 9, fused, type, order, kernel});
+          cases.push_back({24, 1, 8, 9, fused, type, order, kernel});
+        }
         // The float4 and float2 kernels (N not a multiple of 8).
         cases.push_back({20, 1, 4, 9, fused, type, order});
         cases.push_back({20, 1, 12, 9, fused, type, order});
@@ -193,8 +202,11 @@ std::vector<StepCase> Cases() {
       }
     }
   }
-  // The 1.3B model's width at batch 64: the octet grid walks two sequences
-  // a block (SequenceGrid), the next one's slice loaded ahead.
+  // The 1.3B model's width at batch 64: the grids walk two (octet) and
+  // four (float4) sequences a block (SequenceGrid), the next one's slice
+  // loaded ahead.
+  cases.push_back({2048, 1, 64, 64, true, ElementType::kF16,
+                   emulator::Order::kForward, H3StepKernel::kOctet});
   cases.push_back({2048, 1, 64, 64, true, ElementType::kF16});
   return cases;
 }

@@ -1,0 +1,283 @@
+// h3_step_bench: the GPU decode step (H3StepCuda, kernels/cuda/h3_step.h)
+// of one H3 layer at the H3-1.3B shape (d_model 2048, d_state 64, head_dim
+// 1) by each head_dim-1 kernel H3StepKernel names (auto: the float4 kernel;
+// octet), at several batch sizes, against the bytes it must move
+// (H3StepBytes) and the device-to-device copy bandwidth measured in the same
+// run. JSON on stdout, or in --out.
+//
+//   h3_step_bench [--types fp16] [--batches 1,8,64] [--d 2048] [--n 64]
+//       [--reps 100] [--rounds 5] [--rotate-mib 512] [--copy-mib 1024]
+//       [--device 0] [--out FILE]
+//
+// Method: per (type, batch, kernel), enough copies of a layer (its SSM
+// parameters, `batch` sequences' states at positions past the ring's
+// length, q, k, v and out) to pass --rotate-mib, so that each call reads
+// them from HBM and not from L2, as a decode step's 22 H3 layers do; the
+// values N(0, 1) (|dA| < 0.71, so the states stay finite); 3 untimed calls,
+// then --rounds rounds of --reps calls cycling through the copies, each
+// round between two CUDA events. ms: the per-call mean of the fastest round
+// (and of the median one); gb_per_s = H3StepBytes / ms; fraction_of_copy
+// against the measured copy bandwidth. Correctness is the tests' part
+// (kernels/cuda/h3_step_test.cc runs both kernels against the CPU twin).
+//
+// Exit status: 0; 1 on a CUDA failure (the call and the error are printed)
+// or an unwritable --out; 2 without a CUDA device.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "base/build_info.h"
+#include "bench/flashconv_device.h"
+#include "bench/flashconv_report.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/h3_step.h"
+#include "kernels/h3.h"
+#include "nlohmann/json.hpp"
+
+namespace h3::bench {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using kernels::H3Shape;
+using kernels::H3State;
+using kernels::H3StepParams;
+
+struct Flags {
+  std::vector<std::string> types = {"fp16"};
+  std::vector<int> batches = {1, 8, 64};
+  int d = 2048;
+  int n = 64;
+  int reps = 100;
+  int rounds = 5;
+  int64_t rotate_mib = 512;
+  int64_t copy_mib = 1024;
+  int device = 0;
+  std::string out;
+};
+
+// One layer's copy: parameters, states, inputs and outputs on the device.
+struct Copy {
+  kernels::DeviceBuffer weights, pool, io, states, positions;
+  H3StepParams params;
+};
+
+// The SSM parameters of a layer as H3Weights lays them out, one block:
+// shift_kernel [d, N], shift_D [d], dA, dB, C [d, N / 2, 2], D [d].
+std::vector<float> HostWeights(const H3Shape& s) {
+  const int64_t d = s.d_model, n = s.d_state;
+  std::vector<float> w(d * n + d + 3 * d * n + d);
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> decay(-0.5f, 0.5f);
+  for (int64_t i = 0; i < static_cast<int64_t>(w.size()); ++i) {
+    const bool da = i >= d * n + d && i < 2 * d * n + d;
+    w[i] = da ? decay(gen) : 0.1f * normal(gen);
+  }
+  return w;
+}
+
+void MakeCopy(const H3Shape& s, ElementType type, int batch,
+              const std::vector<float>& host_weights, uint64_t seed,
+              cudaStream_t stream, Copy* c) {
+  const int64_t d = s.d_model, n = s.d_state;
+  H3_BENCH_CUDA_CHECK(c->weights.Reserve(host_weights.size() * sizeof(float)));
+  H3_BENCH_CUDA_CHECK(cudaMemcpy(c->weights.get(), host_weights.data(),
+                                 host_weights.size() * sizeof(float),
+                                 cudaMemcpyHostToDevice));
+  const int64_t per_sequence = d * n + d * n;  // ring, then diagonal state
+  H3_BENCH_CUDA_CHECK(c->pool.Reserve(batch * per_sequence * sizeof(float)));
+  H3_BENCH_CUDA_CHECK(FillNormal(c->pool.get(), batch * per_sequence,
+                                 ElementType::kF32, seed, stream));
+  const int64_t io_elements = 4 * batch * d;  // q, k, v, out
+  H3_BENCH_CUDA_CHECK(c->io.Reserve(io_elements * ElementSize(type)));
+  H3_BENCH_CUDA_CHECK(
+      FillNormal(c->io.get(), io_elements, type, seed + 1, stream));
+  std::vector<H3State> states(batch);
+  std::vector<int64_t> positions(batch);
+  float* pool = c->pool.as<float>();
+  for (int b = 0; b < batch; ++b) {
+    states[b] = {pool + b * per_sequence, pool + b * per_sequence + d * n};
+    positions[b] = 1000 + 37 * b;  // every tap reaches an input
+  }
+  H3_BENCH_CUDA_CHECK(c->states.Reserve(batch * sizeof(H3State)));
+  H3_BENCH_CUDA_CHECK(c->positions.Reserve(batch * sizeof(int64_t)));
+  H3_BENCH_CUDA_CHECK(cudaMemcpy(c->states.get(), states.data(),
+                                 batch * sizeof(H3State),
+                                 cudaMemcpyHostToDevice));
+  H3_BENCH_CUDA_CHECK(cudaMemcpy(c->positions.get(), positions.data(),
+                                 batch * sizeof(int64_t),
+                                 cudaMemcpyHostToDevice));
+  const float* w = c->weights.as<float>();
+  H3StepParams& p = c->params;
+  p.w.shape = s;
+  p.w.shift_kernel = w;
+  p.w.shift_D = w + d * n;
+  p.w.dA = w + d * n + d;
+  p.w.dB = p.w.dA + d * n;
+  p.w.C = p.w.dB + d * n;
+  p.w.D = p.w.C + d * n;
+  const char* io = static_cast<const char*>(c->io.get());
+  const int64_t block = batch * d * ElementSize(type);
+  p.q = io;
+  p.k = io + block;
+  p.v = io + 2 * block;
+  p.out = static_cast<char*>(c->io.get()) + 3 * block;
+  p.io_type = type;
+  p.batch = batch;
+  p.states = c->states.as<H3State>();
+  p.positions = c->positions.as<int64_t>();
+}
+
+struct Times {
+  double min = 0, median = 0;
+};
+
+Times TimeRounds(const Flags& f, const std::vector<Copy>& copies,
+                 kernels::H3StepKernel kernel, cudaStream_t stream) {
+  const int count = static_cast<int>(copies.size());
+  auto run = [&](int i) {
+    H3_BENCH_CUDA_CHECK(kernels::H3StepCuda(copies[i % count].params, stream,
+                                            kernels::LaunchOrder::kAfterPrior,
+                                            kernel));
+  };
+  for (int i = 0; i < 3; ++i) run(i);
+  cudaEvent_t start, stop;
+  H3_BENCH_CUDA_CHECK(cudaEventCreate(&start));
+  H3_BENCH_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int round = 0; round < f.rounds; ++round) {
+    H3_BENCH_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int i = 0; i < f.reps; ++i) run(i);
+    H3_BENCH_CUDA_CHECK(cudaEventRecord(stop, stream));
+    H3_BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
+    float total = 0;
+    H3_BENCH_CUDA_CHECK(cudaEventElapsedTime(&total, start, stop));
+    ms.push_back(total / f.reps);
+  }
+  H3_BENCH_CUDA_CHECK(cudaEventDestroy(start));
+  H3_BENCH_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(ms.begin(), ms.end());
+  return {ms.front(), ms[ms.size() / 2]};
+}
+
+int Run(const Flags& f) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count <= f.device) {
+    std::cerr << "h3_step_bench: no CUDA device " << f.device << " ("
+              << (err != cudaSuccess ? cudaGetErrorString(err)
+                                     : std::to_string(count) + " found")
+              << ")\n";
+    return 2;
+  }
+  H3_BENCH_CUDA_CHECK(cudaSetDevice(f.device));
+  cudaStream_t stream;
+  H3_BENCH_CUDA_CHECK(cudaStreamCreate(&stream));
+  const Bandwidth bw = MeasureBandwidth(f.device, f.copy_mib << 20, stream);
+  const H3Shape shape{f.d, 1, f.n};
+  const std::vector<float> host_weights = HostWeights(shape);
+  Json records = Json::array();
+  for (const std::string& type_name : f.types) {
+    const ElementType type = type_name == "bf16"   ? ElementType::kBF16
+                             : type_name == "fp32" ? ElementType::kF32
+                                                   : ElementType::kF16;
+    for (const int batch : f.batches) {
+      const int64_t bytes = kernels::H3StepBytes(shape, batch);
+      const int copies = static_cast<int>(
+          std::max<int64_t>(2, ((f.rotate_mib << 20) + bytes - 1) / bytes));
+      std::vector<Copy> layer(copies);
+      for (int c = 0; c < copies; ++c) {
+        MakeCopy(shape, type, batch, host_weights, 100 + 2 * c, stream,
+                 &layer[c]);
+      }
+      H3_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+      for (const auto& [name, kernel] :
+           {std::pair{"auto", kernels::H3StepKernel::kAuto},
+            std::pair{"octet", kernels::H3StepKernel::kOctet}}) {
+        const Times t = TimeRounds(f, layer, kernel, stream);
+        const double gbps = bytes / (t.min * 1e6);
+        records.push_back({{"type", type_name},
+                           {"batch", batch},
+                           {"kernel", name},
+                           {"ms", t.min},
+                           {"ms_median_round", t.median},
+                           {"bytes", bytes},
+                           {"copies", copies},
+                           {"gb_per_s", gbps},
+                           {"fraction_of_copy", gbps * 1e9 / bw.measured}});
+        std::cerr << type_name << " batch " << batch << " " << name << ": "
+                  << t.min * 1e3 << " us (" << gbps << " GB/s)\n";
+      }
+    }
+  }
+  const BuildInfo& build = GetBuildInfo();
+  const Json report = {
+      {"benchmark", "h3_step_bench"},
+      {"build",
+       {{"git_commit", build.git_commit},
+        {"build_type", build.build_type},
+        {"cuda_version", build.cuda_version}}},
+      {"device", DeviceJson(f.device)},
+      {"bandwidth", BandwidthJson(bw)},
+      {"shape", {{"d_model", f.d}, {"head_dim", 1}, {"d_state", f.n}}},
+      {"method",
+       "per-call mean of the fastest of --rounds rounds of --reps calls, "
+       "layers (parameters, states, inputs) rotated through copies past "
+       "--rotate-mib; gb_per_s = H3StepBytes / ms; fraction_of_copy against "
+       "bandwidth.measured_gb_per_s"},
+      {"reps", f.reps},
+      {"rounds", f.rounds},
+      {"results", records}};
+  if (f.out.empty()) {
+    std::cout << report.dump(1) << "\n";
+    return 0;
+  }
+  std::ofstream file(f.out);
+  file << report.dump(1) << "\n";
+  file.close();
+  if (!file) {
+    std::cerr << "h3_step_bench: cannot write " << f.out << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace h3::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"Times the GPU decode step's kernels (JSON)", "h3_step_bench"};
+  h3::bench::Flags f;
+  app.add_option("--types", f.types)
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--batches", f.batches)
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--d", f.d, "d_model")->check(CLI::Range(8, 65536));
+  app.add_option("--n", f.n, "d_state (even)")->check(CLI::Range(2, 256));
+  app.add_option("--reps", f.reps)->check(CLI::PositiveNumber);
+  app.add_option("--rounds", f.rounds)->check(CLI::PositiveNumber);
+  app.add_option("--rotate-mib", f.rotate_mib,
+                 "layer copies to cycle through, in all (past the L2 size)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--copy-mib", f.copy_mib, "size of the bandwidth copy")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--device", f.device)->check(CLI::NonNegativeNumber);
+  app.add_option("--out", f.out, "the JSON file (default: stdout)");
+  CLI11_PARSE(app, argc, argv);
+  if (f.n % 2 != 0) {
+    std::cerr << "h3_step_bench: --n " << f.n << " must be even\n";
+    return 2;
+  }
+  return h3::bench::Run(f);
+}
