@@ -26,16 +26,16 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <iostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "base/build_info.h"
 #include "bench/flashconv_device.h"
+#include "bench/flashconv_floor.h"
 #include "bench/flashconv_report.h"
+#include "bench/gpu_bench_support.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/h3_step.h"
 #include "kernels/h3.h"
@@ -135,49 +135,19 @@ void MakeCopy(const H3Shape& s, ElementType type, int batch,
   p.positions = c->positions.as<int64_t>();
 }
 
-struct Times {
-  double min = 0, median = 0;
-};
-
-Times TimeRounds(const Flags& f, const std::vector<Copy>& copies,
-                 kernels::H3StepKernel kernel, cudaStream_t stream) {
-  const int count = static_cast<int>(copies.size());
-  auto run = [&](int i) {
-    H3_BENCH_CUDA_CHECK(kernels::H3StepCuda(copies[i % count].params, stream,
-                                            kernels::LaunchOrder::kAfterPrior,
-                                            kernel));
-  };
-  for (int i = 0; i < 3; ++i) run(i);
-  cudaEvent_t start, stop;
-  H3_BENCH_CUDA_CHECK(cudaEventCreate(&start));
-  H3_BENCH_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int round = 0; round < f.rounds; ++round) {
-    H3_BENCH_CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int i = 0; i < f.reps; ++i) run(i);
-    H3_BENCH_CUDA_CHECK(cudaEventRecord(stop, stream));
-    H3_BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
-    float total = 0;
-    H3_BENCH_CUDA_CHECK(cudaEventElapsedTime(&total, start, stop));
-    ms.push_back(total / f.reps);
-  }
-  H3_BENCH_CUDA_CHECK(cudaEventDestroy(start));
-  H3_BENCH_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return {ms.front(), ms[ms.size() / 2]};
+// The fastest and the median round's per-call ms of `kernel` over `copies`.
+TimeStats TimeKernel(const Flags& f, const std::vector<Copy>& copies,
+                     kernels::H3StepKernel kernel, cudaStream_t stream) {
+  return Summarize(TimeRounds(
+      f.reps, f.rounds, static_cast<int>(copies.size()), stream, [&](int i) {
+        H3_BENCH_CUDA_CHECK(
+            kernels::H3StepCuda(copies[i].params, stream,
+                                kernels::LaunchOrder::kAfterPrior, kernel));
+      }));
 }
 
 int Run(const Flags& f) {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count <= f.device) {
-    std::cerr << "h3_step_bench: no CUDA device " << f.device << " ("
-              << (err != cudaSuccess ? cudaGetErrorString(err)
-                                     : std::to_string(count) + " found")
-              << ")\n";
-    return 2;
-  }
-  H3_BENCH_CUDA_CHECK(cudaSetDevice(f.device));
+  if (const int status = UseDevice(f.device, "h3_step_bench")) return status;
   cudaStream_t stream;
   H3_BENCH_CUDA_CHECK(cudaStreamCreate(&stream));
   const Bandwidth bw = MeasureBandwidth(f.device, f.copy_mib << 20, stream);
@@ -201,7 +171,7 @@ int Run(const Flags& f) {
       for (const auto& [name, kernel] :
            {std::pair{"auto", kernels::H3StepKernel::kAuto},
             std::pair{"octet", kernels::H3StepKernel::kOctet}}) {
-        const Times t = TimeRounds(f, layer, kernel, stream);
+        const TimeStats t = TimeKernel(f, layer, kernel, stream);
         const double gbps = bytes / (t.min * 1e6);
         records.push_back({{"type", type_name},
                            {"batch", batch},
@@ -217,13 +187,9 @@ int Run(const Flags& f) {
       }
     }
   }
-  const BuildInfo& build = GetBuildInfo();
   const Json report = {
       {"benchmark", "h3_step_bench"},
-      {"build",
-       {{"git_commit", build.git_commit},
-        {"build_type", build.build_type},
-        {"cuda_version", build.cuda_version}}},
+      {"build", BuildJson()},
       {"device", DeviceJson(f.device)},
       {"bandwidth", BandwidthJson(bw)},
       {"shape", {{"d_model", f.d}, {"head_dim", 1}, {"d_state", f.n}}},
@@ -235,18 +201,7 @@ int Run(const Flags& f) {
       {"reps", f.reps},
       {"rounds", f.rounds},
       {"results", records}};
-  if (f.out.empty()) {
-    std::cout << report.dump(1) << "\n";
-    return 0;
-  }
-  std::ofstream file(f.out);
-  file << report.dump(1) << "\n";
-  file.close();
-  if (!file) {
-    std::cerr << "h3_step_bench: cannot write " << f.out << "\n";
-    return 1;
-  }
-  return 0;
+  return WriteReport(report, f.out, "h3_step_bench");
 }
 
 }  // namespace

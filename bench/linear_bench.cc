@@ -18,13 +18,13 @@
 // StreamSplitGemmCuda (kernels/stream_split_gemm.h: k split across a
 // thread-block cluster, x read once per 128 columns). With half activations
 // and at most kNormStreamMaxRows rows, qkv and fc1 are also timed with the
-// norm before them, as a decode step runs them: "norm+stream"
-// (AddLayerNormCuda, then StreamGemmCuda), "fused_norm"
-// (AddNormStreamGemmCuda), each also "_pdl"; their bytes count the norm's
-// too (x and two residual rows in fp32, gamma, beta; the normed rows twice
-// where they exist). H3_CUDA_FALLBACKS leaves out the records of the paths
-// it names (pdl: every "_pdl"; stream-split; norm-in-product: fused_norm).
-// JSON on stdout, or in --out.
+// norm before them: "norm+stream" (AddLayerNormCuda, then StreamGemmCuda:
+// what a decode step runs), "fused_norm" (AddNormStreamGemmCuda: the norm
+// inside the product, which no step runs), each also "_pdl"; their bytes
+// count the norm's too (x and two residual rows in fp32, gamma, beta; the
+// normed rows twice where they exist). H3_CUDA_FALLBACKS leaves out the records
+// of the paths it names (pdl: every "_pdl"; stream-split). JSON on stdout, or
+// in --out.
 //
 //   h3_linear_bench [--types fp16,bf16] [--rows 1,8,64] [--vocab 50264]
 //       [--activations fp32,half,half-fp32-bias]
@@ -48,17 +48,16 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "base/build_info.h"
 #include "bench/flashconv_device.h"
 #include "bench/flashconv_floor.h"
 #include "bench/flashconv_report.h"
+#include "bench/gpu_bench_support.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/device_major.h"
 #include "kernels/cuda/elementwise.h"
@@ -108,40 +107,15 @@ ElementType TypeOf(const std::string& name) {
   return name == "bf16" ? ElementType::kBF16 : ElementType::kF16;
 }
 
-// Per-call ms of each round of `reps` calls of run(copy index).
+// Per-call ms of each round of f.reps calls of run(copy index).
 template <typename Run>
 std::vector<double> TimeRounds(const Flags& f, int copies, cudaStream_t stream,
                                Run run) {
-  for (int i = 0; i < 3; ++i) run(i % copies);
-  cudaEvent_t start, stop;
-  H3_BENCH_CUDA_CHECK(cudaEventCreate(&start));
-  H3_BENCH_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int round = 0; round < f.rounds; ++round) {
-    H3_BENCH_CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int i = 0; i < f.reps; ++i) run(i % copies);
-    H3_BENCH_CUDA_CHECK(cudaEventRecord(stop, stream));
-    H3_BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
-    float total = 0;
-    H3_BENCH_CUDA_CHECK(cudaEventElapsedTime(&total, start, stop));
-    ms.push_back(total / f.reps);
-  }
-  H3_BENCH_CUDA_CHECK(cudaEventDestroy(start));
-  H3_BENCH_CUDA_CHECK(cudaEventDestroy(stop));
-  return ms;
+  return bench::TimeRounds(f.reps, f.rounds, copies, stream, run);
 }
 
 int Run(const Flags& f) {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count <= f.device) {
-    std::cerr << "h3_linear_bench: no CUDA device " << f.device << " ("
-              << (err != cudaSuccess ? cudaGetErrorString(err)
-                                     : std::to_string(count) + " found")
-              << ")\n";
-    return 2;
-  }
-  H3_BENCH_CUDA_CHECK(cudaSetDevice(f.device));
+  if (const int status = UseDevice(f.device, "h3_linear_bench")) return status;
   cudaStream_t stream;
   H3_BENCH_CUDA_CHECK(cudaStreamCreate(&stream));
   const Bandwidth bw = MeasureBandwidth(f.device, f.copy_mib << 20, stream);
@@ -153,7 +127,6 @@ int Run(const Flags& f) {
   // left out, so a faulting kernel does not end the run.
   const bool no_pdl = kernels::KernelFallback("pdl");
   const bool no_split = kernels::KernelFallback("stream-split");
-  const bool no_fused_norm = kernels::KernelFallback("norm-in-product");
   std::vector<kernels::LaunchOrder> orders = {
       kernels::LaunchOrder::kAfterPrior};
   if (!no_pdl) orders.push_back(kernels::LaunchOrder::kOverlapPrior);
@@ -290,8 +263,8 @@ int Run(const Flags& f) {
                  })});
           }
           // The cluster kernel where the device has clusters; a launch error
-          // (not yet run on a GPU) leaves that record out, with a warning,
-          // rather than ending the run.
+          // leaves that record out, with a warning, rather than ending the
+          // run.
           for (const auto order : orders) {
             if (!clusters || no_split) break;
             const char* name = order == kernels::LaunchOrder::kAfterPrior
@@ -350,7 +323,6 @@ int Run(const Flags& f) {
                                  H3_BENCH_CUDA_CHECK(kernels::StreamGemmCuda(
                                      stream_params, stream, order));
                                })});
-              if (no_fused_norm) continue;
               timed.push_back({pdl ? "fused_norm_pdl" : "fused_norm",
                                TimeRounds(f, copies, stream, [&](int c) {
                                  stream_params.w = w[c].get();
@@ -400,13 +372,9 @@ int Run(const Flags& f) {
       }
     }
   }
-  const BuildInfo& build = GetBuildInfo();
   const Json report = {
       {"benchmark", "h3_linear_bench"},
-      {"build",
-       {{"git_commit", build.git_commit},
-        {"build_type", build.build_type},
-        {"cuda_version", build.cuda_version}}},
+      {"build", BuildJson()},
       {"device", DeviceJson(f.device)},
       {"bandwidth", BandwidthJson(bw)},
       {"method",
@@ -418,18 +386,7 @@ int Run(const Flags& f) {
       {"rounds", f.rounds},
       {"step_ms", step_ms},
       {"results", records}};
-  if (f.out.empty()) {
-    std::cout << report.dump(1) << "\n";
-    return 0;
-  }
-  std::ofstream file(f.out);
-  file << report.dump(1) << "\n";
-  file.close();
-  if (!file) {
-    std::cerr << "h3_linear_bench: cannot write " << f.out << "\n";
-    return 1;
-  }
-  return 0;
+  return WriteReport(report, f.out, "h3_linear_bench");
 }
 
 }  // namespace

@@ -9,8 +9,6 @@
 //
 //   rows             the chunked H3 prefill on packed rows -> transposes
 //                    around the channel-major chunked kernel
-//   norm-in-product  the norm inside the decode product
-//                    (AddNormStreamGemmCuda) -> the norm, then the product
 //   stream-split     StreamSplitGemmCuda under --decode-products
 //                    stream-split and measured -> cuBLASLt (as before
 //                    compute capability 9.0; --batch-invariant-kernel

@@ -27,7 +27,8 @@
 // ends the state by the plain recurrence, token by token, in fp32.
 //
 // Shift convolution on tensor cores (the kernel's kShiftMma variant, taken
-// on request: H3PrefillPath::kChunkedMma; not yet run on a GPU). The shift
+// on request: H3PrefillPath::kChunkedMma; slower than the direct sums on an
+// H200 at every length, docs/h3-chunked.md). The shift
 // SSM's kbar[t] = shift_D k[t] + sum_{j < 64} taps[j] k[t - j] is, per
 // output column g, sum_{r < 5} A_r K_(g - r): K_c the 16 inputs of column c
 // (negative c: the 64 inputs before the tile) and A_r[i][j] = taps[16 r +

@@ -35,7 +35,7 @@
 #   facts      20/5   nvidia-smi, the build (commit, architectures), glibc,
 #                     the CUDA libraries the machine must supply
 #   devices    30/5   h3 devices
-#   triage     60/20  the tests of each default path not yet run on a GPU,
+#   triage     60/20  the tests of each path that replaced an older one,
 #                     one process per path at once (a crash ends only its
 #                     own): where one fails, the benchmark phases run with
 #                     that path turned off (H3_CUDA_FALLBACKS, see
@@ -591,11 +591,11 @@ phase_tests() {
   detail=$(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')
 }
 
-# The default paths not yet run on a GPU, each with the tests that exercise
-# it (several lines may name one path): path, test program, gtest filter.
+# The paths that replaced an older one (H3_CUDA_FALLBACKS turns each off),
+# each with the tests that exercise it (several lines may name one path):
+# path, test program, gtest filter.
 triage_cases=(
   "rows kernels_cuda_test *H3PrefillRowsGpuTest.*"
-  "norm-in-product kernels_cuda_test *AddNormStreamGemmGpuTest.*"
   "stream-split kernels_cuda_test *StreamGemmGpuTest.*/split_*"
   "pdl kernels_cuda_test *LaunchOrderGpuTest.*"
   "pdl engine_cuda_test CudaPdlTest.*"

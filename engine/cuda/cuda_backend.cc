@@ -256,25 +256,11 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  // The products Linear runs on StreamGemmCuda (by its rows, or measured
-  // and chosen) norm their own input where AddNormStreamGemmCuda takes the
-  // pair; the rest run the two ops.
-  absl::Status AddNormLinear(const kernels::AddLayerNormParams& norm,
-                             const LinearParams& p) override {
-    if (kernels::SkinnyGemmParams params;
-        !kernels::KernelFallback("norm-in-product") &&
-        p.BiasTypeError().empty() &&
-        (OnStreamKernel(p, stream_rows_, &params) || ChoseStream(p, &params))) {
-      const cudaError_t err =
-          kernels::AddNormStreamGemmCuda(norm, params, stream_, Order());
-      if (err != cudaErrorNotSupported) {
-        H3_CUDA_RETURN_IF_ERROR(err);
-        return absl::OkStatus();
-      }
-    }
-    H3_RETURN_IF_ERROR(AddLayerNorm(norm));
-    return Linear(p);
-  }
+  // AddNormLinear: Backend's, the norm then the product. The norm inside
+  // a StreamGemmCuda product (kernels::AddNormStreamGemmCuda) was slower on
+  // an H200: at one row, qkv 18.5 us against 13.0 for the two kernels
+  // (15.5 against 10.3 overlapped), fc1 21.6 against 16.0
+  // (bench/results/2026-11-26-h200-acfb22a_linear.json, fused_norm).
 
   absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) override {
@@ -418,17 +404,6 @@ class CudaBackend final : public Backend {
     if (batch_invariant_ || p.rows > max_rows) return false;
     *params = ProductParams(p);
     return kernels::StreamGemmCheck(*params, true)[0] == '\0';
-  }
-
-  // Whether measured_ chose StreamGemmCuda for `p` (then its operands in
-  // *params).
-  bool ChoseStream(const LinearParams& p,
-                   kernels::SkinnyGemmParams* params) const {
-    if (!measured_ || !OnStreamKernel(p, kernels::kStreamMaxRows, params)) {
-      return false;
-    }
-    const ProductKernel* chosen = choices_.Find(ProductKey::Of(*params));
-    return chosen != nullptr && *chosen == ProductKernel::kStream;
   }
 
   // A product under --decode-products measured (one the stream kernels

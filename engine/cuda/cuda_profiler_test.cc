@@ -1,8 +1,7 @@
 // The profiler on the CUDA backend (CUDA events): every op of a decode step
 // and of a prefill named and counted, times that sum to no more than the
 // steps' wall time, and the logits bitwise those of the same steps without
-// it, replayed from graphs (without it, the norms of small steps run inside
-// the products). Label gpu: skips without a device.
+// it, replayed from graphs. Label gpu: skips without a device.
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,9 +69,9 @@ TEST_P(CudaProfilerTest, PrefillNamesEveryOp) {
   h3::testing::ExpectBreakdown(*run, h3::testing::PrefillOps(), 2, 1, 1);
 }
 
-// Without the profiler, decode steps of at most 4 rows norm the q|k|v and
-// fc1 products' inputs inside the products (fp16: AddNormStreamGemmCuda);
-// with it, the norms run apart: the same bits either way.
+// Without the profiler the decode steps replay graphs (launched overlapped
+// where the device takes it, --pdl); with it each op runs alone: the same
+// bits either way.
 TEST_P(CudaProfilerTest, LogitsAreBitwiseTheSameWithAndWithoutIt) {
   for (int batch : {1, 3, 5}) {
     auto off = h3::testing::RunDecode(*runner_, batch, 9, 4, false);

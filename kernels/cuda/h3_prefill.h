@@ -82,8 +82,8 @@ struct H3PrefillCudaParams {
 H3PrefillCudaParams SegmentCall(const H3PrefillPackedParams& packed, int i);
 
 // kChunkedMma: the chunked kernel with its shift convolution on tensor cores
-// (kernels/h3_chunked.h; not yet run on a GPU, and no engine option takes
-// it: h3_flashconv_bench --paths chunked_mma times it).
+// (kernels/h3_chunked.h; slower than kChunked on an H200, and no engine
+// option takes it: h3_flashconv_bench --paths chunked_mma times it).
 enum class H3PrefillPath { kFused, kCufft, kChunked, kChunkedMma };
 const char* H3PrefillPathName(H3PrefillPath path);
 

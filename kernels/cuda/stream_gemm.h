@@ -24,6 +24,9 @@ cudaError_t StreamGemmCuda(const StreamGemmParams& params, cudaStream_t stream,
 // (AddLayerNormCuda's arithmetic: the same bits), keeps them in shared
 // memory as x and writes its slice of norm.residual; norm.out is not
 // written. For rows up to kNormStreamMaxRows of up to kNormStreamMaxCols.
+// Slower than the two kernels on an H200, so the engine does not call it
+// (docs/cuda-engine.md, "The norm inside the product"); h3_linear_bench
+// times it (fused_norm).
 constexpr int64_t kNormStreamMaxRows = 4;
 constexpr int64_t kNormStreamMaxCols = 4096;
 

@@ -354,7 +354,6 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(triage["status"], "failed")
         self.assertEqual(triage["detail"],
                          "rows: 1 of 6 failed; "
-                         "norm-in-product: 3 passed, 0 skipped; "
                          "stream-split: status 139, no gtest summary; "
                          "pdl: 3 passed, 0 skipped; pdl: 3 passed, 0 skipped; "
                          "the benchmarks run with H3_CUDA_FALLBACKS=rows,stream-split")
@@ -371,18 +370,16 @@ class GpuCheckTest(unittest.TestCase):
 
         # The caller's list reaches every phase, and the triage adds to it;
         # a path the caller turned off is not tested.
-        m.run("--phases", "triage,tests,table4", env={env: "norm-in-product"})
-        self.assertIn("rows: 1 of 6 failed; norm-in-product: off (H3_CUDA_FALLBACKS)",
+        m.run("--phases", "triage,tests,table4", env={env: "pdl"})
+        self.assertIn("no gtest summary; pdl: off (H3_CUDA_FALLBACKS); "
+                      "pdl: off (H3_CUDA_FALLBACKS)", m.phases["triage"]["detail"])
+        self.assertIn("the benchmarks run with H3_CUDA_FALLBACKS=pdl,rows,stream-split",
                       m.phases["triage"]["detail"])
-        self.assertIn("the benchmarks run with "
-                      "H3_CUDA_FALLBACKS=norm-in-product,rows,stream-split",
-                      m.phases["triage"]["detail"])
-        self.assertNotIn("=== triage norm-in-product", m.read("tests.log"))
+        self.assertNotIn("=== triage pdl", m.read("tests.log"))
         log = m.read("tests.log")
-        self.assertIn(f"env {env}=norm-in-product args --gtest_brief=1\n", log)
-        self.assertIn(f"env {env}=norm-in-product args --gtest_brief=1 "
-                      "--gtest_filter=*H3Prefill", log)
-        self.assertIn(f"env {env}=norm-in-product,rows,stream-split", m.read("bench.log"))
+        self.assertIn(f"env {env}=pdl args --gtest_brief=1\n", log)
+        self.assertIn(f"env {env}=pdl args --gtest_brief=1 --gtest_filter=*H3Prefill", log)
+        self.assertIn(f"env {env}=pdl,rows,stream-split", m.read("bench.log"))
 
     def test_a_phase_past_its_limit_is_stopped_with_its_children(self):
         m = FakeMachine(self.tmp, kernels_test=HANGING_TEST)

@@ -2,11 +2,11 @@
 // (stream_gemm_emulated.cc and friends; mma.sync with the PTX fragment
 // layout, emulator/mma.h): StreamGemmCuda (it ran on an H200, so this also
 // checks the emulator's MMA layout) and StreamSplitGemmCuda (thread-block
-// clusters and distributed shared memory, never run on a GPU) against the
-// plain reference on every tail case of their GPU test, a row's bits the
-// same in any batch; and AddNormStreamGemmCuda, never run on a GPU, bit for
-// bit against AddLayerNormCuda followed by StreamGemmCuda, as its GPU test
-// asks.
+// clusters and distributed shared memory) against the plain reference on
+// every tail case of their GPU test, a row's bits the same in any batch;
+// and AddNormStreamGemmCuda bit for bit against AddLayerNormCuda followed
+// by StreamGemmCuda, as its GPU test asks. All three passed their GPU
+// tests on an H200.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -34,7 +34,7 @@ using h3::testing::StreamCase;
 using h3::testing::StreamOperands;
 
 // StreamGemmCuda, or StreamSplitGemmCuda (k split across a thread-block
-// cluster, never run on a GPU).
+// cluster).
 enum class Kernel { kStream, kSplit };
 
 // y of case c over operands o, by `kernel` on the emulator.
