@@ -45,8 +45,9 @@ namespace h3::kernels {
 enum class H3StepKernel {
   // The float4 kernel (N / 4 lanes a channel), else float2 (N / 2), else
   // the general one: at the 1.3B shape (d 2048, N 64, fp16) on an H200 the
-  // float4 kernel's step took 44 us a layer at batch 64 and 6.3 us at batch
-  // 1, the octet kernel's 70 us and 15 us (bench/results/README.md).
+  // float4 kernel's step took 47.6 us a layer at batch 64 and 4.8 us at
+  // batch 1, the octet kernel's 71.0 and 13.6 (h3_step_bench,
+  // bench/results/2026-11-26-h200-52a594a_step.json).
   kAuto,
   // The octet kernel (N / 8 lanes, N / 8 a power of two up to 32;
   // h3_step_octet.cu) where it takes the shape, else kAuto's. Slower on an
