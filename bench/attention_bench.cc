@@ -48,6 +48,7 @@
 #include "base/build_info.h"
 #include "bench/attention_decode_bench.h"
 #include "bench/flashconv_report.h"
+#include "bench/gpu_bench_support.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/flash_attention.h"
 #include "nlohmann/json.hpp"
@@ -228,14 +229,8 @@ void RunCase(const Flags& f, int batch, int64_t len, Json* records) {
 }
 
 int Run(const Flags& f) {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count <= f.device) {
-    std::cerr << "h3_attention_bench: no CUDA device " << f.device << " ("
-              << (err != cudaSuccess ? cudaGetErrorString(err)
-                                     : std::to_string(count) + " found")
-              << ")\n";
-    return 2;
+  if (const int status = UseDevice(f.device, "h3_attention_bench")) {
+    return status;
   }
   if (!kernels::FlashAttentionSupports({f.heads, f.head_dim, f.rotary_dim},
                                        ElementType::kF16)) {
@@ -245,7 +240,6 @@ int Run(const Flags& f) {
               << "\n";
     return 1;
   }
-  CHECK_CUDA(cudaSetDevice(f.device));
   Json records = Json::array(), decode = Json::array(), bandwidth;
   if (Has(f.parts, "prefill")) {
     for (int batch : f.batches) {

@@ -56,6 +56,7 @@
 #include "base/build_info.h"
 #include "bench/flashconv_cases.h"
 #include "bench/flashconv_report.h"
+#include "bench/gpu_bench_support.h"
 #include "nlohmann/json.hpp"
 
 namespace h3::bench {
@@ -124,14 +125,8 @@ void DropRepeats(std::vector<std::string>& v) {
 }
 
 int Run(Flags f, const std::string& command) {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count <= f.device) {
-    std::cerr << "h3_flashconv_bench: no CUDA device " << f.device << " ("
-              << (err != cudaSuccess ? cudaGetErrorString(err)
-                                     : std::to_string(count) + " found")
-              << ")\n";
-    return 2;
+  if (const int status = UseDevice(f.device, "h3_flashconv_bench")) {
+    return status;
   }
   std::ofstream file;
   if (!f.out.empty()) {
@@ -141,7 +136,6 @@ int Run(Flags f, const std::string& command) {
       return 1;
     }
   }
-  H3_BENCH_CUDA_CHECK(cudaSetDevice(f.device));
   cudaStream_t stream;
   H3_BENCH_CUDA_CHECK(cudaStreamCreate(&stream));
 

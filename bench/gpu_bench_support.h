@@ -1,17 +1,21 @@
 #ifndef H3_BENCH_GPU_BENCH_SUPPORT_H_
 #define H3_BENCH_GPU_BENCH_SUPPORT_H_
 
-// What the GPU benchmarks h3_linear_bench and h3_step_bench share: the
-// device check, rounds of timed calls, the build's facts and the report's
-// writing. Compiled by the host compiler (CUDA runtime API only).
+// What the GPU benchmarks share: the device check (every one), and for
+// h3_linear_bench and h3_step_bench their timing flags, rounds of timed
+// calls, the build's facts and the report's writing. Compiled by the host
+// compiler (CUDA runtime API only).
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "base/build_info.h"
 #include "bench/flashconv_device.h"
 #include "nlohmann/json.hpp"
@@ -34,17 +38,50 @@ inline int UseDevice(int device, const char* program) {
   return 0;
 }
 
-// Per-call ms of each of `rounds` rounds of `reps` calls run(i % copies),
+// The timing options: --rounds rounds of --reps calls cycling through
+// copies of the operands past --rotate-mib, the bandwidth copy's size, the
+// device and the report's file.
+struct TimingFlags {
+  int reps = 50;
+  int rounds = 3;
+  int64_t rotate_mib = 512;
+  int64_t copy_mib = 1024;
+  int device = 0;
+  std::string out;
+};
+
+// Adds TimingFlags' options to `app`; `copies` names what rotates.
+inline void AddTimingFlags(CLI::App& app, TimingFlags* f,
+                           const std::string& copies) {
+  app.add_option("--reps", f->reps)->check(CLI::PositiveNumber);
+  app.add_option("--rounds", f->rounds)->check(CLI::PositiveNumber);
+  app.add_option("--rotate-mib", f->rotate_mib,
+                 copies + " copies to cycle through, in all (past the L2 size)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--copy-mib", f->copy_mib, "size of the bandwidth copy")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--device", f->device)->check(CLI::NonNegativeNumber);
+  app.add_option("--out", f->out, "the JSON file (default: stdout)");
+}
+
+// Copies of `bytes` each that pass --rotate-mib together, at least `least`.
+inline int CopiesPast(const TimingFlags& f, int64_t bytes, int64_t least) {
+  return static_cast<int>(
+      std::max<int64_t>(least, ((f.rotate_mib << 20) + bytes - 1) / bytes));
+}
+
+// Per-call ms of each of f.rounds rounds of f.reps calls run(i % copies),
 // each round between two CUDA events on `stream`, after 3 untimed calls.
 template <typename Run>
-std::vector<double> TimeRounds(int reps, int rounds, int copies,
+std::vector<double> TimeRounds(const TimingFlags& f, int copies,
                                cudaStream_t stream, Run run) {
+  const int reps = f.reps;
   for (int i = 0; i < 3; ++i) run(i % copies);
   cudaEvent_t start, stop;
   H3_BENCH_CUDA_CHECK(cudaEventCreate(&start));
   H3_BENCH_CUDA_CHECK(cudaEventCreate(&stop));
   std::vector<double> ms;
-  for (int round = 0; round < rounds; ++round) {
+  for (int round = 0; round < f.rounds; ++round) {
     H3_BENCH_CUDA_CHECK(cudaEventRecord(start, stream));
     for (int i = 0; i < reps; ++i) run(i % copies);
     H3_BENCH_CUDA_CHECK(cudaEventRecord(stop, stream));

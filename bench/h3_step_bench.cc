@@ -12,8 +12,9 @@
 // Method: per (type, batch, kernel), enough copies of a layer (its SSM
 // parameters, `batch` sequences' states at positions past the ring's
 // length, q, k, v and out) to pass --rotate-mib, so that each call reads
-// them from HBM and not from L2, as a decode step's 22 H3 layers do; the
-// values N(0, 1) (|dA| < 0.71, so the states stay finite); 3 untimed calls,
+// them from HBM and not from L2, as a decode step's 22 H3 layers do; a
+// random layer's parameters (tests/support/random_h3_layer.h: |dA| < 1, so
+// the states stay finite), states and inputs N(0, 1); 3 untimed calls,
 // then --rounds rounds of --reps calls cycling through the copies, each
 // round between two CUDA events. ms: the per-call mean of the fastest round
 // (and of the median one); gb_per_s = H3StepBytes / ms; fraction_of_copy
@@ -27,11 +28,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/flashconv_cases.h"
 #include "bench/flashconv_device.h"
 #include "bench/flashconv_floor.h"
 #include "bench/flashconv_report.h"
@@ -40,6 +41,7 @@
 #include "kernels/cuda/h3_step.h"
 #include "kernels/h3.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/random_h3_layer.h"
 
 namespace h3::bench {
 namespace {
@@ -49,17 +51,15 @@ using kernels::H3Shape;
 using kernels::H3State;
 using kernels::H3StepParams;
 
-struct Flags {
+struct Flags : TimingFlags {
+  Flags() {
+    reps = 100;
+    rounds = 5;
+  }
   std::vector<std::string> types = {"fp16"};
   std::vector<int> batches = {1, 8, 64};
   int d = 2048;
   int n = 64;
-  int reps = 100;
-  int rounds = 5;
-  int64_t rotate_mib = 512;
-  int64_t copy_mib = 1024;
-  int device = 0;
-  std::string out;
 };
 
 // One layer's copy: parameters, states, inputs and outputs on the device.
@@ -68,17 +68,16 @@ struct Copy {
   H3StepParams params;
 };
 
-// The SSM parameters of a layer as H3Weights lays them out, one block:
-// shift_kernel [d, N], shift_D [d], dA, dB, C [d, N / 2, 2], D [d].
+// The SSM parameters of a random layer (|dA| < 1) as MakeCopy lays them
+// out, one block: shift_kernel [d, N], shift_D [d], dA, dB, C [d, N / 2,
+// 2], D [d].
 std::vector<float> HostWeights(const H3Shape& s) {
-  const int64_t d = s.d_model, n = s.d_state;
-  std::vector<float> w(d * n + d + 3 * d * n + d);
-  std::mt19937 gen(7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> decay(-0.5f, 0.5f);
-  for (int64_t i = 0; i < static_cast<int64_t>(w.size()); ++i) {
-    const bool da = i >= d * n + d && i < 2 * d * n + d;
-    w[i] = da ? decay(gen) : 0.1f * normal(gen);
+  const testing::RandomH3Layer layer(s, 7);
+  std::vector<float> w;
+  for (const std::vector<float>* v :
+       {&layer.shift_kernel, &layer.shift_D, &layer.dA, &layer.dB, &layer.C,
+        &layer.D}) {
+    w.insert(w.end(), v->begin(), v->end());
   }
   return w;
 }
@@ -138,8 +137,8 @@ void MakeCopy(const H3Shape& s, ElementType type, int batch,
 // The fastest and the median round's per-call ms of `kernel` over `copies`.
 TimeStats TimeKernel(const Flags& f, const std::vector<Copy>& copies,
                      kernels::H3StepKernel kernel, cudaStream_t stream) {
-  return Summarize(TimeRounds(
-      f.reps, f.rounds, static_cast<int>(copies.size()), stream, [&](int i) {
+  return Summarize(
+      TimeRounds(f, static_cast<int>(copies.size()), stream, [&](int i) {
         H3_BENCH_CUDA_CHECK(
             kernels::H3StepCuda(copies[i].params, stream,
                                 kernels::LaunchOrder::kAfterPrior, kernel));
@@ -155,13 +154,10 @@ int Run(const Flags& f) {
   const std::vector<float> host_weights = HostWeights(shape);
   Json records = Json::array();
   for (const std::string& type_name : f.types) {
-    const ElementType type = type_name == "bf16"   ? ElementType::kBF16
-                             : type_name == "fp32" ? ElementType::kF32
-                                                   : ElementType::kF16;
+    const ElementType type = *ParseType(type_name);  // CLI checked it
     for (const int batch : f.batches) {
       const int64_t bytes = kernels::H3StepBytes(shape, batch);
-      const int copies = static_cast<int>(
-          std::max<int64_t>(2, ((f.rotate_mib << 20) + bytes - 1) / bytes));
+      const int copies = CopiesPast(f, bytes, 2);
       std::vector<Copy> layer(copies);
       for (int c = 0; c < copies; ++c) {
         MakeCopy(shape, type, batch, host_weights, 100 + 2 * c, stream,
@@ -220,15 +216,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--d", f.d, "d_model")->check(CLI::Range(8, 65536));
   app.add_option("--n", f.n, "d_state (even)")->check(CLI::Range(2, 256));
-  app.add_option("--reps", f.reps)->check(CLI::PositiveNumber);
-  app.add_option("--rounds", f.rounds)->check(CLI::PositiveNumber);
-  app.add_option("--rotate-mib", f.rotate_mib,
-                 "layer copies to cycle through, in all (past the L2 size)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--copy-mib", f.copy_mib, "size of the bandwidth copy")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--device", f.device)->check(CLI::NonNegativeNumber);
-  app.add_option("--out", f.out, "the JSON file (default: stdout)");
+  h3::bench::AddTimingFlags(app, &f, "layer");
   CLI11_PARSE(app, argc, argv);
   if (f.n % 2 != 0) {
     std::cerr << "h3_step_bench: --n " << f.n << " must be even\n";

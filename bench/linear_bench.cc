@@ -73,17 +73,11 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-struct Flags {
+struct Flags : TimingFlags {
   std::vector<std::string> types = {"fp16", "bf16"};
   std::vector<int64_t> rows = {1, 8, 64};
   std::vector<std::string> activations = {"fp32", "half", "half-fp32-bias"};
   int64_t vocab = 50264;  // the random H3-1.3B's padded vocabulary
-  int reps = 50;
-  int rounds = 3;
-  int64_t rotate_mib = 512;
-  int64_t copy_mib = 1024;
-  int device = 0;
-  std::string out;
 };
 
 struct Product {
@@ -105,13 +99,6 @@ std::vector<Product> Products(int64_t vocab) {
 
 ElementType TypeOf(const std::string& name) {
   return name == "bf16" ? ElementType::kBF16 : ElementType::kF16;
-}
-
-// Per-call ms of each round of f.reps calls of run(copy index).
-template <typename Run>
-std::vector<double> TimeRounds(const Flags& f, int copies, cudaStream_t stream,
-                               Run run) {
-  return bench::TimeRounds(f.reps, f.rounds, copies, stream, run);
 }
 
 int Run(const Flags& f) {
@@ -162,8 +149,7 @@ int Run(const Flags& f) {
     const ElementType type = TypeOf(type_name);
     for (const Product& p : Products(f.vocab)) {
       const int64_t w_bytes = p.n * p.k * ElementSize(type);
-      const int copies = static_cast<int>(
-          std::max<int64_t>(1, ((f.rotate_mib << 20) + w_bytes - 1) / w_bytes));
+      const int copies = CopiesPast(f, w_bytes, 1);
       std::vector<kernels::DeviceBuffer> w(copies);
       for (int c = 0; c < copies; ++c) {
         H3_BENCH_CUDA_CHECK(w[c].Reserve(w_bytes));
@@ -414,15 +400,7 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", f.vocab, "rows of the LM head")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--reps", f.reps)->check(CLI::PositiveNumber);
-  app.add_option("--rounds", f.rounds)->check(CLI::PositiveNumber);
-  app.add_option("--rotate-mib", f.rotate_mib,
-                 "W copies to cycle through, in all (past the L2 size)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--copy-mib", f.copy_mib, "size of the bandwidth copy")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--device", f.device)->check(CLI::NonNegativeNumber);
-  app.add_option("--out", f.out, "the JSON file (default: stdout)");
+  h3::bench::AddTimingFlags(app, &f, "W");
   CLI11_PARSE(app, argc, argv);
   return h3::bench::Run(f);
 }

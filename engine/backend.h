@@ -231,16 +231,6 @@ class Backend {
   virtual absl::Status Linear(const LinearParams& params) = 0;
   virtual absl::Status AddLayerNorm(
       const kernels::AddLayerNormParams& params) = 0;
-  // AddLayerNorm(norm), then Linear(product) of its output (product.x is
-  // norm.out). A backend may do both in one pass and then leave norm.out
-  // unwritten, given norm.residual_in distinct from norm.residual (as
-  // kernels::AddNormStreamGemmCuda needs; no backend does: it was slower on
-  // an H200, engine/cuda/cuda_backend.cc). This default runs the two.
-  virtual absl::Status AddNormLinear(const kernels::AddLayerNormParams& norm,
-                                     const LinearParams& product) {
-    if (absl::Status s = AddLayerNorm(norm); !s.ok()) return s;
-    return Linear(product);
-  }
   // `weights` holds host pointers (as H3Discretize fills them); copied.
   virtual absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) = 0;

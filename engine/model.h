@@ -66,7 +66,7 @@ struct ForwardBatch {
 // Model::NewActivations, owned by whoever runs forwards (the Runner).
 // hidden, residual, residual_next and mixed are fp32 (the residual stream,
 // which each norm reads from one of the two residual buffers and writes to
-// the other: Backend::AddNormLinear); normed, qkv and
+// the other, engine/model_forward.cc); normed, qkv and
 // mlp, which feed products, hold elements of `type` (the backend's
 // activation_type()): with 16-bit activations their Buffers' sizes in floats
 // are not their element counts.

@@ -31,9 +31,9 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
   // residual_out = x (+ residual_in); normed = LayerNorm(residual_out)
   // gamma + beta. The two residual buffers take turns: the first norm of a
   // layer reads act.residual and writes act.residual_next, the second the
-  // other way round, so that a backend may norm a product's input inside
-  // the product (AddNormLinear: its blocks read the whole residual while
-  // each writes a slice of the sum).
+  // other way round (as a norm inside the product would need, its blocks
+  // reading the whole residual while each writes a slice of the sum:
+  // kernels::AddNormStreamGemmCuda, which no backend calls now).
   float* const res_a = act.residual.data();
   float* const res_b = act.residual_next.data();
   auto norm_params = [&](const float* x, bool add, const float* residual_in,
@@ -55,14 +55,11 @@ absl::Status Model::Forward(const ForwardBatch& batch, Activations& act) {
   };
   // Each op in a named range of the profiler (engine/profiler.h), if on.
   Profiler* const prof = backend_->profiler();
-  // The norm and the product after it: one call to the backend, which may
-  // fuse them, or with the profiler on two ops timed apart (as PDL, the
-  // profiler times the ops alone).
+  // The norm and the product after it.
   auto norm_product = [&](const char* norm_name, const char* product_name,
                           const char* type,
                           const kernels::AddLayerNormParams& norm,
                           const LinearParams& product) -> absl::Status {
-    if (prof == nullptr) return backend_->AddNormLinear(norm, product);
     H3_RETURN_IF_ERROR(TimeOp(prof, norm_name, type,
                               [&] { return backend_->AddLayerNorm(norm); }));
     return TimeOp(prof, product_name, type,

@@ -50,6 +50,23 @@ struct H3PrefillPackedParams {
   const H3PrefillSegment* seqs = nullptr;  // [segments], HOST memory
 };
 
+// The packed call on the rows of a q|k|v product [R, 3 d] (q, k and v its
+// column blocks), out written into rows [R, d]: the engine's call. A
+// segment's offset is then its first row times 3 d. No segments yet.
+inline H3PrefillPackedParams QkvRowsCall(ElementType type, int64_t d,
+                                         const void* qkv, void* out) {
+  H3PrefillPackedParams p;
+  p.type = type;
+  p.time = 3 * d;
+  p.channel = 1;
+  p.out_time = d;
+  p.q = qkv;
+  p.k = ElementAt(qkv, d, type);
+  p.v = ElementAt(qkv, 2 * d, type);
+  p.out = out;
+  return p;
+}
+
 // Segments one fused-kernel launch takes: its per-block segment table is
 // passed by value in the kernel's parameters, which stay under 4 KB
 // (static_assert in cuda/h3_prefill_fused_kernel.h). 64 = the batch of the

@@ -256,12 +256,6 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  // AddNormLinear: Backend's, the norm then the product. The norm inside
-  // a StreamGemmCuda product (kernels::AddNormStreamGemmCuda) was slower on
-  // an H200: at one row, qkv 18.5 us against 13.0 for the two kernels
-  // (15.5 against 10.3 overlapped), fc1 21.6 against 16.0
-  // (bench/results/2026-11-26-h200-acfb22a_linear.json, fused_norm).
-
   absl::StatusOr<std::unique_ptr<H3Layer>> MakeH3Layer(
       const kernels::H3Weights& weights) override {
     return MakeCudaH3Layer(weights, type_, h3_prefill_, pdl_, stream_, *this,

@@ -83,16 +83,8 @@ class CudaH3Layer final : public H3Layer {
                             int64_t rows, const void* qkv, void* out) {
     const int64_t d = prefill_->device_weights().shape.d_model;
     Profiler* const prof = owner_.profiler();
-    kernels::H3PrefillPackedParams p;
-    p.type = type_;
-    p.time = 3 * d;  // the q|k|v rows
-    p.channel = 1;
-    p.out_time = d;
-    p.q = qkv;
-    p.k = ElementAt(qkv, d, type_);
-    p.v = ElementAt(qkv, 2 * d, type_);
-    p.out = out;
-    p.segments = 0;  // RunsRows looks at the tensors and strides
+    // RunsRows looks at the tensors and strides.
+    kernels::H3PrefillPackedParams p = kernels::QkvRowsCall(type_, d, qkv, out);
     const bool in_rows = prefill_->RunsRows(p);
     void* scratch = nullptr;
     if (!in_rows) {

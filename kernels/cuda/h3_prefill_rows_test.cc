@@ -64,18 +64,10 @@ cudaError_t QkvRows(const Packed& packed, DeviceBuffer* qkv) {
 H3PrefillPackedParams RowsCall(const Packed& packed, const DeviceBuffer& qkv,
                                std::vector<H3PrefillSegment>* segments) {
   const int64_t d = packed.q.d;
-  const size_t size = ElementSize(packed.q.type);
   *segments = packed.segments;
   for (H3PrefillSegment& s : *segments) s.offset = s.offset / d * 3 * d;
-  H3PrefillPackedParams p;
-  p.type = packed.q.type;
-  p.time = 3 * d;
-  p.channel = 1;
-  p.out_time = d;
-  p.q = qkv.get();
-  p.k = static_cast<const char*>(qkv.get()) + d * size;
-  p.v = static_cast<const char*>(qkv.get()) + 2 * d * size;
-  p.out = packed.out.memory.get();
+  H3PrefillPackedParams p =
+      QkvRowsCall(packed.q.type, d, qkv.get(), packed.out.memory.get());
   p.segments = static_cast<int>(segments->size());
   p.seqs = segments->data();
   return p;

@@ -3,8 +3,7 @@
 
 // An engine::Backend that passes every call to another one (by default the
 // CPU backend): tests derive from it and override the calls they watch or
-// break. AddNormLinear is left to Backend's default, which calls this
-// object's AddLayerNorm and Linear; graphs are the inner backend's.
+// break; graphs are the inner backend's.
 
 #include <memory>
 #include <string>

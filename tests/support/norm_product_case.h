@@ -6,15 +6,15 @@
 // run on the CPU emulator. Header-only.
 
 #include <cstdint>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "base/element_type.h"
-#include "base/half_float.h"
 #include "kernels/layer_norm.h"
 #include "kernels/stream_gemm.h"
+#include "tests/support/random.h"
+#include "tests/support/stream_gemm_case.h"
 
 namespace h3::testing {
 
@@ -30,12 +30,11 @@ inline std::string NormProductCaseName(const NormProductCase& c) {
          std::to_string(std::get<2>(c)) + (std::get<3>(c) ? "_add" : "_first");
 }
 
+// n values from N(mean, scale^2).
 inline std::vector<float> NormalFloats(size_t n, float mean, float scale,
                                        uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(mean, scale);
-  std::vector<float> v(n);
-  for (float& e : v) e = normal(rng);
+  std::vector<float> v = RandomNormal(n, seed);
+  for (float& e : v) e = mean + scale * e;
   return v;
 }
 
@@ -48,12 +47,7 @@ struct NormProductOperands {
     residual_in = NormalFloats(rows * cols, -2.0f, 2.0f, 2);
     gamma = NormalFloats(cols, 1.0f, 0.2f, 3);
     beta = NormalFloats(cols, 0.0f, 0.2f, 4);
-    const std::vector<float> w_values =
-        NormalFloats(kNormProductN * cols, 0.0f, 1.0f / 45, 5);
-    w.resize(w_values.size() * ElementSize(type));
-    for (size_t i = 0; i < w_values.size(); ++i) {
-      StoreFloat(w.data(), type, static_cast<int64_t>(i), w_values[i]);
-    }
+    w = Encode(RandomNormal(kNormProductN * cols, 5), type, 1.0f / 45);
     bias = NormalFloats(kNormProductN, 0.0f, 1.0f, 6);
   }
   std::vector<float> x, residual_in, gamma, beta, bias;

@@ -113,14 +113,19 @@ inline int SegmentBase(int width) {
 
 }  // namespace h3::emulator
 
+// cuda_runtime.h's typed overload, which its headers give nvcc's code only
+// (kernel_image.cu asks for a kernel's attributes through it).
+template <typename T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, T* entry) {
+  return ::cudaFuncGetAttributes(attributes,
+                                 reinterpret_cast<const void*>(entry));
+}
+
 inline void __syncthreads() { ::h3::emulator::SyncThreads(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
   ::h3::emulator::WarpCollective("__syncwarp", mask, &::h3::emulator::NoCombine,
                                  nullptr, 0, 0, nullptr, 0);
 }
-inline void __threadfence() {}
-inline void __threadfence_block() {}
-inline unsigned __activemask() { return ::h3::emulator::LiveLanes(); }
 
 // Source lanes as CUDA defines them for a segment of `width` lanes: a lane
 // past its segment's end (xor, down) or before its start (up) reads itself;
@@ -179,51 +184,20 @@ T __ldca(const T* p) {
   return *p;
 }
 template <typename T>
-T __ldcg(const T* p) {
-  return *p;
-}
-template <typename T>
 T __ldcs(const T* p) {
-  return *p;
-}
-template <typename T>
-T __ldlu(const T* p) {
-  return *p;
-}
-template <typename T>
-T __ldcv(const T* p) {
   return *p;
 }
 template <typename T>
 void __stcs(T* p, T v) {
   *p = v;
 }
-template <typename T>
-void __stcg(T* p, T v) {
-  *p = v;
-}
-template <typename T>
-void __stwt(T* p, T v) {
-  *p = v;
-}
 
-// Fast-math and correctly rounded arithmetic. The _rn forms are exact only
+// Correctly rounded arithmetic. The _rn forms are exact only
 // where the test's translation unit does not contract (-ffp-contract=off).
-inline float __fdividef(float a, float b) { return a / b; }
-inline float __frcp_rn(float a) { return 1.0f / a; }
-inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
-inline float __expf(float a) { return std::exp(a); }
-inline float __logf(float a) { return std::log(a); }
-inline float __sinf(float a) { return std::sin(a); }
-inline float __cosf(float a) { return std::cos(a); }
-inline float __powf(float a, float b) { return std::pow(a, b); }
-inline float __saturatef(float a) {  // NaN -> 0, as on the GPU
-  return a > 0.0f ? (a < 1.0f ? a : 1.0f) : 0.0f;
-}
 inline float rsqrtf(float a) { return 1.0f / std::sqrt(a); }
 
 inline unsigned __float_as_uint(float f) {
@@ -236,33 +210,12 @@ inline float __uint_as_float(unsigned u) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
-inline int __float_as_int(float f) {
-  int i;
-  std::memcpy(&i, &f, sizeof i);
-  return i;
-}
-inline float __int_as_float(int i) {
-  float f;
-  std::memcpy(&f, &i, sizeof f);
-  return f;
-}
 inline unsigned long long __umul64hi(unsigned long long a,
                                      unsigned long long b) {
   return static_cast<unsigned long long>(
       (static_cast<unsigned __int128>(a) * b) >> 64);
 }
-inline unsigned __umulhi(unsigned a, unsigned b) {
-  return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
-}
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
-inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
-inline int __clzll(long long x) {
-  return x == 0 ? 64 : __builtin_clzll(static_cast<unsigned long long>(x));
-}
-inline int __clz(int x) {
-  return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x));
-}
-inline int __ffs(int x) { return __builtin_ffs(x); }
 
 // CUDA's min and max overloads for integers and floats.
 #define H3_EMULATOR_MIN_MAX(T)                     \
@@ -277,38 +230,6 @@ H3_EMULATOR_MIN_MAX(unsigned long long)
 H3_EMULATOR_MIN_MAX(float)
 H3_EMULATOR_MIN_MAX(double)
 #undef H3_EMULATOR_MIN_MAX
-
-// One thread runs at a time: atomics are plain read-modify-writes.
-template <typename T>
-T atomicAdd(T* p, T v) {
-  const T old = *p;
-  *p = old + v;
-  return old;
-}
-template <typename T>
-T atomicMax(T* p, T v) {
-  const T old = *p;
-  if (v > old) *p = v;
-  return old;
-}
-template <typename T>
-T atomicMin(T* p, T v) {
-  const T old = *p;
-  if (v < old) *p = v;
-  return old;
-}
-template <typename T>
-T atomicExch(T* p, T v) {
-  const T old = *p;
-  *p = v;
-  return old;
-}
-template <typename T>
-T atomicCAS(T* p, T compare, T v) {
-  const T old = *p;
-  if (old == compare) *p = v;
-  return old;
-}
 
 #include "kernels/cuda/emulator/mma.h"
 #include "kernels/cuda/emulator/wmma.h"

@@ -29,7 +29,6 @@ constexpr size_t kGuardBytes = 4096;  // below each stack: overflow faults
 constexpr size_t kSharedAlign = 256;
 // An H100's limits on a launch.
 constexpr unsigned kMaxBlockXY = 1024, kMaxBlockZ = 64, kMaxGridYZ = 65535;
-constexpr size_t kMaxDynamicShared = 232448;
 constexpr unsigned kMaxCluster = 8;  // the portable cluster size
 
 enum class Wait { kNone, kBlock, kCluster, kWarp, kDone };
@@ -57,6 +56,7 @@ struct Group {
 // warp each at their own); a lane is in at most one group, so the lanes'
 // slots serve them all.
 struct Warp {
+  int first = 0;         // the launch's fiber of lane 0
   unsigned present = 0;  // lanes that exist (a block's last warp may be short)
   unsigned exited = 0;   // lanes that have returned
   std::vector<Group> groups;
@@ -234,8 +234,8 @@ void FailIfTheWarpWaits(Launch& l, const Fiber& f, const char* what) {
 
 // Runs group g's combine and releases its lanes once every lane of its
 // mask that exists and has not returned has arrived; the lanes that did
-// take part are the combine's mask. first: the warp's first fiber.
-void ReleaseIfComplete(Launch& l, Warp& w, size_t g, int first) {
+// take part are the combine's mask.
+void ReleaseIfComplete(Launch& l, Warp& w, size_t g) {
   const Group group = w.groups[g];
   const unsigned needed = group.mask & w.present & ~w.exited;
   if ((group.arrived & needed) != needed) return;
@@ -244,7 +244,7 @@ void ReleaseIfComplete(Launch& l, Warp& w, size_t g, int first) {
   }
   w.groups.erase(w.groups.begin() + static_cast<std::ptrdiff_t>(g));
   for (int i = 0; i < 32; ++i) {
-    if (group.arrived >> i & 1u) l.fibers[first + i].wait = Wait::kNone;
+    if (group.arrived >> i & 1u) l.fibers[w.first + i].wait = Wait::kNone;
   }
 }
 
@@ -273,11 +273,10 @@ void FiberMain() {
   // Collectives need only the lanes that have not returned (CUDA's
   // "non-exited threads named in mask"): this one may complete some.
   const int lane = f.linear % 32;
-  const int first = BlockOf(l, f).first + f.linear - lane;
   Warp& w = WarpOf(l, f);
   w.exited |= 1u << lane;
   for (size_t g = w.groups.size(); g-- > 0;) {
-    if (w.groups[g].mask >> lane & 1u) ReleaseIfComplete(l, w, g, first);
+    if (w.groups[g].mask >> lane & 1u) ReleaseIfComplete(l, w, g);
   }
   ReleaseBarriers(l, f.block);
   Leave(l);
@@ -326,6 +325,7 @@ bool RunCluster(Launch& l, const Stacks& stacks, Order order) {
     for (size_t i = 0; i < block.warps.size(); ++i) {
       Warp& w = block.warps[i];
       const int lanes = std::min(32, threads - static_cast<int>(32 * i));
+      w.first = block.first + static_cast<int>(32 * i);
       w.present = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
       w.exited = 0;
       w.groups.clear();
@@ -371,7 +371,7 @@ bool RunCluster(Launch& l, const Stacks& stacks, Order order) {
 std::string CheckConfiguration(dim3 grid, dim3 block, size_t shared_bytes,
                                unsigned cluster) {
   const size_t threads = size_t{block.x} * block.y * block.z;
-  if (threads == 0 || threads > 1024 || block.x > kMaxBlockXY ||
+  if (threads == 0 || threads > kMaxThreadsPerBlock || block.x > kMaxBlockXY ||
       block.y > kMaxBlockXY || block.z > kMaxBlockZ) {
     return "invalid launch configuration: block of " + std::to_string(block.x) +
            " x " + std::to_string(block.y) + " x " + std::to_string(block.z) +
@@ -459,26 +459,25 @@ const dim3& BlockDim() { return Current().block; }
 const dim3& GridDim() { return Current().grid; }
 int LaneId() { return Current().current->linear % 32; }
 
-unsigned LiveLanes() {
-  Launch& l = Current();
-  const Warp& w = WarpOf(l, *l.current);
-  return w.present & ~w.exited;
-}
-
 void* DynamicShared(size_t align) {
   Launch& l = Current();
   if (align > kSharedAlign) Fail(l, "dynamic shared memory aligned past 256");
   return BlockOf(l, *l.current).shared;  // null without any: a use faults
 }
 
-void* BlockStatic(const void* tag, size_t bytes) {
-  Launch& l = Current();
-  Block& block = BlockOf(l, *l.current);
+// Block's instance of the static shared array `tag`, made (0xff) at first
+// use.
+unsigned char* StaticOf(Block& block, const void* tag, size_t bytes) {
   for (auto& [t, buffer] : block.statics) {
     if (t == tag) return buffer.data();
   }
   block.statics.emplace_back(tag, std::vector<unsigned char>(bytes, 0xff));
   return block.statics.back().second.data();
+}
+
+void* BlockStatic(const void* tag, size_t bytes) {
+  Launch& l = Current();
+  return StaticOf(BlockOf(l, *l.current), tag, bytes);
 }
 
 int ClusterRank() {
@@ -487,14 +486,20 @@ int ClusterRank() {
 }
 int ClusterSize() { return static_cast<int>(Current().blocks.size()); }
 
+// The running fiber waits at a barrier of `kind`, counted in *waiting,
+// until ReleaseBarriers lets its threads go.
+void WaitAtBarrier(Launch& l, const char* what, Wait kind, int* waiting) {
+  Fiber& f = *l.current;
+  FailIfTheWarpWaits(l, f, what);
+  f.wait = kind;
+  ++*waiting;
+  ReleaseBarriers(l, f.block);
+  while (f.wait == kind) Yield(l);
+}
+
 void ClusterSync() {
   Launch& l = Current();
-  Fiber& f = *l.current;
-  FailIfTheWarpWaits(l, f, "cluster.sync");
-  f.wait = Wait::kCluster;
-  ++l.cluster_waiting;
-  ReleaseBarriers(l, f.block);
-  while (f.wait == Wait::kCluster) Yield(l);
+  WaitAtBarrier(l, "cluster.sync", Wait::kCluster, &l.cluster_waiting);
 }
 
 void* MapSharedRank(const void* address, int rank) {
@@ -515,14 +520,7 @@ void* MapSharedRank(const void* address, int rank) {
   }
   for (const auto& [tag, buffer] : mine.statics) {
     if (p >= buffer.data() && p < buffer.data() + buffer.size()) {
-      const ptrdiff_t offset = p - buffer.data();
-      Block& other = l.blocks[rank];
-      for (auto& [t, b] : other.statics) {
-        if (t == tag) return b.data() + offset;
-      }
-      other.statics.emplace_back(
-          tag, std::vector<unsigned char>(buffer.size(), 0xff));
-      return other.statics.back().second.data() + offset;
+      return StaticOf(l.blocks[rank], tag, buffer.size()) + (p - buffer.data());
     }
   }
   Fail(l, "map_shared_rank: not an address in the block's shared memory");
@@ -530,12 +528,8 @@ void* MapSharedRank(const void* address, int rank) {
 
 void SyncThreads() {
   Launch& l = Current();
-  Fiber& f = *l.current;
-  FailIfTheWarpWaits(l, f, "__syncthreads");
-  f.wait = Wait::kBlock;
-  ++BlockOf(l, f).waiting;
-  ReleaseBarriers(l, f.block);
-  while (f.wait == Wait::kBlock) Yield(l);
+  WaitAtBarrier(l, "__syncthreads", Wait::kBlock,
+                &BlockOf(l, *l.current).waiting);
 }
 
 void WarpCollective(const char* what, unsigned mask, Combine combine,
@@ -544,7 +538,6 @@ void WarpCollective(const char* what, unsigned mask, Combine combine,
   Launch& l = Current();
   Fiber& f = *l.current;
   const int lane = f.linear % 32;
-  const int first = BlockOf(l, f).first + f.linear - lane;
   Warp& w = WarpOf(l, f);
   if (in_bytes > sizeof(Lane::in) || out_bytes > sizeof(Lane::out)) {
     Fail(l, what, ": operand too large for the emulator");
@@ -566,7 +559,7 @@ void WarpCollective(const char* what, unsigned mask, Combine combine,
   w.lanes[lane].arg = arg;
   w.groups[g].arrived |= 1u << lane;
   f.wait = Wait::kWarp;
-  ReleaseIfComplete(l, w, g, first);
+  ReleaseIfComplete(l, w, g);
   while (f.wait == Wait::kWarp) Yield(l);
   if (out_bytes > 0) std::memcpy(out, w.lanes[lane].out, out_bytes);
 }

@@ -36,6 +36,12 @@
 
 namespace h3::emulator {
 
+// The emulated H100's limits: what a launch may ask for, and what
+// runtime.cc's cudaDeviceGetAttribute reports.
+inline constexpr unsigned kMaxThreadsPerBlock = 1024;
+inline constexpr size_t kMaxDynamicShared = 232448;
+inline constexpr int kMultiProcessors = 132;
+
 enum class Order { kForward, kBackward };
 
 // The order of a Run that names none: kForward, or the innermost live
@@ -78,9 +84,6 @@ const dim3& BlockDim();
 const dim3& GridDim();
 // The lane (0 .. 31) of the running thread in its warp.
 int LaneId();
-// The lanes of the running thread's warp that exist and have not returned
-// (__activemask's answer here: the emulator does not track divergence).
-unsigned LiveLanes();
 
 // The block's dynamic shared memory (aligned to 256 bytes; align must not
 // exceed that); null for a launch without any, so that using it faults.

@@ -45,10 +45,7 @@ using h3::testing::RandomH3Layer;
 constexpr double kOutputBound = 1e-2;
 constexpr double kStateBound = 1e-3;
 
-template <typename T>
-float ToFloat(T v) {
-  return flashconv::ToFloat(v);
-}
+using flashconv::ToFloat;
 
 template <typename T>
 constexpr ElementType ElementTypeOf() {
@@ -160,15 +157,8 @@ class RowsCall {
                       ring_.data() + i * d * n, diag_.data() + i * d * n});
       row += segments_[i].length;
     }
-    H3PrefillPackedParams p;
-    p.type = ElementTypeOf<T>();
-    p.time = 3 * d;
-    p.channel = 1;
-    p.out_time = d;
-    p.q = qkv_.data();
-    p.k = qkv_.data() + d;
-    p.v = qkv_.data() + 2 * d;
-    p.out = out_.data();
+    H3PrefillPackedParams p =
+        QkvRowsCall(ElementTypeOf<T>(), d, qkv_.data(), out_.data());
     p.segments = static_cast<int>(seqs.size());
     p.seqs = seqs.data();
     *took = op->TakesRows(p);
@@ -231,25 +221,34 @@ class RowsCall {
 // (element type, shift on tensor cores, d_state, fiber order)
 using Case = std::tuple<ElementType, bool, int, Order>;
 
+// d_model 16: two blocks of 8 channels. Lengths across a partial column
+// (17), a whole tile (256) and a second tile (300); starts at 0, past
+// d_state (the ring's history) and far.
+const std::vector<Segment> kSegments = {
+    {0, 1}, {100, 17}, {70001, 256}, {63, 300}};
+
+// The call's results (after a run) against the CPU twin's on the same
+// inputs, with the GPU tests' bounds.
+template <typename T>
+void ExpectTheTwin(const RowsCall<T>& call, const std::vector<float>& want,
+                   const std::vector<float>& want_ring,
+                   const std::vector<float>& want_diag) {
+  EXPECT_LE(NormalisedError(call.out(), want), kOutputBound) << "outputs";
+  EXPECT_LE(NormalisedError(call.diag(), want_diag), kStateBound)
+      << "diagonal state";
+  EXPECT_EQ(call.ring(), want_ring) << "shift state";
+}
+
 class RowsKernelEmulatedTest : public ::testing::TestWithParam<Case> {};
 
 template <typename T, bool kShiftMma>
 void Check(int d_state, Order order) {
-  // d_model 16: two blocks of 8 channels. Lengths across a partial column
-  // (17), a whole tile (256) and a second tile (300); starts at 0, past
-  // d_state (the ring's history) and far.
   const RandomH3Layer layer({16, 1, d_state}, 31);
-  const std::vector<Segment> segments = {
-      {0, 1}, {100, 17}, {70001, 256}, {63, 300}};
-  RowsCall<T> call(layer, segments, 32);
+  RowsCall<T> call(layer, kSegments, 32);
   std::vector<float> want, want_ring, want_diag;
   call.Reference(&want, &want_ring, &want_diag);
   ASSERT_EQ(call.template Run<kShiftMma>(order), "");
-  const std::vector<float> got = call.out();
-  EXPECT_LE(NormalisedError(got, want), kOutputBound) << "outputs";
-  EXPECT_LE(NormalisedError(call.diag(), want_diag), kStateBound)
-      << "diagonal state";
-  EXPECT_EQ(call.ring(), want_ring) << "shift state";
+  ExpectTheTwin(call, want, want_ring, want_diag);
 }
 
 // As the GPU test's: the rows kernel computes what the channel-major
@@ -258,9 +257,7 @@ void Check(int d_state, Order order) {
 template <typename T, bool kShiftMma>
 void CheckAgainstChannelMajor(int d_state, Order order) {
   const RandomH3Layer layer({16, 1, d_state}, 33);
-  const std::vector<Segment> segments = {
-      {0, 1}, {100, 17}, {70001, 256}, {63, 300}};
-  RowsCall<T> rows(layer, segments, 34), channels(layer, segments, 34);
+  RowsCall<T> rows(layer, kSegments, 34), channels(layer, kSegments, 34);
   ASSERT_EQ(rows.template Run<kShiftMma>(order), "");
   ASSERT_EQ(channels.RunChannelMajor(kShiftMma, order), "");
   const double roundoff = std::is_same_v<T, float>    ? 0.0
@@ -322,10 +319,7 @@ void CheckThroughHost() {
   bool took = false;
   ASSERT_EQ(call.RunThroughHost(kShiftMma, &took), "");
   EXPECT_TRUE(took);
-  EXPECT_LE(NormalisedError(call.out(), want), kOutputBound) << "outputs";
-  EXPECT_LE(NormalisedError(call.diag(), want_diag), kStateBound)
-      << "diagonal state";
-  EXPECT_EQ(call.ring(), want_ring) << "shift state";
+  ExpectTheTwin(call, want, want_ring, want_diag);
 }
 
 TEST(RowsHostEmulatedTest, SeventySegmentsThroughH3PrefillChunked) {
@@ -348,15 +342,8 @@ TEST(RowsHostEmulatedTest, RefusesCallsOffItsDomain) {
     std::vector<uint16_t> qkv(8 * 3 * d + 8), out(8 * d + 8);
     float ring[16 * 64] = {}, diag[16 * 64] = {};
     H3PrefillSegment seg{0, 8, 0, ring, diag};
-    H3PrefillPackedParams p;
-    p.type = ElementType::kF16;
-    p.time = 3 * d;
-    p.channel = 1;
-    p.out_time = d;
-    p.q = qkv.data();
-    p.k = qkv.data() + d;
-    p.v = qkv.data() + 2 * d;
-    p.out = out.data();
+    H3PrefillPackedParams p =
+        QkvRowsCall(ElementType::kF16, d, qkv.data(), out.data());
     p.segments = 1;
     p.seqs = &seg;
     EXPECT_EQ(op->TakesRows(p), d == 16) << "d " << d;

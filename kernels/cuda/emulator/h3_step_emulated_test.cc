@@ -18,17 +18,19 @@
 #include <vector>
 
 #include "base/element_type.h"
-#include "base/half_float.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/emulator/fibers.h"
 #include "kernels/cuda/h3_step.h"
 #include "kernels/h3.h"
+#include "tests/support/half_io.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/random_h3_layer.h"
 
 namespace h3::kernels {
 namespace {
 
+using h3::testing::HalfInput;
+using h3::testing::HalfValues;
 using h3::testing::NormalisedError;
 using h3::testing::RandomH3Layer;
 
@@ -47,17 +49,6 @@ double OutputBound(ElementType type) {
       return kBound + std::ldexp(1.0, -7);
     default:
       return kBound;
-  }
-}
-
-// values rounded to `type` (not fp32): *bits their stored form, values
-// their exact widening.
-void Round(ElementType type, std::vector<float>& values,
-           std::vector<uint16_t>* bits) {
-  bits->resize(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    StoreFloat(bits->data(), type, static_cast<int64_t>(i), values[i]);
-    values[i] = LoadFloat(bits->data(), type, static_cast<int64_t>(i));
   }
 }
 
@@ -127,7 +118,11 @@ TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
     std::vector<float> in(inputs);
     for (float& x : in) x = normal(rng);
     std::vector<uint16_t> in_bits;
-    if (c.type != ElementType::kF32) Round(c.type, in, &in_bits);
+    if (c.type != ElementType::kF32) {
+      const HalfInput half(in, c.type);
+      in = half.values;
+      in_bits = half.bits;
+    }
     // q, k, v: [batch][3 d] rows (stride 3 d) or three [batch][d] blocks.
     const size_t block = size_t{1} * c.batch * c.d;
     auto params = [&](const void* base, size_t element, void* out,
@@ -158,11 +153,7 @@ TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
     ASSERT_EQ(H3StepCuda(p, nullptr, LaunchOrder::kAfterPrior, c.kernel),
               cudaSuccess)
         << emulator::LastRunError();
-    if (c.type != ElementType::kF32) {
-      for (size_t i = 0; i < outputs; ++i) {
-        got[i] = LoadFloat(out_bits.data(), c.type, static_cast<int64_t>(i));
-      }
-    }
+    if (c.type != ElementType::kF32) got = HalfValues(out_bits, c.type);
     got_all.insert(got_all.end(), got.begin(), got.end());
     want_all.insert(want_all.end(), want.begin(), want.end());
     for (int64_t& pos : positions) ++pos;

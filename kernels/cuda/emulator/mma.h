@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/half_float.h"
 #include "kernels/cuda/emulator/fibers.h"
 
 namespace h3::emulator {
@@ -31,16 +32,7 @@ struct MmaLaneIn {
 template <bool kBf16>
 float MmaElement(uint32_t reg, int half) {
   const uint16_t bits = static_cast<uint16_t>(reg >> (16 * half));
-  if constexpr (kBf16) {
-    uint32_t wide = uint32_t{bits} << 16;
-    float f;
-    std::memcpy(&f, &wide, sizeof f);
-    return f;
-  } else {
-    __half_raw raw;
-    raw.x = bits;
-    return __half2float(__half(raw));
-  }
+  return kBf16 ? BFloat16ToFloat(bits) : HalfToFloat(bits);
 }
 
 template <bool kBf16>

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cuda/emulator/fibers.h"
+
 namespace {
 
 constexpr size_t kAlign = 256;  // as cudaMalloc's
@@ -43,24 +45,9 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes,
   return cudaMemcpy(dst, src, bytes, kind);
 }
 
-cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src,
-                         size_t spitch, size_t width, size_t height,
-                         cudaMemcpyKind /*kind*/) {
-  for (size_t r = 0; r < height; ++r) {
-    std::memmove(static_cast<char*>(dst) + r * dpitch,
-                 static_cast<const char*>(src) + r * spitch, width);
-  }
-  return cudaSuccess;
-}
-
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
   if (bytes > 0) std::memset(p, value, bytes);
   return cudaSuccess;
-}
-
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes,
-                            cudaStream_t /*stream*/) {
-  return cudaMemset(p, value, bytes);
 }
 
 cudaError_t cudaGetDevice(int* device) {
@@ -72,11 +59,6 @@ cudaError_t cudaSetDevice(int device) {
   return device == 0 ? cudaSuccess : (g_last = cudaErrorInvalidDevice);
 }
 
-cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
-  return cudaSuccess;
-}
-
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute,
                                    int device) {
   if (device != 0) return g_last = cudaErrorInvalidDevice;
@@ -85,30 +67,29 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute,
     case cudaDevAttrComputeCapabilityMajor:
       *value = 9;
       return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMinor:
-      *value = 0;
-      return cudaSuccess;
     case cudaDevAttrMultiProcessorCount:
-      *value = 132;
+      *value = h3::emulator::kMultiProcessors;
       return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-      *value = 232448;
-      return cudaSuccess;
-    case cudaDevAttrMaxThreadsPerBlock:
-      *value = 1024;
+      *value = static_cast<int>(h3::emulator::kMaxDynamicShared);
       return cudaSuccess;
     default:
       return g_last = cudaErrorInvalidValue;
   }
 }
 
-cudaError_t cudaFuncSetAttribute(const void* /*func*/,
-                                 cudaFuncAttribute /*attribute*/,
-                                 int /*value*/) {
+// Every kernel is "built" for the emulated device: compute capability 9.0.
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes,
+                                  const void* /*func*/) {
+  *attributes = cudaFuncAttributes{};
+  attributes->ptxVersion = 90;
+  attributes->binaryVersion = 90;
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t /*stream*/) {
+cudaError_t cudaFuncSetAttribute(const void* /*func*/,
+                                 cudaFuncAttribute /*attribute*/,
+                                 int /*value*/) {
   return cudaSuccess;
 }
 
@@ -119,8 +100,6 @@ cudaError_t cudaGetLastError() {
   g_last = cudaSuccess;
   return last;
 }
-
-cudaError_t cudaPeekAtLastError() { return g_last; }
 
 const char* cudaGetErrorString(cudaError_t error) {
   static thread_local char text[48];

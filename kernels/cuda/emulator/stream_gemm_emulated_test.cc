@@ -9,15 +9,13 @@
 // tests on an H200.
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "base/half_float.h"
+#include "base/element_type.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/emulator/fibers.h"

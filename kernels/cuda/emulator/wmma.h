@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/emulator/fibers.h"
+#include "kernels/cuda/io_element.cuh"
 
 namespace nvcuda::wmma {
 
@@ -39,21 +40,6 @@ struct fragment {
 };
 
 namespace detail {
-
-inline float ToFloat(float v) { return v; }
-inline float ToFloat(__half v) { return __half2float(v); }
-inline float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-T FromFloat(float v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(v);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(v);
-  } else {
-    return v;
-  }
-}
 
 template <typename T>
 void CheckOperand(const char* what, const T* p, unsigned ldm) {
@@ -138,7 +124,7 @@ inline void store_matrix_sync(float* p,
 template <typename Use, typename T, typename Layout, typename V>
 void fill_fragment(fragment<Use, 16, 16, 16, T, Layout>& f, V v) {
   for (int i = 0; i < kElementsPerLane; ++i) {
-    f.x[i] = detail::FromFloat<T>(static_cast<float>(v));
+    f.x[i] = ::h3::kernels::io::FromFloat<T>(static_cast<float>(v));
   }
 }
 
@@ -149,8 +135,8 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
               const fragment<accumulator, 16, 16, 16, float>& c) {
   float in[3 * kElementsPerLane];
   for (int i = 0; i < kElementsPerLane; ++i) {
-    in[i] = detail::ToFloat(a.x[i]);
-    in[kElementsPerLane + i] = detail::ToFloat(b.x[i]);
+    in[i] = ::h3::kernels::io::ToFloat(a.x[i]);
+    in[kElementsPerLane + i] = ::h3::kernels::io::ToFloat(b.x[i]);
     in[2 * kElementsPerLane + i] = c.x[i];
   }
   float out[kElementsPerLane];
