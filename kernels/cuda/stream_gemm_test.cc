@@ -1,7 +1,9 @@
 // StreamGemmCuda and StreamSplitGemmCuda (label gpu: skipped without a
 // device; the split kernel also before compute capability 9.0) against the
 // plain product, and a row's bits alone against the same row in batches of
-// 7 and 64 at the first, a middle and the last position.
+// 7 and 64 at the first, a middle and the last position; the split kernel's
+// two kernels (16-bit x from 17 rows, fp32 x) against each other, bit for
+// bit.
 #include "kernels/cuda/stream_gemm.h"
 
 #include <cuda_runtime.h>
@@ -124,6 +126,22 @@ INSTANTIATE_TEST_SUITE_P(
                              : "split_") +
              h3::testing::StreamCaseName(std::get<1>(info.param));
     });
+
+// For the split kernel from 17 rows: its shared-x kernel (16-bit x,
+// stream_split_shared_x.cu) gives its L1 kernel's bits (the same values as
+// fp32 x): the two compute one algorithm.
+class StreamSplitGpuTest : public h3::testing::GpuTest {};
+
+TEST_F(StreamSplitGpuTest, FloatXGivesTheSameBits) {
+  int major = 0;
+  ASSERT_CUDA_OK(CurrentDeviceMajor(&major));
+  if (major < 9) {
+    GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  }
+  h3::testing::ExpectFloatXGivesTheSameBits(
+      [](const StreamCase& c, const StreamOperands& o,
+         std::vector<uint8_t>* y) { RunOnDevice(Kernel::kSplit, c, o, y); });
+}
 
 TEST(StreamGemmRefusalTest, RefusesWithoutEnqueuing) {
   uint16_t w[8];

@@ -1,4 +1,7 @@
-// StreamSplitGemmCuda: the algorithm of kernels/stream_split_gemm.h.
+// StreamSplitGemmCuda: the algorithm of kernels/stream_split_gemm.h. This
+// kernel takes up to 16 rows, and any rows of fp32 x; 17 to 64 rows of
+// 16-bit x go to stream_split_shared_x.cu's (the same sums, x staged in
+// shared memory).
 //
 // A block of 4 warps owns 128 output columns (a warp 32: two MMA tiles of W
 // rows) and one split of k; the splits of a column block form a cluster. A
@@ -20,6 +23,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/device_major.h"
 #include "kernels/cuda/kernel_image.h"
@@ -27,13 +31,13 @@
 #include "kernels/cuda/mma_half.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 #include "kernels/cuda/stream_gemm_device.cuh"
+#include "kernels/cuda/stream_split_device.cuh"
 #include "kernels/cuda/stream_split_gemm.h"
 
 namespace h3::kernels {
 namespace {
 
 namespace cg = cooperative_groups;
-using stream_gemm::Finish;
 using stream_gemm::LoadStreamed;
 using stream_gemm::LoadX;
 using stream_gemm::StepMmas;
@@ -49,8 +53,7 @@ __global__ void __launch_bounds__(kThreads)
     defined(H3_CUDA_EMULATOR)
   // Read by the cluster's other blocks: H3_SHARED_ARRAY (shared_memory.cuh).
   H3_SHARED_ARRAY(float, partial, StreamSplitEntries(kTiles));
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int split = static_cast<int>(cluster.block_rank());
+  const int split = static_cast<int>(cg::this_cluster().block_rank());
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int64_t block_col = int64_t{blockIdx.y} * kSplitBlockCols;
@@ -131,21 +134,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  cluster.sync();  // every split's partials are in place
-  const int end = StreamSplitShare(kTiles, splits, split + 1);
-  for (int f = StreamSplitShare(kTiles, splits, split) +
-               static_cast<int>(threadIdx.x);
-       f < end; f += kThreads) {
-    const StreamSplitOutput out = StreamSplitEntryOutput(f, kTiles);
-    const int64_t row = out.row, col = block_col + out.col;
-    if (row >= p.rows || col >= p.n) continue;
-    float sum = *cluster.map_shared_rank(partial + f, 0);
-    for (int from = 1; from < splits; ++from) {
-      sum = __fadd_rn(sum, *cluster.map_shared_rank(partial + f, from));
-    }
-    Finish(p, row, col, sum);
-  }
-  cluster.sync();  // no block leaves while another still reads its partials
+  stream_split::SumSplits<kTiles, kThreads>(p, partial, block_col, splits,
+                                            split);
 #else
   __trap();  // the host entry refuses devices before sm_90
 #endif
@@ -169,8 +159,12 @@ cudaError_t LaunchForRows(const StreamGemmParams& p,
                           LaunchOrder order) {
   if (p.rows <= 8) return Launch<T, X, 1>(p, shape, stream, order);
   if (p.rows <= 16) return Launch<T, X, 2>(p, shape, stream, order);
-  if (p.rows <= 32) return Launch<T, X, 4>(p, shape, stream, order);
-  return Launch<T, X, 8>(p, shape, stream, order);
+  if constexpr (std::is_same_v<X, float>) {
+    if (p.rows <= 32) return Launch<T, X, 4>(p, shape, stream, order);
+    return Launch<T, X, 8>(p, shape, stream, order);
+  } else {  // x in shared memory (stream_split_shared_x.cu)
+    return stream_split::LaunchSharedX(p, shape, stream, order);
+  }
 }
 
 template <typename T>

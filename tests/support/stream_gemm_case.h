@@ -175,6 +175,40 @@ void ExpectARowGetsTheSameBitsInAnyBatch(StreamCase c, Run run) {
   }
 }
 
+// x of W's 16-bit type gives the bits that the same values give as fp32 x
+// (which the kernels round to W's type: exactly, for these values). For
+// the split kernel from 17 rows this holds its shared-x kernel (16-bit x)
+// to its L1 kernel's bits (fp32 x), for every 16-bit type and row tile
+// count it serves. run(case, operands, &y) computes y.
+template <typename Run>
+void ExpectFloatXGivesTheSameBits(Run run) {
+  for (const ElementType type : {ElementType::kF16, ElementType::kBF16}) {
+    for (const int64_t rows : {17, 40, 64}) {
+      const StreamCase c{.w_type = type,
+                         .half_x = true,
+                         .bias = true,
+                         .rows = rows,
+                         .n = 300,
+                         .k = 1096};
+      const StreamOperands half = MakeStreamOperands(c, 29);
+      StreamCase wide = c;
+      wide.half_x = false;
+      StreamOperands o = half;
+      o.x.assign(c.rows * c.k * sizeof(float), 0);
+      for (int64_t i = 0; i < c.rows * c.k; ++i) {
+        StoreFloat(o.x.data(), ElementType::kF32, i,
+                   LoadFloat(half.x.data(), type, i));
+      }
+      std::vector<uint8_t> want, got;
+      run(c, half, &want);
+      run(wide, o, &got);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0)
+          << StreamCaseName(c);
+    }
+  }
+}
+
 // y of case c as floats, from its type's bytes.
 inline std::vector<float> DecodeY(const StreamCase& c,
                                   const std::vector<uint8_t>& y) {

@@ -104,6 +104,14 @@ INSTANTIATE_TEST_SUITE_P(
              h3::testing::StreamCaseName(std::get<1>(info.param));
     });
 
+// As the GPU test's: for the split kernel from 17 rows, the shared-x
+// kernel (16-bit x) against the L1 kernel (the same values as fp32 x).
+TEST(StreamSplitEmulatedTest, FloatXGivesTheSameBits) {
+  h3::testing::ExpectFloatXGivesTheSameBits(
+      [](const StreamCase& c, const StreamOperands& o,
+         std::vector<uint8_t>* y) { RunEmulated(Kernel::kSplit, c, o, y); });
+}
+
 TEST(StreamGemmEmulatedIndexTest, CountsEveryElementOnce) {
   for (const bool split : {false, true}) {
     EXPECT_EQ(h3::testing::FirstElementNotCountedOnce(
