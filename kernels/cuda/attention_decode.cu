@@ -37,13 +37,16 @@ constexpr int kKeysPerStep = 4;
 // for a head of 128) stays small next to the keys it reads (64 K and V
 // rows: 32 KB for a 16-bit head of 128). A warp takes its keys a step at a
 // time, each step waiting on its loads, so short pieces serve small
-// batches: with 256-key pieces (the earlier value) a batch-1 step's two
-// attention layers took 64 us on an H200 at a context of about 540 (the
-// e190e6a breakdown; 3 pieces of 16 heads, 48 blocks); 64-key pieces are
-// not yet timed. At most kMaxPieces bound the workspace and the combine's
-// serial loop; at 64, a capacity of 4096 (pieces of 64) times 16 heads is
-// 1024 blocks for one sequence. The split depends on the capacity alone,
-// never on the batch.
+// batches: on an H200 at a context of about 540 a batch-1 step's two
+// attention layers took 39 us with 64-key pieces against 64 us with 256-key
+// ones (the earlier value; 3 pieces of 16 heads, 48 blocks), a batch-64
+// step's 238 against 210 us (the 52a594a and e190e6a breakdowns). At most
+// kMaxPieces bound the workspace and the combine's serial loop; at 64, a
+// capacity of 4096 (pieces of 64) times 16 heads is 1024 blocks for one
+// sequence. The split depends on the capacity alone, never on the batch: a
+// sequence's sum over its pieces, and so its bits, must not change with the
+// batch (docs/cuda-engine.md, "Batch invariance"), so the batch-64 loss
+// stays.
 constexpr int64_t kMinPieceLen = 64;
 constexpr int kMaxPieces = 64;
 
