@@ -83,7 +83,10 @@ __device__ __forceinline__ float ShiftStep(float (&ring)[kVec],
 // Grid: (channel tiles of kThreads / lanes channels, sequence groups). A
 // block loads its channels' parameters into registers once and walks through
 // `sequences_per_block` sequences, prefetching the next one's state while it
-// updates the current one. The alternative, one block per (channel tile,
+// updates the current one. The sequences' state addresses and positions are
+// copied into shared memory first (StageSequences): read from the arrays in
+// the walk, each sequence's state loads waited on a load of their address
+// (an L2 round trip, then the HBM one, per sequence). The alternative, one block per (channel tile,
 // sequence) with parameters re-read from L2, sends the parameters through L2
 // once per sequence: 2 MiB against 1.5 MiB of state traffic for d 2048,
 // N 64, which more than doubles the L2 traffic; the grouping divides that by

@@ -118,16 +118,50 @@ struct Slice {
   int64_t pos = 0;
 };
 
+// The block's first kMaxSequencesPerBlock sequences' states and positions,
+// copied into shared memory once (StageSequences), so that loading a
+// sequence's state does not first wait on a load of the state's address.
+struct BlockSequences {
+  H3State state[kMaxSequencesPerBlock];
+  int64_t pos[kMaxSequencesPerBlock];
+};
+
+// Fills `s` for the block's sequences from `first` (below `last`); every
+// thread of the block calls it, after the wait for the kernel before.
+__device__ __forceinline__ void StageSequences(const H3StepParams& p, int first,
+                                               int last, BlockSequences& s) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < kMaxSequencesPerBlock && first + i < last) {
+    s.state[i] = p.states[first + i];
+    s.pos[i] = p.positions[first + i];
+  }
+  __syncthreads();
+}
+
+// Sequence b's state and position: staged, or (past the staged ones: only
+// for batches over kMaxSequencesPerBlock x kMaxGridY) from global memory.
+__device__ __forceinline__ H3State StateOf(const H3StepParams& p,
+                                           const BlockSequences& s, int first,
+                                           int b) {
+  return b - first < kMaxSequencesPerBlock ? s.state[b - first] : p.states[b];
+}
+__device__ __forceinline__ int64_t PositionOf(const H3StepParams& p,
+                                              const BlockSequences& s,
+                                              int first, int b) {
+  return b - first < kMaxSequencesPerBlock ? s.pos[b - first] : p.positions[b];
+}
+
 // T: the elements of q, k, v (widened exactly).
 template <int kVec, typename T>
 __device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
-                                                 const StepLayout& l, int b,
-                                                 int64_t c, int64_t row,
-                                                 bool active) {
+                                                 const StepLayout& l,
+                                                 const BlockSequences& staged,
+                                                 int first, int b, int64_t c,
+                                                 int64_t row, bool active) {
   Slice<kVec> t;
-  t.pos = p.positions[b];
+  t.pos = PositionOf(p, staged, first, b);
   if (!active) return t;
-  const H3State state = p.states[b];
+  const H3State state = StateOf(p, staged, first, b);
   t.shift = state.shift + row;
   t.diag = state.diag + row;
   t.aligned = ((reinterpret_cast<uintptr_t>(t.shift) |
@@ -178,8 +212,9 @@ __device__ __forceinline__ void StoreStep(const H3StepParams& p,
 }
 
 // A head_dim-1 lane's walk through its block's sequences: waits for the
-// kernel before (LaunchOrder: the parameters are read before this), then
-// for each sequence b, the next one's slice prefetched, kbar =
+// kernel before (LaunchOrder: the parameters are read before this), stages
+// the sequences' states and positions (StageSequences), then for each
+// sequence b, the next one's slice prefetched, kbar =
 // shift(cur, newest) (the shift SSM, the new k put in its ring slot), the
 // diagonal SSM on the lane's modes, y summed over the channel's lanes, and
 // StoreStep. The loop bounds are the same for the whole block: every lane
@@ -192,11 +227,16 @@ __device__ __forceinline__ void StepSequences(
   const int n_state = p.w.shape.d_state;
   const int first = blockIdx.y * l.sequences_per_block;
   const int last = min(first + l.sequences_per_block, p.batch);
+  __shared__ BlockSequences staged;
   WaitForPriorKernel();
-  Slice<kVec> cur = LoadSlice<kVec, T>(p, l, first, c, row, active);
+  StageSequences(p, first, last, staged);
+  Slice<kVec> cur =
+      LoadSlice<kVec, T>(p, l, staged, first, first, c, row, active);
   for (int b = first; b < last; ++b) {
     Slice<kVec> next;
-    if (b + 1 < last) next = LoadSlice<kVec, T>(p, l, b + 1, c, row, active);
+    if (b + 1 < last) {
+      next = LoadSlice<kVec, T>(p, l, staged, first, b + 1, c, row, active);
+    }
 
     const int newest = static_cast<int>(cur.pos % n_state);
     const float kv = shift(cur, newest) * cur.v;
