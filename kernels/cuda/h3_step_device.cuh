@@ -96,10 +96,14 @@ __device__ __forceinline__ void StoreVec(const float (&src)[kVec], bool aligned,
   }
 }
 
-// Sum over the `width` lanes (a power of two) of each aligned lane group.
+// Sum over the `width` lanes (a power of two up to a warp) of each aligned
+// lane group: offsets width / 2, ..., 1 in turn. Unrolled over a warp's
+// offsets, the ones from width skipped (width is the same in every lane),
+// rather than a loop on width: fewer instructions a call.
 __device__ __forceinline__ float GroupSum(float x, int width) {
-  for (int offset = width / 2; offset > 0; offset /= 2) {
-    x += __shfl_xor_sync(kFullMask, x, offset, width);
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    if (offset < width) x += __shfl_xor_sync(kFullMask, x, offset, width);
   }
   return x;
 }
@@ -116,6 +120,7 @@ struct Slice {
   float x[kVec] = {};
   float q = 0, k = 0, v = 0;
   int64_t pos = 0;
+  int newest = 0;  // pos mod N
 };
 
 // The block's first kMaxSequencesPerBlock sequences' states and positions,
@@ -124,6 +129,7 @@ struct Slice {
 struct BlockSequences {
   H3State state[kMaxSequencesPerBlock];
   int64_t pos[kMaxSequencesPerBlock];
+  int newest[kMaxSequencesPerBlock];  // pos mod N: the ring slot of k
 };
 
 // Fills `s` for the block's sequences from `first` (below `last`); every
@@ -134,12 +140,13 @@ __device__ __forceinline__ void StageSequences(const H3StepParams& p, int first,
   if (i < kMaxSequencesPerBlock && first + i < last) {
     s.state[i] = p.states[first + i];
     s.pos[i] = p.positions[first + i];
+    s.newest[i] = static_cast<int>(s.pos[i] % p.w.shape.d_state);
   }
   __syncthreads();
 }
 
-// Sequence b's state and position: staged, or (past the staged ones: only
-// for batches over kMaxSequencesPerBlock x kMaxGridY) from global memory.
+// Sequence b's state, position and ring slot: staged, or (past the staged ones:
+// only for batches over kMaxSequencesPerBlock x kMaxGridY) from global memory.
 __device__ __forceinline__ H3State StateOf(const H3StepParams& p,
                                            const BlockSequences& s, int first,
                                            int b) {
@@ -149,6 +156,13 @@ __device__ __forceinline__ int64_t PositionOf(const H3StepParams& p,
                                               const BlockSequences& s,
                                               int first, int b) {
   return b - first < kMaxSequencesPerBlock ? s.pos[b - first] : p.positions[b];
+}
+__device__ __forceinline__ int NewestOf(const H3StepParams& p,
+                                        const BlockSequences& s, int first,
+                                        int b) {
+  return b - first < kMaxSequencesPerBlock
+             ? s.newest[b - first]
+             : static_cast<int>(p.positions[b] % p.w.shape.d_state);
 }
 
 // T: the elements of q, k, v (widened exactly).
@@ -160,6 +174,7 @@ __device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
                                                  int64_t row, bool active) {
   Slice<kVec> t;
   t.pos = PositionOf(p, staged, first, b);
+  t.newest = NewestOf(p, staged, first, b);
   if (!active) return t;
   const H3State state = StateOf(p, staged, first, b);
   t.shift = state.shift + row;
@@ -224,7 +239,6 @@ __device__ __forceinline__ void StepSequences(
     const H3StepParams& p, const StepLayout& l, int64_t c, int64_t row,
     bool active, int lane, const float (&da)[kVec], const float (&db)[kVec],
     const float (&cc)[kVec], float skip_d, Shift shift) {
-  const int n_state = p.w.shape.d_state;
   const int first = blockIdx.y * l.sequences_per_block;
   const int last = min(first + l.sequences_per_block, p.batch);
   __shared__ BlockSequences staged;
@@ -238,13 +252,12 @@ __device__ __forceinline__ void StepSequences(
       next = LoadSlice<kVec, T>(p, l, staged, first, b + 1, c, row, active);
     }
 
-    const int newest = static_cast<int>(cur.pos % n_state);
-    const float kv = shift(cur, newest) * cur.v;
+    const float kv = shift(cur, cur.newest) * cur.v;
     const float y =
         2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), l.lanes) +
         skip_d * kv;
 
-    if (active) StoreStep<kVec, T>(p, cur, newest, lane, b, c, y);
+    if (active) StoreStep<kVec, T>(p, cur, cur.newest, lane, b, c, y);
     cur = next;
   }
 }
