@@ -597,6 +597,7 @@ phase_tests() {
 triage_cases=(
   "rows kernels_cuda_test *H3PrefillRowsGpuTest.*"
   "stream-split kernels_cuda_test *StreamGemmGpuTest.*/split_*"
+  "stream-split kernels_cuda_test StreamSplitGpuTest.*"
   "pdl kernels_cuda_test *LaunchOrderGpuTest.*"
   "pdl engine_cuda_test CudaPdlTest.*"
 )

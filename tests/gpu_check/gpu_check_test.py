@@ -355,6 +355,7 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(triage["detail"],
                          "rows: 1 of 6 failed; "
                          "stream-split: status 139, no gtest summary; "
+                         "stream-split: 3 passed, 0 skipped; "
                          "pdl: 3 passed, 0 skipped; pdl: 3 passed, 0 skipped; "
                          "the benchmarks run with H3_CUDA_FALLBACKS=rows,stream-split")
         self.assertIn("fallbacks: the benchmarks run with H3_CUDA_FALLBACKS=rows,stream-split "
@@ -363,6 +364,7 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("=== triage rows: kernels_cuda_test "
                       "--gtest_filter=*H3PrefillRowsGpuTest.*", log)
         self.assertIn("--gtest_brief=1 --gtest_filter=*StreamGemmGpuTest.*/split_*", log)
+        self.assertIn("--gtest_brief=1 --gtest_filter=StreamSplitGpuTest.*", log)
         # The tests ran every default path; the benchmark did not.
         self.assertEqual(m.phases["tests"]["status"], "passed")
         self.assertIn(f"env {env}=(unset) args --gtest_brief=1\n", log)
@@ -371,7 +373,7 @@ class GpuCheckTest(unittest.TestCase):
         # The caller's list reaches every phase, and the triage adds to it;
         # a path the caller turned off is not tested.
         m.run("--phases", "triage,tests,table4", env={env: "pdl"})
-        self.assertIn("no gtest summary; pdl: off (H3_CUDA_FALLBACKS); "
+        self.assertIn("stream-split: 3 passed, 0 skipped; pdl: off (H3_CUDA_FALLBACKS); "
                       "pdl: off (H3_CUDA_FALLBACKS)", m.phases["triage"]["detail"])
         self.assertIn("the benchmarks run with H3_CUDA_FALLBACKS=pdl,rows,stream-split",
                       m.phases["triage"]["detail"])
