@@ -73,13 +73,16 @@ struct Buffers {
 template <int kTiles>
 constexpr int kStagedVectors = kChunk * 8 * kTiles * 8 / kThreads;
 
-// Vector i of the thread's share: its step u of the chunk, x row and vector
-// v of the step's 64 elements (elements 8 v .. 8 v + 7).
+// The thread's share of a chunk: vector v (elements 8 v .. 8 v + 7) of the
+// chunk's step u, of x rows row0, row0 + kStagedRowStep, ...: the same u
+// and v for each of its vectors, as kThreads is a multiple of 8 kChunk.
+constexpr int kStagedRowStep = kThreads / (8 * kChunk);
+static_assert(kThreads % (8 * kChunk) == 0, "a thread's vectors share u, v");
 struct Staged {
-  int u, row, v;
+  int u, row0, v;
 };
-__device__ __forceinline__ Staged StagedAt(int i) {
-  const int idx = static_cast<int>(threadIdx.x) + kThreads * i;
+__device__ __forceinline__ Staged StagedShare() {
+  const int idx = static_cast<int>(threadIdx.x);
   return {idx / 8 % kChunk, idx / (8 * kChunk), idx % 8};
 }
 
@@ -87,15 +90,15 @@ __device__ __forceinline__ Staged StagedAt(int i) {
 // past the split's last step and past k).
 template <typename T, int kTiles>
 __device__ __forceinline__ void LoadXChunk(
-    const StreamGemmParams& p, int64_t s0, int64_t last,
+    const StreamGemmParams& p, const Staged& at, int64_t s0, int64_t last,
     uint4 (&xr)[kStagedVectors<kTiles>]) {
-  const T* x = static_cast<const T*>(p.x);
+  const int64_t s = s0 + at.u, e = s * kStreamStep + 8 * at.v;
+  const bool inside = s < last && e < p.k;
+  const T* x = static_cast<const T*>(p.x) + at.row0 * p.k + e;
 #pragma unroll
   for (int i = 0; i < kStagedVectors<kTiles>; ++i) {
-    const Staged at = StagedAt(i);
-    const int64_t s = s0 + at.u, e = s * kStreamStep + 8 * at.v;
-    xr[i] = at.row < p.rows && s < last && e < p.k
-                ? LoadX<T>(x + at.row * p.k, e)
+    xr[i] = inside && at.row0 + kStagedRowStep * i < p.rows
+                ? LoadX<T>(x, kStagedRowStep * i * p.k)
                 : make_uint4(0, 0, 0, 0);
   }
 }
@@ -105,14 +108,17 @@ __device__ __forceinline__ void LoadXChunk(
 // 2), (z, w) to MMA 2 (v % 2) + 1, both in lane v / 2.
 template <int kTiles>
 __device__ __forceinline__ void StoreXChunk(
-    const uint4 (&xr)[kStagedVectors<kTiles>], uint2* buffer) {
+    const Staged& at, const uint4 (&xr)[kStagedVectors<kTiles>],
+    uint2* buffer) {
   using B = Buffers<kTiles>;
+  const int j = 2 * (at.v % 2), t = at.v / 2;
+  uint2* const lo = buffer + B::Entry(at.u, j, at.row0, t);
+  uint2* const hi = buffer + B::Entry(at.u, j + 1, at.row0, t);
 #pragma unroll
   for (int i = 0; i < kStagedVectors<kTiles>; ++i) {
-    const Staged at = StagedAt(i);
-    const int j = 2 * (at.v % 2), t = at.v / 2;
-    buffer[B::Entry(at.u, j, at.row, t)] = make_uint2(xr[i].x, xr[i].y);
-    buffer[B::Entry(at.u, j + 1, at.row, t)] = make_uint2(xr[i].z, xr[i].w);
+    constexpr int kRowEntries = 4;  // Entry's step from a row to the next
+    lo[kRowEntries * kStagedRowStep * i] = make_uint2(xr[i].x, xr[i].y);
+    hi[kRowEntries * kStagedRowStep * i] = make_uint2(xr[i].z, xr[i].w);
   }
 }
 
@@ -180,6 +186,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   const int64_t first = StreamSplitFirstStep(steps, splits, split);
   const int64_t last = StreamSplitFirstStep(steps, splits, split + 1);
+  const Staged staged = StagedShare();
 
   uint4 wv[kChunk][2][2];  // a chunk's steps of W, each refilled once used
 #pragma unroll
@@ -189,15 +196,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   WaitForPriorKernel();  // x is the kernel before's output
   {
     uint4 xr[kStagedVectors<kTiles>];
-    LoadXChunk<T, kTiles>(p, first, last, xr);
-    StoreXChunk<kTiles>(xr, shared);
+    LoadXChunk<T, kTiles>(p, staged, first, last, xr);
+    StoreXChunk<kTiles>(staged, xr, shared);
   }
 
   float acc[kTiles][4] = {};
   for (int64_t s0 = first, c = 0; s0 < last; s0 += kChunk, ++c) {
     const bool more = s0 + kChunk < last;  // the same for the block
     uint4 xr[kStagedVectors<kTiles>];
-    if (more) LoadXChunk<T, kTiles>(p, s0 + kChunk, last, xr);
+    if (more) LoadXChunk<T, kTiles>(p, staged, s0 + kChunk, last, xr);
     // This chunk's x is stored; the other buffer's last reader (the chunk
     // before) is done.
     __syncthreads();
@@ -208,7 +215,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       if (more) LoadWStep(p, w_row, s0 + kChunk + u, last, t, wv[u]);
     }
-    if (more) StoreXChunk<kTiles>(xr, shared + (c + 1) % 2 * B::kEntries);
+    if (more) {
+      StoreXChunk<kTiles>(staged, xr, shared + (c + 1) % 2 * B::kEntries);
+    }
   }
 
   __syncthreads();  // the partials go where the last chunk's x was
