@@ -114,11 +114,11 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
       "\"; use skinny, cublaslt, stream or stream-split");
 }
 
-int64_t StreamProductRows(DecodeProducts products) {
+int64_t StreamProductRows(DecodeProducts products, bool overlapped_half_x) {
   switch (products) {
     case DecodeProducts::kAuto:
     case DecodeProducts::kStreamSplit:
-      return kAutoStreamRows;
+      return overlapped_half_x ? kAutoStreamRowsOverlapped : kAutoStreamRows;
     case DecodeProducts::kStream:
       return kernels::kStreamMaxRows;
     default:

@@ -379,25 +379,26 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 // which streams 16-bit weights through tensor cores and gives a row the same
 // bits in any batch of up to 64; products it does not take (fp32 weights, k
 // not a multiple of 8) stay on cuBLASLt. kAuto, the default: StreamGemmCuda
-// for products of at most kAutoStreamRows rows, cuBLASLt for the others (on
-// an H200 the stream kernel took a batch-1 step from 1.39 to 1.34 ms, and
-// cuBLASLt is faster from 8 rows up: docs/cuda-engine.md, "Decode
-// products"). kCublasLtTuned: cuBLASLt with each product's algorithm timed
-// among the heuristic's first few at its first uncaptured call
-// (kernels/cuda/linear.h, Options::tune_algorithms; on an H200 within 3%
-// of the heuristic's choice).
-// kStreamSplit: as kAuto up to kAutoStreamRows rows, StreamSplitGemmCuda
-// (kernels/stream_split_gemm.h: x read from L2 once per 128 columns, k split
-// across a thread-block cluster) from there to 64 rows, on compute
-// capability 9.0 and later (cuBLASLt elsewhere, and for the products it does
-// not take); slower than cuBLASLt on an H200. kMeasured: each product of at
-// most 64 rows that the stream kernels take runs on whichever of cuBLASLt,
-// StreamGemmCuda and (9.0 and later) StreamSplitGemmCuda was fastest for
-// its row bucket, shape, types and epilogue at its first call outside graph
-// capture, timed then on the device (engine/product_choices.h; the cuBLASLt
-// candidate is kCublasLtTuned's fastest algorithm); the kAuto rule before
-// that. On an H200 it chose what kAuto takes (StreamGemmCuda at one row,
-// cuBLASLt at 64).
+// for products of at most kAutoStreamRows rows (kAutoStreamRowsOverlapped
+// where they overlap the kernel before, with 16-bit x), cuBLASLt for the
+// others (on an H200 the stream kernel took a batch-1 step from 1.39 to
+// 1.34 ms, and cuBLASLt is faster from 8 rows up in stream order:
+// docs/cuda-engine.md, "Decode products"). kCublasLtTuned: cuBLASLt with each
+// product's algorithm timed among the heuristic's first few at its first
+// uncaptured call (kernels/cuda/linear.h, Options::tune_algorithms; on an H200
+// within 3% of the heuristic's choice). kStreamSplit: as kAuto for the products
+// kAuto gives StreamGemmCuda, StreamSplitGemmCuda (kernels/stream_split_gemm.h:
+// x read from L2 once per 128 columns, k split across a thread-block cluster)
+// from there to 64 rows, on compute capability 9.0 and later (cuBLASLt
+// elsewhere, and for the products it does not take); slower than cuBLASLt on an
+// H200 (its kernel for 17 to 64 rows of 16-bit x has changed since, untimed).
+// kMeasured: each product of at most 64 rows that the stream kernels take runs
+// on whichever of cuBLASLt, StreamGemmCuda and (9.0 and later)
+// StreamSplitGemmCuda was fastest for its row bucket, shape, types and epilogue
+// at its first call outside graph capture, timed then on the device
+// (engine/product_choices.h; the cuBLASLt candidate is kCublasLtTuned's fastest
+// algorithm); the kAuto rule before that. On an H200 it chose what kAuto takes
+// (StreamGemmCuda at one row, cuBLASLt at 64).
 enum class DecodeProducts {
   kAuto,
   kCublasLt,
@@ -407,10 +408,22 @@ enum class DecodeProducts {
   kMeasured
 };
 constexpr int64_t kAutoStreamRows = 4;
+// kAuto's (and kStreamSplit's) bound instead when the product overlaps the
+// kernel before it (programmatic dependent launch: --pdl on, compute
+// capability 9.0 and later, the profiler off) and x is in the weights'
+// 16-bit type: StreamGemmCuda then reads its weights before it waits, which
+// cuBLASLt does not. On an H200 at 8 rows with half activations the products
+// of a step took 1.02 ms overlapped against cuBLASLt's 1.09 (1.03 against
+// 1.10 for bf16); in stream order, or with fp32 x (1.43 against 1.33),
+// cuBLASLt was faster (bench/results/2026-11-26-h200-acfb22a_linear.json).
+constexpr int64_t kAutoStreamRowsOverlapped = 8;
 
 // The most rows of a product `products` sends to StreamGemmCuda (without
-// batch invariance): kStreamMaxRows, kAutoStreamRows or 0.
-int64_t StreamProductRows(DecodeProducts products);
+// batch invariance): kStreamMaxRows, kAutoStreamRows (kAutoStreamRowsOverlapped
+// where `overlapped_half_x`: the product overlaps the kernel before and its
+// x is 16-bit) or 0.
+int64_t StreamProductRows(DecodeProducts products,
+                          bool overlapped_half_x = false);
 
 // The most rows of a product `products` sends to StreamSplitGemmCuda when
 // StreamGemmCuda does not take it (without batch invariance):

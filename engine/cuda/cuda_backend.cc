@@ -53,7 +53,7 @@ class CudaBackend final : public Backend {
         pinned_linear_(options.batch_invariant &&
                        options.batch_invariant_kernel ==
                            BatchInvariantKernel::kCublasLt),
-        stream_rows_(StreamProductRows(options.decode_products)),
+        decode_products_(options.decode_products),
         split_rows_(SplitProductRows(options.decode_products)),
         measured_(options.decode_products == DecodeProducts::kMeasured),
         tune_products_(options.decode_products ==
@@ -202,7 +202,7 @@ class CudaBackend final : public Backend {
       return MeasuredLinear(p, params);
     }
     if (kernels::SkinnyGemmParams params;
-        OnStreamKernel(p, stream_rows_, &params)) {
+        OnStreamKernel(p, StreamRows(p), &params)) {
       H3_CUDA_RETURN_IF_ERROR(
           kernels::StreamGemmCuda(params, stream_, Order()));
       return absl::OkStatus();
@@ -389,8 +389,21 @@ class CudaBackend final : public Backend {
  private:
   kernels::LaunchOrder Order() const { return DecodeLaunchOrder(pdl_, *this); }
 
+  // Whether product `p` would overlap the kernel before it on the stream
+  // kernels (Order) with x in a 16-bit type: StreamProductRows's case for
+  // kAutoStreamRowsOverlapped.
+  bool OverlapsHalfX(const LinearParams& p) const {
+    return p.x_type != ElementType::kF32 &&
+           Order() == kernels::LaunchOrder::kOverlapPrior;
+  }
+
+  // The most rows of `p` that Linear sends to StreamGemmCuda.
+  int64_t StreamRows(const LinearParams& p) const {
+    return StreamProductRows(decode_products_, OverlapsHalfX(p));
+  }
+
   // Whether Linear runs `p` in one piece on StreamGemmCuda (max_rows
-  // stream_rows_) or StreamSplitGemmCuda (split_rows_): without
+  // StreamRows(p)) or StreamSplitGemmCuda (split_rows_): without
   // batch_invariant_, at most max_rows rows, a product the kernels take (the
   // others stay on cuBLASLt); then its operands in *params.
   bool OnStreamKernel(const LinearParams& p, int64_t max_rows,
@@ -416,9 +429,11 @@ class CudaBackend final : public Backend {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     H3_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_, &capture));
     if (capture != cudaStreamCaptureStatusNone) {
-      return RunProduct(p.rows <= kAutoStreamRows ? ProductKernel::kStream
-                                                  : ProductKernel::kCublasLt,
-                        p, params);
+      return RunProduct(
+          p.rows <= StreamProductRows(DecodeProducts::kAuto, OverlapsHalfX(p))
+              ? ProductKernel::kStream
+              : ProductKernel::kCublasLt,
+          p, params);
     }
     std::vector<ProductKernel> candidates = {ProductKernel::kCublasLt,
                                              ProductKernel::kStream};
@@ -566,10 +581,10 @@ class CudaBackend final : public Backend {
   BatchInvariantKernel invariant_kernel_;  // with batch_invariant_
   // batch_invariant_ on cuBLASLt with pinned algorithms.
   bool pinned_linear_;
-  // Without batch_invariant_: products of at most this many rows by
-  // StreamGemmCuda (StreamProductRows).
-  int64_t stream_rows_;
-  // ... and of at most this many by StreamSplitGemmCuda where
+  // Which kernels take the decode products without batch_invariant_
+  // (StreamRows: how many rows go to StreamGemmCuda).
+  DecodeProducts decode_products_;
+  // Products of at most this many rows go to StreamSplitGemmCuda where
   // StreamGemmCuda does not take them (SplitProductRows).
   int64_t split_rows_;
   // --decode-products measured: products of at most 64 rows on the kernel
