@@ -126,8 +126,11 @@ struct Slice {
 // The block's first kMaxSequencesPerBlock sequences' states and positions,
 // copied into shared memory once (StageSequences), so that loading a
 // sequence's state does not first wait on a load of the state's address.
+// Plain arrays (H3State's members have initializers, which a __shared__
+// variable may not run).
 struct BlockSequences {
-  H3State state[kMaxSequencesPerBlock];
+  float* shift[kMaxSequencesPerBlock];  // H3State::shift
+  float* diag[kMaxSequencesPerBlock];   // H3State::diag
   int64_t pos[kMaxSequencesPerBlock];
   int newest[kMaxSequencesPerBlock];  // pos mod N: the ring slot of k
 };
@@ -138,7 +141,8 @@ __device__ __forceinline__ void StageSequences(const H3StepParams& p, int first,
                                                int last, BlockSequences& s) {
   const int i = static_cast<int>(threadIdx.x);
   if (i < kMaxSequencesPerBlock && first + i < last) {
-    s.state[i] = p.states[first + i];
+    s.shift[i] = p.states[first + i].shift;
+    s.diag[i] = p.states[first + i].diag;
     s.pos[i] = p.positions[first + i];
     s.newest[i] = static_cast<int>(s.pos[i] % p.w.shape.d_state);
   }
@@ -150,7 +154,11 @@ __device__ __forceinline__ void StageSequences(const H3StepParams& p, int first,
 __device__ __forceinline__ H3State StateOf(const H3StepParams& p,
                                            const BlockSequences& s, int first,
                                            int b) {
-  return b - first < kMaxSequencesPerBlock ? s.state[b - first] : p.states[b];
+  if (b - first >= kMaxSequencesPerBlock) return p.states[b];
+  H3State state;
+  state.shift = s.shift[b - first];
+  state.diag = s.diag[b - first];
+  return state;
 }
 __device__ __forceinline__ int64_t PositionOf(const H3StepParams& p,
                                               const BlockSequences& s,

@@ -142,8 +142,9 @@ __device__ __forceinline__ void LoadWStep(const StreamGemmParams& p,
   }
 }
 
-// Step u of the chunk in `buffer`: StepMmas's four MMAs (stream_gemm_device
-// .cuh) for one W tile, the B fragments from shared memory.
+// Step u of the chunk in `buffer`: the four MMAs of StepMmas
+// (stream_gemm_device.cuh) for one W tile, the B fragments from shared
+// memory.
 template <typename T, int kTiles>
 __device__ __forceinline__ void ChunkStep(const uint2* buffer, int u,
                                           const uint4 (&wv)[2][2], int g, int t,
