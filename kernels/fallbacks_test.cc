@@ -7,14 +7,14 @@ namespace h3::kernels {
 namespace {
 
 TEST(FallbacksTest, FindsWholeNamesInACommaSeparatedList) {
-  EXPECT_TRUE(FallbackListHas("octet", "octet"));
-  EXPECT_TRUE(FallbackListHas("rows,octet", "octet"));
-  EXPECT_TRUE(FallbackListHas("rows, octet ,norm-in-product", "octet"));
-  EXPECT_TRUE(FallbackListHas("rows,,norm-in-product", "norm-in-product"));
-  EXPECT_FALSE(FallbackListHas("", "octet"));
-  EXPECT_FALSE(FallbackListHas("octets", "octet"));
-  EXPECT_FALSE(FallbackListHas("oct", "octet"));
-  EXPECT_FALSE(FallbackListHas("rows,", "octet"));
+  EXPECT_TRUE(FallbackListHas("pdl", "pdl"));
+  EXPECT_TRUE(FallbackListHas("rows,pdl", "pdl"));
+  EXPECT_TRUE(FallbackListHas("rows, pdl ,stream-split", "pdl"));
+  EXPECT_TRUE(FallbackListHas("rows,,stream-split", "stream-split"));
+  EXPECT_FALSE(FallbackListHas("", "pdl"));
+  EXPECT_FALSE(FallbackListHas("pdls", "pdl"));
+  EXPECT_FALSE(FallbackListHas("pd", "pdl"));
+  EXPECT_FALSE(FallbackListHas("rows,", "pdl"));
   EXPECT_FALSE(FallbackListHas(",", ""));
 }
 
