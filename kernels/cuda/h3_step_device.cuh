@@ -25,11 +25,11 @@ constexpr int kWarp = 32;
 // have many blocks at batch 1, large enough to keep per-block overheads low.
 constexpr int kThreads = 128;
 // The p = 1 kernel aims at about this many blocks, then lets a block walk
-// through more sequences instead, reusing its parameters from registers. It
-// uses ~72 registers a thread (the prefetched sequence doubles the state
-// registers), so about 7 blocks fit an SM: 4096 blocks are about four waves
-// on the 132 SMs of an H100 (five on an A100's 108), enough that the last
-// wave's tail costs little.
+// through more sequences instead, reusing its parameters from registers. Its
+// float4 instances use 80 registers a thread (ptxas, sm_90a; the prefetched
+// sequence doubles the state registers), so 6 blocks fit an SM: 4096 blocks
+// are about five waves on the 132 SMs of an H100 (six on an A100's 108),
+// enough that the last wave's tail costs little.
 constexpr int64_t kTargetBlocks = 4096;
 // ...and no more sequences than this per block, so that big batches still
 // spread over the whole GPU rather than serialise inside few blocks.
