@@ -135,9 +135,32 @@ struct BlockSequences {
   int newest[kMaxSequencesPerBlock];  // pos mod N: the ring slot of k
 };
 
+// A hint: the rows of the block's channels in one sequence's state (its
+// ring and diagonal rows, each channels x N floats from float `row0`) into
+// L2, a 128-byte line at a time.
+__device__ __forceinline__ void PrefetchRows(const float* shift,
+                                             const float* diag, int64_t row0,
+                                             int64_t floats) {
+  for (int64_t f = 0; f < floats; f += 32) {
+#if defined(H3_CUDA_EMULATOR)  // a hint: nothing to emulate
+    (void)shift;
+    (void)diag;
+    (void)row0;
+#else
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(shift + row0 + f));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(diag + row0 + f));
+#endif
+  }
+}
+
 // Fills `s` for the block's sequences from `first` (below `last`); every
-// thread of the block calls it, after the wait for the kernel before.
-__device__ __forceinline__ void StageSequences(const H3StepParams& p, int first,
+// thread of the block calls it, after the wait for the kernel before. The
+// thread that stages a sequence after the first two also sends the block's
+// rows of its state towards L2 (PrefetchRows), so that the walk, which
+// loads the first two at once, finds the later ones' lines there; the
+// lanes' own registers are not involved.
+__device__ __forceinline__ void StageSequences(const H3StepParams& p,
+                                               const StepLayout& l, int first,
                                                int last, BlockSequences& s) {
   const int i = static_cast<int>(threadIdx.x);
   if (i < kMaxSequencesPerBlock && first + i < last) {
@@ -145,6 +168,13 @@ __device__ __forceinline__ void StageSequences(const H3StepParams& p, int first,
     s.diag[i] = p.states[first + i].diag;
     s.pos[i] = p.positions[first + i];
     s.newest[i] = static_cast<int>(s.pos[i] % p.w.shape.d_state);
+    if (i >= 2) {
+      const int64_t per_block = kThreads / l.lanes;  // channels
+      const int64_t c0 = int64_t{blockIdx.x} * per_block;
+      const int64_t channels = min(per_block, p.w.shape.d_model - c0);
+      const int64_t n = p.w.shape.d_state;
+      PrefetchRows(s.shift[i], s.diag[i], c0 * n, channels * n);
+    }
   }
   __syncthreads();
 }
@@ -236,8 +266,9 @@ __device__ __forceinline__ void StoreStep(const H3StepParams& p,
 
 // A head_dim-1 lane's walk through its block's sequences: waits for the
 // kernel before (LaunchOrder: the parameters are read before this), stages
-// the sequences' states and positions (StageSequences), then for each
-// sequence b, the next one's slice prefetched, kbar =
+// the sequences' states and positions (StageSequences, which sends the
+// later sequences' states towards L2), then for each
+// sequence b, the next one's slice loaded ahead, kbar =
 // shift(cur, newest) (the shift SSM, the new k put in its ring slot), the
 // diagonal SSM on the lane's modes, y summed over the channel's lanes, and
 // StoreStep. The loop bounds are the same for the whole block: every lane
@@ -251,7 +282,7 @@ __device__ __forceinline__ void StepSequences(
   const int last = min(first + l.sequences_per_block, p.batch);
   __shared__ BlockSequences staged;
   WaitForPriorKernel();
-  StageSequences(p, first, last, staged);
+  StageSequences(p, l, first, last, staged);
   Slice<kVec> cur =
       LoadSlice<kVec, T>(p, l, staged, first, first, c, row, active);
   for (int b = first; b < last; ++b) {
