@@ -4,7 +4,8 @@
 // channel 8 x + w. Per 256-token tile of the segment:
 //  0. the block stages the tile's rows of q, k and v for its 8 channels in
 //     shared memory, token-major (16 bytes a row and tensor for 16-bit
-//     elements, 32 for fp32), zeros past the segment's end;
+//     elements, 32 for fp32), zeros past the segment's end, and sends the
+//     next tile's rows towards L2 (PrefetchRows);
 //  1. each warp takes its channel's k (after its history) and v to fp32;
 //     u = kbar v, kbar = shift_D k + shiftconv(k): a lane 8 adjacent tokens,
 //     its 8 sums and a sliding window of inputs in registers, taps in tap
@@ -110,6 +111,32 @@ __device__ void StageRows(const RowsArgs& a, const fc::BlockSegment& seg,
       x = reinterpret_cast<const uint4*>(row)[part];
     }
     reinterpret_cast<uint4*>(stage)[e] = x;
+  }
+}
+
+// A hint: the next tile's rows of q, k and v (from `offset`, len rows) for
+// the block's channels into L2, one prefetch per 16-byte piece (each its
+// own line: the rows are in_stride apart), so that its StageRows waits on
+// L2 rather than HBM. Sent as a tile's work starts, it has the whole tile
+// to land.
+template <typename T>
+__device__ void PrefetchRows(const RowsArgs& a, const fc::BlockSegment& seg,
+                             int64_t offset, int len) {
+  constexpr int kV = kRowVectors<T>, kPerTensor = kTile * kV;
+  const int64_t column = int64_t{blockIdx.x} * kRowChannels;
+  for (int e = threadIdx.x; e < 3 * kPerTensor; e += kRowThreads) {
+    const int tensor = e / kPerTensor, t = e / kV % kTile, part = e % kV;
+    if (t >= len) continue;
+    const void* base = tensor == 0 ? a.q : tensor == 1 ? a.k : a.v;
+    const T* row = static_cast<const T*>(base) +
+                   (seg.offset + offset + t) * a.in_stride + column;
+#if defined(H3_CUDA_EMULATOR)  // a hint: nothing to emulate
+    (void)row;
+    (void)part;
+#else
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(
+        reinterpret_cast<const uint4*>(row) + part));
+#endif
   }
 }
 
@@ -309,6 +336,12 @@ __global__ void __launch_bounds__(kRowThreads, 2)
     __syncthreads();  // the last tile's outputs are stored
     StageRows(a, seg, offset, len, stage);
     __syncthreads();
+    if (offset + kTile < length) {
+      PrefetchRows<T>(a, seg, offset + kTile,
+                      static_cast<int>(length - offset - kTile < kTile
+                                           ? length - offset - kTile
+                                           : kTile));
+    }
 
     // 1. The channel's inputs in fp32; u = kbar v; U.
     for (int i = lane; i < kH; i += 32) s.work.kf[i] = s.history[i];
@@ -408,11 +441,11 @@ cudaError_t LaunchRows(ElementType type, bool shift_mma, const RowsArgs& a,
     using T = decltype(element);
     return shift_mma
                ? LaunchInOrder(LaunchOrder::kAfterPrior, RowsKernel<T, true>,
-                               grid, dim3(kRowThreads),
-                               SharedBytes<T, true>(), stream, a)
+                               grid, dim3(kRowThreads), SharedBytes<T, true>(),
+                               stream, a)
                : LaunchInOrder(LaunchOrder::kAfterPrior, RowsKernel<T, false>,
-                               grid, dim3(kRowThreads),
-                               SharedBytes<T, false>(), stream, a);
+                               grid, dim3(kRowThreads), SharedBytes<T, false>(),
+                               stream, a);
   });
 }
 
