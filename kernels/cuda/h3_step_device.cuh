@@ -267,11 +267,10 @@ __device__ __forceinline__ void StoreStep(const H3StepParams& p,
 // A head_dim-1 lane's walk through its block's sequences: waits for the
 // kernel before (LaunchOrder: the parameters are read before this), stages
 // the sequences' states and positions (StageSequences, which sends the
-// later sequences' states towards L2), then for each
-// sequence b, the next one's slice loaded ahead, kbar =
-// shift(cur, newest) (the shift SSM, the new k put in its ring slot), the
-// diagonal SSM on the lane's modes, y summed over the channel's lanes, and
-// StoreStep. The loop bounds are the same for the whole block: every lane
+// later sequences' states towards L2), then for each sequence b, the next
+// one's slice loaded ahead, kbar = shift(cur, newest) (the shift SSM, the
+// new k put in its ring slot), the diagonal SSM on the lane's modes, y
+// summed over the channel's lanes, and StoreStep. The loop bounds are the same for the whole block: every lane
 // reaches every shuffle.
 template <int kVec, typename T, typename Shift>
 __device__ __forceinline__ void StepSequences(
