@@ -54,7 +54,6 @@ class CudaBackend final : public Backend {
                        options.batch_invariant_kernel ==
                            BatchInvariantKernel::kCublasLt),
         decode_products_(options.decode_products),
-        split_rows_(SplitProductRows(options.decode_products)),
         measured_(options.decode_products == DecodeProducts::kMeasured),
         tune_products_(options.decode_products ==
                            DecodeProducts::kCublasLtTuned ||
@@ -209,7 +208,7 @@ class CudaBackend final : public Backend {
     }
     if (kernels::SkinnyGemmParams params;
         !kernels::KernelFallback("stream-split") &&
-        OnStreamKernel(p, split_rows_, &params)) {
+        OnStreamKernel(p, SplitProductRows(decode_products_), &params)) {
       // NotSupported (a device before 9.0) comes before any launch:
       // cuBLASLt serves instead.
       const cudaError_t err =
@@ -403,7 +402,7 @@ class CudaBackend final : public Backend {
   }
 
   // Whether Linear runs `p` in one piece on StreamGemmCuda (max_rows
-  // StreamRows(p)) or StreamSplitGemmCuda (split_rows_): without
+  // StreamRows(p)) or StreamSplitGemmCuda (SplitProductRows): without
   // batch_invariant_, at most max_rows rows, a product the kernels take (the
   // others stay on cuBLASLt); then its operands in *params.
   bool OnStreamKernel(const LinearParams& p, int64_t max_rows,
@@ -581,12 +580,10 @@ class CudaBackend final : public Backend {
   BatchInvariantKernel invariant_kernel_;  // with batch_invariant_
   // batch_invariant_ on cuBLASLt with pinned algorithms.
   bool pinned_linear_;
-  // Which kernels take the decode products without batch_invariant_
-  // (StreamRows: how many rows go to StreamGemmCuda).
+  // Which kernels take the decode products without batch_invariant_: how
+  // many rows go to StreamGemmCuda (StreamRows), and to StreamSplitGemmCuda
+  // where StreamGemmCuda does not take them (SplitProductRows).
   DecodeProducts decode_products_;
-  // Products of at most this many rows go to StreamSplitGemmCuda where
-  // StreamGemmCuda does not take them (SplitProductRows).
-  int64_t split_rows_;
   // --decode-products measured: products of at most 64 rows on the kernel
   // choices_ holds for them (MeasuredLinear).
   bool measured_;

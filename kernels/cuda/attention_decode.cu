@@ -16,6 +16,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/launch_order.cuh"
+#include "kernels/cuda/prefetch.cuh"
 
 namespace h3::kernels {
 namespace {
@@ -186,15 +187,8 @@ __device__ void PrefetchPiece(const C* k_cache, const C* v_cache,
   for (int64_t e = threadIdx.x; e < count; e += kThreads) {
     const int64_t at = w.head + (w.begin + e / lines) * w.d;
     const int64_t offset = kLine * (e % lines);
-#if defined(H3_CUDA_EMULATOR)  // a hint: nothing to emulate
-    (void)at;
-    (void)offset;
-#else
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(
-        reinterpret_cast<const char*>(k_cache + at) + offset));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(
-        reinterpret_cast<const char*>(v_cache + at) + offset));
-#endif
+    PrefetchL2(reinterpret_cast<const char*>(k_cache + at) + offset);
+    PrefetchL2(reinterpret_cast<const char*>(v_cache + at) + offset);
   }
 }
 

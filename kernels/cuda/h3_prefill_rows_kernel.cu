@@ -27,6 +27,7 @@
 #include "kernels/cuda/h3_prefill_rows_kernel.h"
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/launch_order.cuh"
+#include "kernels/cuda/prefetch.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 
 namespace h3::kernels::chunked {
@@ -130,13 +131,7 @@ __device__ void PrefetchRows(const RowsArgs& a, const fc::BlockSegment& seg,
     const void* base = tensor == 0 ? a.q : tensor == 1 ? a.k : a.v;
     const T* row = static_cast<const T*>(base) +
                    (seg.offset + offset + t) * a.in_stride + column;
-#if defined(H3_CUDA_EMULATOR)  // a hint: nothing to emulate
-    (void)row;
-    (void)part;
-#else
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(
-        reinterpret_cast<const uint4*>(row) + part));
-#endif
+    PrefetchL2(reinterpret_cast<const uint4*>(row) + part);
   }
 }
 

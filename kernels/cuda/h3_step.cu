@@ -88,9 +88,9 @@ __device__ __forceinline__ float ShiftStep(float (&ring)[kVec],
 // the walk, each sequence's state loads waited on a load of their address
 // (an L2 round trip, then the HBM one, per sequence). The same threads send
 // the block's rows of the later sequences towards L2, so that only the
-// first two of a block's sequences wait on HBM in the walk. The alternative, one block per (channel tile,
-// sequence) with parameters re-read from L2, sends the parameters through L2
-// once per sequence: 2 MiB against 1.5 MiB of state traffic for d 2048,
+// first two of a block's sequences wait on HBM in the walk. The
+// alternative, one block per (channel tile, sequence) with parameters
+// re-read from L2, sends the parameters through L2 once per sequence: 2 MiB against 1.5 MiB of state traffic for d 2048,
 // N 64, which more than doubles the L2 traffic; the grouping divides that by
 // the group size and still leaves kTargetBlocks blocks to fill the GPU.
 //

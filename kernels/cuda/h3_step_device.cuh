@@ -15,6 +15,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/launch_order.cuh"
+#include "kernels/cuda/prefetch.cuh"
 #include "kernels/h3.h"
 
 namespace h3::kernels::h3_step {
@@ -142,14 +143,8 @@ __device__ __forceinline__ void PrefetchRows(const float* shift,
                                              const float* diag, int64_t row0,
                                              int64_t floats) {
   for (int64_t f = 0; f < floats; f += 32) {
-#if defined(H3_CUDA_EMULATOR)  // a hint: nothing to emulate
-    (void)shift;
-    (void)diag;
-    (void)row0;
-#else
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(shift + row0 + f));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(diag + row0 + f));
-#endif
+    PrefetchL2(shift + row0 + f);
+    PrefetchL2(diag + row0 + f);
   }
 }
 
@@ -179,28 +174,26 @@ __device__ __forceinline__ void StageSequences(const H3StepParams& p,
   __syncthreads();
 }
 
-// Sequence b's state, position and ring slot: staged, or (past the staged ones:
-// only for batches over kMaxSequencesPerBlock x kMaxGridY) from global memory.
-__device__ __forceinline__ H3State StateOf(const H3StepParams& p,
-                                           const BlockSequences& s, int first,
-                                           int b) {
-  if (b - first >= kMaxSequencesPerBlock) return p.states[b];
+// Sequence b's state, position and ring slot (pos mod N): staged, or (past
+// the staged ones: only for batches over kMaxSequencesPerBlock x kMaxGridY)
+// from global memory.
+struct Sequence {
   H3State state;
-  state.shift = s.shift[b - first];
-  state.diag = s.diag[b - first];
-  return state;
-}
-__device__ __forceinline__ int64_t PositionOf(const H3StepParams& p,
-                                              const BlockSequences& s,
-                                              int first, int b) {
-  return b - first < kMaxSequencesPerBlock ? s.pos[b - first] : p.positions[b];
-}
-__device__ __forceinline__ int NewestOf(const H3StepParams& p,
-                                        const BlockSequences& s, int first,
-                                        int b) {
-  return b - first < kMaxSequencesPerBlock
-             ? s.newest[b - first]
-             : static_cast<int>(p.positions[b] % p.w.shape.d_state);
+  int64_t pos;
+  int newest;
+};
+__device__ __forceinline__ Sequence SequenceAt(const H3StepParams& p,
+                                               const BlockSequences& s,
+                                               int first, int b) {
+  const int i = b - first;
+  if (i >= kMaxSequencesPerBlock) {
+    const int64_t pos = p.positions[b];
+    return {p.states[b], pos, static_cast<int>(pos % p.w.shape.d_state)};
+  }
+  H3State state;
+  state.shift = s.shift[i];
+  state.diag = s.diag[i];
+  return {state, s.pos[i], s.newest[i]};
 }
 
 // T: the elements of q, k, v (widened exactly).
@@ -211,12 +204,12 @@ __device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
                                                  int first, int b, int64_t c,
                                                  int64_t row, bool active) {
   Slice<kVec> t;
-  t.pos = PositionOf(p, staged, first, b);
-  t.newest = NewestOf(p, staged, first, b);
+  const Sequence seq = SequenceAt(p, staged, first, b);
+  t.pos = seq.pos;
+  t.newest = seq.newest;
   if (!active) return t;
-  const H3State state = StateOf(p, staged, first, b);
-  t.shift = state.shift + row;
-  t.diag = state.diag + row;
+  t.shift = seq.state.shift + row;
+  t.diag = seq.state.diag + row;
   t.aligned = ((reinterpret_cast<uintptr_t>(t.shift) |
                 reinterpret_cast<uintptr_t>(t.diag)) %
                kVecAlignment<kVec>) == 0;
@@ -270,8 +263,8 @@ __device__ __forceinline__ void StoreStep(const H3StepParams& p,
 // later sequences' states towards L2), then for each sequence b, the next
 // one's slice loaded ahead, kbar = shift(cur, newest) (the shift SSM, the
 // new k put in its ring slot), the diagonal SSM on the lane's modes, y
-// summed over the channel's lanes, and StoreStep. The loop bounds are the same for the whole block: every lane
-// reaches every shuffle.
+// summed over the channel's lanes, and StoreStep. The loop bounds are the same
+// for the whole block: every lane reaches every shuffle.
 template <int kVec, typename T, typename Shift>
 __device__ __forceinline__ void StepSequences(
     const H3StepParams& p, const StepLayout& l, int64_t c, int64_t row,

@@ -64,6 +64,37 @@ __device__ __forceinline__ uint32_t Word(const uint4& v, int q) {
   return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
 }
 
+// A tile's W rows g and g + 8 (w_row[h], null past n) at step s for lane
+// t: wv[h][v] = elements 64 s + 16 t + 8 v .. + 7 (StreamElement's), zeros
+// past k, past n or where the step is not `live`. k % 8 == 0: a vector is
+// wholly inside k or wholly past it.
+template <typename T>
+__device__ __forceinline__ void LoadWStep(const StreamGemmParams& p,
+                                          const T* const (&w_row)[2], int64_t s,
+                                          bool live, int t, uint4 (&wv)[2][2]) {
+#pragma unroll
+  for (int v = 0; v < 2; ++v) {
+    const int64_t e = s * kStreamStep + 16 * t + 8 * v;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      wv[h][v] = live && e < p.k && w_row[h] != nullptr
+                     ? LoadStreamed(w_row[h], e)
+                     : make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// MMA j's A fragment from a tile's step of W (wv as LoadWStep leaves it):
+// StreamElement(t, j, half) is vector j / 2, word 2 (j % 2) + half.
+__device__ __forceinline__ void WFragment(const uint4 (&wv)[2][2], int j,
+                                          uint32_t (&a)[4]) {
+  const int v = j / 2, q = 2 * (j % 2);
+  a[0] = Word(wv[0][v], q);
+  a[1] = Word(wv[1][v], q);
+  a[2] = Word(wv[0][v], q + 1);
+  a[3] = Word(wv[1][v], q + 1);
+}
+
 // One step's four MMAs (kernels/stream_gemm.h) for kW tiles of 16 W rows:
 // wv[w][h][v], vector v of tile w's row g + 8 h; xv[r][v], vector v of x's
 // row in tile r; into acc[w][r], j = 0..3 in order.
@@ -73,13 +104,11 @@ __device__ __forceinline__ void StepMmas(const uint4 (&wv)[kW][2][2],
                                          float (&acc)[kW][kTiles][4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    // StreamElement(t, j, half): vector j / 2, word 2 (j % 2) + half.
-    const int v = j / 2, q = 2 * (j % 2);
+    const int v = j / 2, q = 2 * (j % 2);  // x's words, as WFragment's
 #pragma unroll
     for (int w = 0; w < kW; ++w) {
-      const uint32_t a[4] = {Word(wv[w][0][v], q), Word(wv[w][1][v], q),
-                             Word(wv[w][0][v], q + 1),
-                             Word(wv[w][1][v], q + 1)};
+      uint32_t a[4];
+      WFragment(wv[w], j, a);
 #pragma unroll
       for (int r = 0; r < kTiles; ++r) {
         HalfOps<T>::Mma(acc[w][r], a, Word(xv[r][v], q), Word(xv[r][v], q + 1));
@@ -132,16 +161,7 @@ __device__ __forceinline__ void StreamBlock(
     };
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-      for (int v = 0; v < 2; ++v) {
-        const int64_t e = element(u, v);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          wv[u][0][h][v] = e < p.k && w_row[h] != nullptr
-                               ? LoadStreamed(w_row[h], e)
-                               : make_uint4(0, 0, 0, 0);
-        }
-      }
+      LoadWStep(p, w_row, s0 + kStreamWarps * u, true, t, wv[u][0]);
     }
     WaitForPriorKernel();  // x is the kernel before's output
 #pragma unroll

@@ -21,6 +21,7 @@
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/layer_norm_device.cuh"
 #include "kernels/cuda/mma_half.cuh"
+#include "kernels/cuda/prefetch.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 #include "kernels/cuda/stream_gemm.h"
 #include "kernels/cuda/stream_gemm_device.cuh"
@@ -54,13 +55,7 @@ __device__ __forceinline__ void PrefetchFirstSteps(const StreamGemmParams& p,
 #pragma unroll
   for (int u = lane / 16; u < 4; u += 2) {
     const int64_t s = warp + int64_t{kStreamWarps} * u;
-    if (s < steps) {
-#if defined(H3_CUDA_EMULATOR)  // a hint: nothing to emulate
-      (void)row;
-#else
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(row + s * kStreamStep));
-#endif
-    }
+    if (s < steps) PrefetchL2(row + s * kStreamStep);
   }
 }
 

@@ -38,7 +38,7 @@ namespace h3::kernels {
 namespace {
 
 namespace cg = cooperative_groups;
-using stream_gemm::LoadStreamed;
+using stream_gemm::LoadWStep;
 using stream_gemm::LoadX;
 using stream_gemm::StepMmas;
 using stream_gemm::XRows;
@@ -90,18 +90,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-      for (int v = 0; v < 2; ++v) {
-        const int64_t e = element(u, v);
-        const bool inside = s0 + u < last && e < p.k;
-#pragma unroll
-        for (int tile = 0; tile < 2; ++tile) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            wv[u][tile][h][v] = inside && w_row[tile][h] != nullptr
-                                    ? LoadStreamed(w_row[tile][h], e)
-                                    : make_uint4(0, 0, 0, 0);
-          }
-        }
+      for (int tile = 0; tile < 2; ++tile) {
+        LoadWStep(p, w_row[tile], s0 + u, s0 + u < last, t, wv[u][tile]);
       }
     }
     WaitForPriorKernel();  // x is the kernel before's output

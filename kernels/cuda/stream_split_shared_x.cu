@@ -39,9 +39,9 @@
 namespace h3::kernels::stream_split {
 namespace {
 
-using stream_gemm::LoadStreamed;
+using stream_gemm::LoadWStep;
 using stream_gemm::LoadX;
-using stream_gemm::Word;
+using stream_gemm::WFragment;
 
 constexpr int kWarps = kSplitBlockCols / 16;  // a W tile of 16 columns each
 constexpr int kThreads = kWarps * 32;
@@ -122,26 +122,6 @@ __device__ __forceinline__ void StoreXChunk(
   }
 }
 
-// The warp's W rows (w_row[h]: row g + 8 h of its tile, null past n) at
-// step s, as StreamSplitKernel loads a step: wv[h][v], elements 64 s + 16 t
-// + 8 v (zeros past the split's last step and past k).
-template <typename T>
-__device__ __forceinline__ void LoadWStep(const StreamGemmParams& p,
-                                          const T* const (&w_row)[2], int64_t s,
-                                          int64_t last, int t,
-                                          uint4 (&wv)[2][2]) {
-#pragma unroll
-  for (int v = 0; v < 2; ++v) {
-    const int64_t e = s * kStreamStep + 16 * t + 8 * v;
-    const bool inside = s < last && e < p.k;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      wv[h][v] = inside && w_row[h] != nullptr ? LoadStreamed(w_row[h], e)
-                                               : make_uint4(0, 0, 0, 0);
-    }
-  }
-}
-
 // Step u of the chunk in `buffer`: the four MMAs of StepMmas
 // (stream_gemm_device.cuh) for one W tile, the B fragments from shared
 // memory.
@@ -152,9 +132,8 @@ __device__ __forceinline__ void ChunkStep(const uint2* buffer, int u,
   using B = Buffers<kTiles>;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const int v = j / 2, q = 2 * (j % 2);
-    const uint32_t a[4] = {Word(wv[0][v], q), Word(wv[1][v], q),
-                           Word(wv[0][v], q + 1), Word(wv[1][v], q + 1)};
+    uint32_t a[4];
+    WFragment(wv, j, a);
 #pragma unroll
     for (int r = 0; r < kTiles; ++r) {
       const uint2 b = buffer[B::Entry(u, j, 8 * r + g, t)];
@@ -192,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   uint4 wv[kChunk][2][2];  // a chunk's steps of W, each refilled once used
 #pragma unroll
   for (int u = 0; u < kChunk; ++u) {
-    LoadWStep(p, w_row, first + u, last, t, wv[u]);
+    LoadWStep(p, w_row, first + u, first + u < last, t, wv[u]);
   }
   WaitForPriorKernel();  // x is the kernel before's output
   {
@@ -214,7 +193,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (s0 + u < last) {
         ChunkStep<T, kTiles>(shared + c % 2 * B::kEntries, u, wv[u], g, t, acc);
       }
-      if (more) LoadWStep(p, w_row, s0 + kChunk + u, last, t, wv[u]);
+      if (more) {
+        const int64_t s = s0 + kChunk + u;
+        LoadWStep(p, w_row, s, s < last, t, wv[u]);
+      }
     }
     if (more) {
       StoreXChunk<kTiles>(staged, xr, shared + (c + 1) % 2 * B::kEntries);
