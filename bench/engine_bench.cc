@@ -7,7 +7,8 @@
 //       [--what both|prefill|decode|table4|latency|prefix-cache|breakdown|
 //               write-random]
 //       [--device cpu|cuda|cuda:N|auto] [--dtype fp32|fp16|bf16]
-//       [--attention auto|fma|flash] [--h3-prefill auto|fft|chunked]
+//       [--attention auto|fma|flash]
+//       [--h3-prefill auto|fft|chunked|chunked-mma]
 //       [--graphs on|off] [--batch-invariant]
 //       [--batch-invariant-kernel skinny|cublaslt|stream|stream-split]
 //       [--decode-products auto|cublaslt|stream|cublaslt-tuned|stream-split|
@@ -254,9 +255,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   app.add_option("--h3-prefill", flags.backend.h3_prefill,
                  "H3 prefill on CUDA with 16-bit --dtype: chunked (the "
-                 "chunked-scan kernel), fft (the fused FlashConv kernel) or "
-                 "auto (the default: chunked; docs/flashconv.md)")
-      ->check(CLI::IsMember({"auto", "fft", "chunked"}));
+                 "chunked-scan kernel), chunked-mma (its shift convolution "
+                 "on tensor cores), fft (the fused FlashConv kernel) or auto "
+                 "(the default: chunked; docs/flashconv.md)")
+      ->check(CLI::IsMember({"auto", "fft", "chunked", "chunked-mma"}));
   app.add_option("--attention", flags.backend.attention,
                  "prefill attention on CUDA: fma (fp32), flash (tensor "
                  "cores, 16-bit --dtype) or auto (the default: flash with "

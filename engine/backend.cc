@@ -74,12 +74,14 @@ bool ResolveHalfActivations(std::optional<bool> half, ElementType type) {
 }
 
 absl::StatusOr<H3PrefillKernel> ParseH3PrefillKernel(const std::string& name) {
-  for (H3PrefillKernel kernel : {H3PrefillKernel::kAuto, H3PrefillKernel::kFft,
-                                 H3PrefillKernel::kChunked}) {
+  for (H3PrefillKernel kernel :
+       {H3PrefillKernel::kAuto, H3PrefillKernel::kFft,
+        H3PrefillKernel::kChunked, H3PrefillKernel::kChunkedMma}) {
     if (name == H3PrefillKernelName(kernel)) return kernel;
   }
-  return absl::InvalidArgumentError("unknown H3 prefill kernel \"" + name +
-                                    "\"; use auto, fft or chunked");
+  return absl::InvalidArgumentError(
+      "unknown H3 prefill kernel \"" + name +
+      "\"; use auto, fft, chunked or chunked-mma");
 }
 
 const std::vector<std::string>& BatchInvariantKernelNames() {
@@ -155,9 +157,16 @@ const char* H3PrefillKernelName(H3PrefillKernel kernel) {
       return "fft";
     case H3PrefillKernel::kChunked:
       return "chunked";
+    case H3PrefillKernel::kChunkedMma:
+      return "chunked-mma";
     default:
       return "auto";
   }
+}
+
+bool IsChunkedH3Prefill(H3PrefillKernel kernel) {
+  return kernel == H3PrefillKernel::kChunked ||
+         kernel == H3PrefillKernel::kChunkedMma;
 }
 
 absl::StatusOr<int64_t> HostAvailableBytes() {

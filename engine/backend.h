@@ -330,17 +330,25 @@ bool ResolveHalfActivations(std::optional<bool> half, ElementType type);
 // (kernels/h3_chunked.h), the same domain without an FFT: 2.5 to 2.9 times
 // the cuFFT path where the fused kernel is 0.9 to 1.7 times it (an H200,
 // B64 H768 fp16, L 256 to 32K; bench/results/2026-11-26-h200_flashconv.json).
-// kAuto, the default: kChunked where the weights are 16-bit, else kFft.
-enum class H3PrefillKernel { kAuto, kFft, kChunked };
+// kChunkedMma: the chunked kernel with its shift convolution on tensor
+// cores (kernels/cuda/h3_rows_shift_mma.cuh), to be timed against kChunked
+// on a GPU. kAuto, the default: kChunked where the weights are 16-bit, else
+// kFft.
+enum class H3PrefillKernel { kAuto, kFft, kChunked, kChunkedMma };
 
-// "auto", "fft" or "chunked"; InvalidArgument for anything else.
+// "auto", "fft", "chunked" or "chunked-mma"; InvalidArgument for anything
+// else.
 absl::StatusOr<H3PrefillKernel> ParseH3PrefillKernel(const std::string& name);
 
 // The kernel `kernel` names for weights of `type`: kAuto resolved.
 H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type);
 
-// "auto", "fft" or "chunked".
+// "auto", "fft", "chunked" or "chunked-mma".
 const char* H3PrefillKernelName(H3PrefillKernel kernel);
+
+// Whether `kernel` is one of the chunked kernels (16-bit operands, GPU
+// only).
+bool IsChunkedH3Prefill(H3PrefillKernel kernel);
 
 // Which products a CUDA backend with `batch_invariant` runs. kCublasLt, the
 // default: cuBLASLt with one algorithm per shape for every row count

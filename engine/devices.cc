@@ -100,11 +100,12 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
           "--half-activations keeps activations in the weights' 16-bit type; "
           "the CPU backend keeps its weights in fp32");
     }
-    if (options.h3_prefill == H3PrefillKernel::kChunked) {
+    if (IsChunkedH3Prefill(options.h3_prefill)) {
       return absl::InvalidArgumentError(
-          "--h3-prefill chunked runs on a GPU; the CPU backend prefills H3 "
-          "layers by the recurrence (leave --h3-prefill at its default, "
-          "auto)");
+          std::string("--h3-prefill ") +
+          H3PrefillKernelName(options.h3_prefill) +
+          " runs on a GPU; the CPU backend prefills H3 layers by the "
+          "recurrence (leave --h3-prefill at its default, auto)");
     }
     return MakeCpuBackend();
   }
@@ -115,11 +116,11 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
         "--attention flash computes in the weights' 16-bit type: use --dtype "
         "fp16 or bf16, or --attention fma with fp32");
   }
-  if (options.h3_prefill == H3PrefillKernel::kChunked &&
-      type == ElementType::kF32) {
+  if (IsChunkedH3Prefill(options.h3_prefill) && type == ElementType::kF32) {
     return absl::InvalidArgumentError(
-        "--h3-prefill chunked computes with fp16 operands: use --dtype fp16 "
-        "or bf16 (fp32 weights take the exact cuFFT prefill)");
+        std::string("--h3-prefill ") + H3PrefillKernelName(options.h3_prefill) +
+        " computes with fp16 operands: use --dtype fp16 or bf16 (fp32 weights "
+        "take the exact cuFFT prefill)");
   }
   if (options.half_activations.value_or(false) && type == ElementType::kF32) {
     return absl::InvalidArgumentError(

@@ -94,6 +94,7 @@ TEST(MakeBackendTest, ParsesAttentionKernels) {
   EXPECT_EQ(*ParseH3PrefillKernel("auto"), H3PrefillKernel::kAuto);
   EXPECT_EQ(*ParseH3PrefillKernel("fft"), H3PrefillKernel::kFft);
   EXPECT_EQ(*ParseH3PrefillKernel("chunked"), H3PrefillKernel::kChunked);
+  EXPECT_EQ(*ParseH3PrefillKernel("chunked-mma"), H3PrefillKernel::kChunkedMma);
   EXPECT_EQ(ParseH3PrefillKernel("scan").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseAttentionKernel("wgmma").status().code(),
@@ -173,8 +174,9 @@ TEST(MakeBackendTest, ResolvesTheAutoH3Prefill) {
             H3PrefillKernel::kFft);
   EXPECT_EQ(ResolveH3Prefill(H3PrefillKernel::kChunked, ElementType::kF32),
             H3PrefillKernel::kChunked);
-  for (H3PrefillKernel kernel : {H3PrefillKernel::kAuto, H3PrefillKernel::kFft,
-                                 H3PrefillKernel::kChunked}) {
+  for (H3PrefillKernel kernel :
+       {H3PrefillKernel::kAuto, H3PrefillKernel::kFft,
+        H3PrefillKernel::kChunked, H3PrefillKernel::kChunkedMma}) {
     EXPECT_EQ(*ParseH3PrefillKernel(H3PrefillKernelName(kernel)), kernel);
   }
 }
@@ -210,6 +212,8 @@ TEST(MakeBackendTest, RefusesTheChunkedPrefillWithoutItsPrerequisites) {
   BackendOptions options;
   options.h3_prefill = H3PrefillKernel::kChunked;
   ExpectRefusedOnTheCpuAndWithFp32(options, "--h3-prefill chunked");
+  options.h3_prefill = H3PrefillKernel::kChunkedMma;
+  ExpectRefusedOnTheCpuAndWithFp32(options, "--h3-prefill chunked-mma");
 }
 
 // The tensor-core attention needs a GPU and 16-bit weights; asking for it

@@ -770,7 +770,9 @@ find_cuda_tool() {
 }
 
 # Nsight Compute's reports, with the clocks left alone (the device's
-# METHOD.md): the fused FlashConv kernel at two lengths, then 28 launches of
+# METHOD.md): the fused FlashConv kernel and the chunked kernels (both shift
+# convolutions, channel-major and on packed rows: RowsKernel is the engine's)
+# at two lengths, then 28 launches of
 # the H3-step and attention-decode kernels at batch 64 after skipping the
 # first 28 (a step of H3-1.3B, 22 H3 and 2 attention layers, is 26 to 28 of
 # them, depending on whether attention decode combines split pieces).
@@ -783,12 +785,12 @@ phase_profile() {
   [ -n "$ncu" ] || { status=skipped; detail="ncu not found"; return; }
   status=passed
   for length in 1024 4096; do
-    echo "=== ncu: FusedPrefillKernel, ChunkedPrefillKernel (<T, false> and its shift-MMA" \
-      "variant <T, true>), B64 H768 fp16, L $length" >>"$report"
-    bounded "$report" "$ncu" --clock-control none -k regex:'FusedPrefill|ChunkedPrefill' \
-      --launch-count 3 "${sections[@]}" "$shim/bench/h3_flashconv_bench" --shapes 64x768 \
-      --lengths "$length" --types fp16 --paths fused,chunked,chunked_mma --warmup 1 --min-time-ms 0 \
-      --min-reps 1 --max-reps 1 --out "$work/profile_flashconv.json"
+    echo "=== ncu: FusedPrefillKernel, ChunkedPrefillKernel and RowsKernel (<T, false> and" \
+      "the shift-MMA variants <T, true>), B64 H768 fp16, L $length" >>"$report"
+    bounded "$report" "$ncu" --clock-control none -k regex:'FusedPrefill|ChunkedPrefill|RowsKernel' \
+      --launch-count 5 "${sections[@]}" "$shim/bench/h3_flashconv_bench" --shapes 64x768 \
+      --lengths "$length" --types fp16 --paths fused,chunked,chunked_mma --rows --warmup 1 \
+      --min-time-ms 0 --min-reps 1 --max-reps 1 --out "$work/profile_flashconv.json"
     rc=$?
     parts+=("flashconv L$length $(profile_result $rc)")
     (( rc == 0 )) || status=failed

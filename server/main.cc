@@ -213,10 +213,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--h3-prefill", backend.h3_prefill,
                  "H3 prefill on a GPU with 16-bit --dtype: chunked (the "
-                 "chunked-scan kernel), fft (the fused FlashConv kernel) or "
-                 "auto (chunked; fp32 weights take the cuFFT path either way; "
+                 "chunked-scan kernel), chunked-mma (its shift convolution "
+                 "on tensor cores), fft (the fused FlashConv kernel) or auto "
+                 "(chunked; fp32 weights take the cuFFT path either way; "
                  "docs/flashconv.md)")
-      ->check(CLI::IsMember({"auto", "fft", "chunked"}))
+      ->check(CLI::IsMember({"auto", "fft", "chunked", "chunked-mma"}))
       ->capture_default_str();
   app.add_flag("--batch-invariant", backend.batch_invariant,
                "GPU: every matrix product by a kernel whose per-row result "

@@ -34,6 +34,8 @@ const Case kCases[] = {
      H3PrefillKernel::kChunked},
     {"bf16_half_chunked", ElementType::kBF16, true, AttentionKernel::kFlash,
      H3PrefillKernel::kChunked},
+    {"fp16_half_chunked_mma", ElementType::kF16, true, AttentionKernel::kFlash,
+     H3PrefillKernel::kChunkedMma},
 };
 
 class CudaPackedPrefillTest : public h3::testing::GpuTestWithParam<Case> {

@@ -81,9 +81,12 @@ struct H3PrefillCudaParams {
 // {0, time, channel}, the tensors advanced by its offset.
 H3PrefillCudaParams SegmentCall(const H3PrefillPackedParams& packed, int i);
 
-// kChunkedMma: the chunked kernel with its shift convolution on tensor cores
-// (kernels/h3_chunked.h; slower than kChunked on an H200, and no engine
-// option takes it: h3_flashconv_bench --paths chunked_mma times it).
+// kChunkedMma: the chunked kernel with its shift convolution on tensor
+// cores: on channel-major tensors with fp16 taps through shared memory
+// (kernels/h3_chunked.h; slower than kChunked on an H200), on packed rows
+// in registers with two fp16 parts a value (h3_rows_shift_mma.cuh; not yet
+// timed). The engine takes it with --h3-prefill chunked-mma;
+// h3_flashconv_bench --paths chunked_mma --rows times both.
 enum class H3PrefillPath { kFused, kCufft, kChunked, kChunkedMma };
 const char* H3PrefillPathName(H3PrefillPath path);
 

@@ -86,9 +86,8 @@ cudaError_t H3PrefillChunked::RunPacked(const H3PrefillPackedParams& p,
 
 bool H3PrefillChunked::TakesRows(const H3PrefillPackedParams& p) const {
   const int64_t size = ElementSize(p.type);
-  if (chunked::RowsSharedBytes(p.type, shift_mma_) > rows_shared_limit_ ||
-      p.channel != 1 || p.time <= 0 ||
-      w_.shape.d_model % chunked::kRowChannels != 0 ||
+  if (chunked::RowsSharedBytes(p.type) > rows_shared_limit_ || p.channel != 1 ||
+      p.time <= 0 || w_.shape.d_model % chunked::kRowChannels != 0 ||
       p.time * size % 16 != 0 || OutTime(p) * size % 16 != 0 ||
       !Aligned(p.q, 16) || !Aligned(p.k, 16) || !Aligned(p.v, 16) ||
       !Aligned(p.out, 16)) {

@@ -9,7 +9,8 @@
 //  1. each warp takes its channel's k (after its history) and v to fp32;
 //     u = kbar v, kbar = shift_D k + shiftconv(k): a lane 8 adjacent tokens,
 //     its 8 sums and a sliding window of inputs in registers, taps in tap
-//     order as the channel-major kernel sums them;
+//     order as the channel-major kernel sums them (kShiftMma: on tensor
+//     cores, h3_rows_shift_mma.cuh, a lane four pairs of tokens);
 //  2. U = u / max|u| in fp16; R = E U on the tensor cores;
 //  3. the scan, lane = mode, the state in registers from tile to tile;
 //  4. T U and P X on the tensor cores;
@@ -25,6 +26,7 @@
 #include "kernels/cuda/flashconv_device.cuh"
 #include "kernels/cuda/h3_chunked_device.cuh"
 #include "kernels/cuda/h3_prefill_rows_kernel.h"
+#include "kernels/cuda/h3_rows_shift_mma.cuh"
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/prefetch.cuh"
@@ -50,8 +52,12 @@ struct alignas(128) WarpShared {
   __half xh[kRows][kColumns];    // X_g / x_max: row ModeRow, column g
   __half uh[kTile];              // U: column g holds tokens 16 g ..
   union {                        // the phases of a tile
-    float kf[kH + kTile];        // step 1: history, then the tile's k
-    float rt[kColumns][kRows];   // steps 2-3: (E U)^T
+    struct {
+      float f[kH + kTile];    // step 1: history, then the tile's k
+      __half hi[kH + kTile];  // kShiftMma: f's fp16 parts
+      __half lo[kH + kTile];  //   (ShiftByRegisterMma)
+    } k;
+    float rt[kColumns][kRows];  // steps 2-3: (E U)^T
     struct {
       float yp[kTile];  // steps 4-5: P X, token order
       float yc[kTile];  //            T U
@@ -68,16 +74,8 @@ static_assert(sizeof(fc::ChannelSetup::pcat) == sizeof(WarpShared::pcat) &&
               "P and E are copied from the channel's setup");
 static_assert(sizeof(WarpShared::t16) == 32 * 16, "T: one uint4 a lane");
 
-// The kShiftMma variant's own shared memory, a warp's (kernels/h3_chunked.h,
-// "Shift convolution on tensor cores"): A_r, the taps' Toeplitz blocks in
-// fp16 / 2^et, and the tile's k after its history in fp16 / 2^ek. The
-// products land in WarpShared::work after kf (ShiftProducts).
-struct alignas(128) WarpShiftShared {
-  __half a[kShiftBlocks][kColumn][kColumn];
-  __half kh[kH + kTile];
-};
-static_assert(sizeof(WarpShared::work) >= sizeof(float) * (kH + 2 * kTile),
-              "the shift products fit in work after kf");
+static_assert(sizeof(WarpShared::work) >= sizeof(WarpShared::work.k),
+              "the shift's operands fit in work");
 
 // 16-byte vectors in a row of kRowChannels elements of T.
 template <typename T>
@@ -88,30 +86,41 @@ template <typename T>
 constexpr int kStageBytes = 3 *
                             kTile* kRowChannels* static_cast<int>(sizeof(T));
 
-template <typename T, bool kShiftMma>
+template <typename T>
 constexpr int SharedBytes() {
-  return kRowChannels * static_cast<int>(sizeof(WarpShared)) + kStageBytes<T> +
-         (kShiftMma ? kRowChannels * static_cast<int>(sizeof(WarpShiftShared))
-                    : 0);
+  return kRowChannels * static_cast<int>(sizeof(WarpShared)) + kStageBytes<T>;
+}
+
+static_assert(kRowThreads == kTile, "thread t stages and stores token t");
+
+// Where token t's rows of the block's channels start: q, k and v (in_stride
+// apart) or out (out_stride).
+__device__ __forceinline__ int64_t RowAt(const fc::BlockSegment& seg,
+                                         int64_t offset, int t,
+                                         int64_t stride) {
+  return (seg.offset + offset + t) * stride +
+         int64_t{blockIdx.x} * kRowChannels;
 }
 
 // Step 0: stage[tensor][t][channel] = q, k, v (tensor 0, 1, 2) of the
 // tile's token t and the block's channel, for t < len; zeros past it.
+// Thread t stages token t's three rows, 16 bytes at a time.
 template <typename T>
 __device__ void StageRows(const RowsArgs& a, const fc::BlockSegment& seg,
                           int64_t offset, int len, T* stage) {
-  constexpr int kV = kRowVectors<T>, kPerTensor = kTile * kV;
-  const int64_t column = int64_t{blockIdx.x} * kRowChannels;
-  for (int e = threadIdx.x; e < 3 * kPerTensor; e += kRowThreads) {
-    const int tensor = e / kPerTensor, t = e / kV % kTile, part = e % kV;
-    uint4 x = make_uint4(0u, 0u, 0u, 0u);
-    if (t < len) {
-      const void* base = tensor == 0 ? a.q : tensor == 1 ? a.k : a.v;
-      const T* row = static_cast<const T*>(base) +
-                     (seg.offset + offset + t) * a.in_stride + column;
-      x = reinterpret_cast<const uint4*>(row)[part];
+  constexpr int kV = kRowVectors<T>;
+  const int t = threadIdx.x;
+  const int64_t at = RowAt(seg, offset, t, a.in_stride);
+  const void* const tensors[3] = {a.q, a.k, a.v};
+#pragma unroll
+  for (int tensor = 0; tensor < 3; ++tensor) {
+    const uint4* row = reinterpret_cast<const uint4*>(
+        static_cast<const T*>(tensors[tensor]) + at);
+    uint4* to = reinterpret_cast<uint4*>(stage) + (tensor * kTile + t) * kV;
+#pragma unroll
+    for (int part = 0; part < kV; ++part) {
+      to[part] = t < len ? row[part] : make_uint4(0u, 0u, 0u, 0u);
     }
-    reinterpret_cast<uint4*>(stage)[e] = x;
   }
 }
 
@@ -123,31 +132,33 @@ __device__ void StageRows(const RowsArgs& a, const fc::BlockSegment& seg,
 template <typename T>
 __device__ void PrefetchRows(const RowsArgs& a, const fc::BlockSegment& seg,
                              int64_t offset, int len) {
-  constexpr int kV = kRowVectors<T>, kPerTensor = kTile * kV;
-  const int64_t column = int64_t{blockIdx.x} * kRowChannels;
-  for (int e = threadIdx.x; e < 3 * kPerTensor; e += kRowThreads) {
-    const int tensor = e / kPerTensor, t = e / kV % kTile, part = e % kV;
-    if (t >= len) continue;
-    const void* base = tensor == 0 ? a.q : tensor == 1 ? a.k : a.v;
-    const T* row = static_cast<const T*>(base) +
-                   (seg.offset + offset + t) * a.in_stride + column;
-    PrefetchL2(reinterpret_cast<const uint4*>(row) + part);
+  constexpr int kV = kRowVectors<T>;
+  const int t = threadIdx.x;
+  if (t >= len) return;
+  const int64_t at = RowAt(seg, offset, t, a.in_stride);
+  const void* const tensors[3] = {a.q, a.k, a.v};
+#pragma unroll
+  for (int tensor = 0; tensor < 3; ++tensor) {
+    const uint4* row = reinterpret_cast<const uint4*>(
+        static_cast<const T*>(tensors[tensor]) + at);
+#pragma unroll
+    for (int part = 0; part < kV; ++part) PrefetchL2(row + part);
   }
 }
 
-// Step 6: the tile's first len rows of out from the staged outputs.
+// Step 6: the tile's first len rows of out from the staged outputs, thread
+// t token t's.
 template <typename T>
 __device__ void StoreRows(const RowsArgs& a, const fc::BlockSegment& seg,
                           int64_t offset, int len, const T* staged) {
   constexpr int kV = kRowVectors<T>;
-  const int64_t column = int64_t{blockIdx.x} * kRowChannels;
-  for (int e = threadIdx.x; e < len * kV; e += kRowThreads) {
-    const int t = e / kV, part = e % kV;
-    T* row = static_cast<T*>(a.out) + (seg.offset + offset + t) * a.out_stride +
-             column;
-    reinterpret_cast<uint4*>(row)[part] =
-        reinterpret_cast<const uint4*>(staged)[e];
-  }
+  const int t = threadIdx.x;
+  if (t >= len) return;
+  uint4* row = reinterpret_cast<uint4*>(static_cast<T*>(a.out) +
+                                        RowAt(seg, offset, t, a.out_stride));
+  const uint4* from = reinterpret_cast<const uint4*>(staged) + t * kV;
+#pragma unroll
+  for (int part = 0; part < kV; ++part) row[part] = from[part];
 }
 
 // The warp's channel c: its tables, taps and history (the ring read in
@@ -176,87 +187,63 @@ struct Mode {
   float2 db;
 };
 
-// Where the kShiftMma variant's shift products go: work after kf, token
-// order.
-__device__ __forceinline__ float* ShiftProducts(WarpShared& s) {
-  return s.work.kf + kH + kTile;
-}
-
-// The kShiftMma variant's A_r for the warp's channel, from s.taps; returns
-// their scale exponent et.
-__device__ int LoadShiftBlocks(const WarpShared& s, WarpShiftShared& t) {
-  const int lane = threadIdx.x % 32;
-  float most = 0.0f;
-  for (int j = lane; j < kH; j += 32) most = fmaxf(most, fabsf(s.taps[j]));
-  const int et = ScaleExponent(WarpMax(most));
-  FillShiftBlocks(s.taps, et, &t.a[0][0][0], lane, 32);
-  return et;
-}
-
-// The kShiftMma variant's shift convolution of the tile (kf: history and
-// tile): ShiftProducts(s)[t] = sum_j taps[j] k[t - j] / 2^(ek + et) by five
-// 16 x 16 x 16 MMAs, as the channel-major kernel's ShiftByMma; returns
-// 2^(ek + et).
-__device__ float ShiftByMma(WarpShared& s, WarpShiftShared& t, int et) {
-  const int lane = threadIdx.x % 32;
-  constexpr int kAll = kH + kTile;
-  float most = 0.0f;
-  for (int i = lane; i < kAll; i += 32) most = fmaxf(most, fabsf(s.work.kf[i]));
-  const int ek = ScaleExponent(WarpMax(most));
-  ScaleToHalf(s.work.kf, kAll, ek, t.kh, lane, 32);
-  __syncwarp();
-  ShiftMmas(&t.a[0][0][0], t.kh, ShiftProducts(s));
-  __syncwarp();
-  return ldexpf(1.0f, ek + et);
-}
-
-// Step 1 after the shift convolution's sums: u = kbar v for the lane's
-// tokens t0 .. t0 + 7 (zero past len) into s.u, U into s.uh, the next
-// tile's history into s.history; returns max |u| over the tile (every
-// lane).
-__device__ float Gate(const float (&sum)[kLaneTokens], int len, WarpShared& s) {
-  const int t0 = kLaneTokens * (threadIdx.x % 32);
+// Step 1 after the shift convolution: u = kbar v for the lane's tokens
+// (zero past len) into s.u, U into s.uh, the next tile's history into
+// s.history; returns max |u| over the tile (every lane). The lane's tokens:
+// t0 .. t0 + 7 (t0 = 8 lane) after ShiftSums, the pairs
+// MmaPairToken(lane, p) + 0, 1 (kbar[2 p ..]) after ShiftByRegisterMma.
+template <bool kShiftMma>
+__device__ float Gate(const float (&kbar)[kLaneTokens], int len,
+                      WarpShared& s) {
+  const int lane = threadIdx.x % 32, t0 = kLaneTokens * lane;
+  auto token = [&](int i) {
+    return kShiftMma ? MmaPairToken(lane, i / 2) + i % 2 : t0 + i;
+  };
   float u[kLaneTokens], most = 0.0f;
 #pragma unroll
   for (int i = 0; i < kLaneTokens; ++i) {
-    u[i] = t0 + i < len ? sum[i] * s.u[t0 + i] : 0.0f;
+    const int t = token(i);
+    u[i] = t < len ? kbar[i] * s.u[t] : 0.0f;
     most = fmaxf(most, fabsf(u[i]));
   }
   const float u_max = WarpMax(most);
   const float u_inv = u_max > 0 ? 1.0f / u_max : 0.0f;
-  float4* u4 = reinterpret_cast<float4*>(s.u + t0);
-  u4[0] = make_float4(u[0], u[1], u[2], u[3]);
-  u4[1] = make_float4(u[4], u[5], u[6], u[7]);
-  *reinterpret_cast<uint4*>(s.uh + t0) =
-      make_uint4(HalfPair(u[0] * u_inv, u[1] * u_inv),
-                 HalfPair(u[2] * u_inv, u[3] * u_inv),
-                 HalfPair(u[4] * u_inv, u[5] * u_inv),
-                 HalfPair(u[6] * u_inv, u[7] * u_inv));
-  for (int i = threadIdx.x % 32; i < kH; i += 32) {
-    s.history[i] = s.work.kf[len + i];
+  if constexpr (kShiftMma) {
+#pragma unroll
+    for (int p = 0; p < kLaneTokens / 2; ++p) {
+      const int t = token(2 * p);
+      *reinterpret_cast<float2*>(s.u + t) = make_float2(u[2 * p], u[2 * p + 1]);
+      *reinterpret_cast<unsigned*>(s.uh + t) =
+          HalfPair(u[2 * p] * u_inv, u[2 * p + 1] * u_inv);
+    }
+  } else {
+    float4* u4 = reinterpret_cast<float4*>(s.u + t0);
+    u4[0] = make_float4(u[0], u[1], u[2], u[3]);
+    u4[1] = make_float4(u[4], u[5], u[6], u[7]);
+    *reinterpret_cast<uint4*>(s.uh + t0) =
+        make_uint4(HalfPair(u[0] * u_inv, u[1] * u_inv),
+                   HalfPair(u[2] * u_inv, u[3] * u_inv),
+                   HalfPair(u[4] * u_inv, u[5] * u_inv),
+                   HalfPair(u[6] * u_inv, u[7] * u_inv));
   }
+  for (int i = lane; i < kH; i += 32) s.history[i] = s.work.k.f[len + i];
   return u_max;
 }
 
-// Step 1: the shift convolution (fp32 FMAs, or kShiftMma's MMAs), then
-// Gate; returns max |u|.
+// Step 1: the shift convolution (fp32 FMAs, or kShiftMma's MMAs with the
+// taps scaled by 2^-et), then Gate; returns max |u|.
 template <bool kShiftMma>
 __device__ float ShiftAndGate(int ns, int len, float shift_d, int et,
-                              WarpShared& s, WarpShiftShared* t) {
-  const int t0 = kLaneTokens * (threadIdx.x % 32);
-  float sum[kLaneTokens];
+                              WarpShared& s) {
+  float kbar[kLaneTokens];
   if constexpr (kShiftMma) {
-    const float up = ShiftByMma(s, *t, et);
-    const float* y = ShiftProducts(s);
-#pragma unroll
-    for (int i = 0; i < kLaneTokens; ++i) {
-      sum[i] = shift_d * s.work.kf[kH + t0 + i];
-      sum[i] += up * y[t0 + i];
-    }
+    ShiftByRegisterMma(s.work.k.f, s.taps, et, shift_d, s.work.k.hi,
+                       s.work.k.lo, kbar);
   } else {
-    ShiftSums(s.work.kf, s.taps, ns, shift_d, t0, sum);
+    ShiftSums(s.work.k.f, s.taps, ns, shift_d, kLaneTokens * (threadIdx.x % 32),
+              kbar);
   }
-  return Gate(sum, len, s);
+  return Gate<kShiftMma>(kbar, len, s);
 }
 
 // Step 3, lane = mode: X_g into s.xh (scaled by their largest component,
@@ -287,13 +274,6 @@ __global__ void __launch_bounds__(kRowThreads, 2)
   WarpShared& s = reinterpret_cast<WarpShared*>(smem)[warp];
   T* const stage =
       reinterpret_cast<T*>(smem + kRowChannels * sizeof(WarpShared));
-  // Only the kShiftMma instances have (and so allocate) it.
-  WarpShiftShared* const shift =
-      kShiftMma
-          ? reinterpret_cast<WarpShiftShared*>(
-                smem + kRowChannels * sizeof(WarpShared) + kStageBytes<T>) +
-                warp
-          : nullptr;
   T* const q_staged = stage;  // the outputs go over it
   const T* const k_staged = stage + kTile * kRowChannels;
   const T* const v_staged = stage + 2 * kTile * kRowChannels;
@@ -313,7 +293,7 @@ __global__ void __launch_bounds__(kRowThreads, 2)
   int et = 0;  // kShiftMma: the taps' scale exponent
   if constexpr (kShiftMma) {
     __syncwarp();  // s.taps
-    et = LoadShiftBlocks(s, *shift);
+    et = ScaleTaps(s.taps);
   }
   Mode mode{};
   if (lane < modes) {
@@ -339,13 +319,13 @@ __global__ void __launch_bounds__(kRowThreads, 2)
     }
 
     // 1. The channel's inputs in fp32; u = kbar v; U.
-    for (int i = lane; i < kH; i += 32) s.work.kf[i] = s.history[i];
+    for (int i = lane; i < kH; i += 32) s.work.k.f[i] = s.history[i];
     for (int t = lane; t < kTile; t += 32) {
-      s.work.kf[kH + t] = fc::ToFloat(k_staged[t * kRowChannels + warp]);
+      s.work.k.f[kH + t] = fc::ToFloat(k_staged[t * kRowChannels + warp]);
       s.u[t] = fc::ToFloat(v_staged[t * kRowChannels + warp]);
     }
     __syncwarp();
-    const float u_max = ShiftAndGate<kShiftMma>(ns, len, shift_d, et, s, shift);
+    const float u_max = ShiftAndGate<kShiftMma>(ns, len, shift_d, et, s);
     __syncwarp();  // kf is read: rt may take its place
 
     // 2. R = E U, 8 modes an MMA, stored transposed for the scan.
@@ -403,27 +383,14 @@ __global__ void __launch_bounds__(kRowThreads, 2)
 template <typename T, bool kShiftMma>
 cudaError_t SetUp() {
   const void* kernel = reinterpret_cast<const void*>(&RowsKernel<T, kShiftMma>);
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           SharedBytes<T, kShiftMma>());
+  cudaError_t err = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes<T>());
   if (err == cudaSuccess) {
     err = cudaFuncSetAttribute(kernel,
                                cudaFuncAttributePreferredSharedMemoryCarveout,
                                cudaSharedmemCarveoutMaxShared);
   }
   return err;
-}
-
-template <bool kShiftMma>
-int BytesFor(ElementType type) {
-  switch (type) {
-    case ElementType::kF32:
-      return SharedBytes<float, kShiftMma>();
-    case ElementType::kF16:
-      return SharedBytes<__half, kShiftMma>();
-    default:
-      return SharedBytes<__nv_bfloat16, kShiftMma>();
-  }
 }
 
 }  // namespace
@@ -436,16 +403,23 @@ cudaError_t LaunchRows(ElementType type, bool shift_mma, const RowsArgs& a,
     using T = decltype(element);
     return shift_mma
                ? LaunchInOrder(LaunchOrder::kAfterPrior, RowsKernel<T, true>,
-                               grid, dim3(kRowThreads), SharedBytes<T, true>(),
+                               grid, dim3(kRowThreads), SharedBytes<T>(),
                                stream, a)
                : LaunchInOrder(LaunchOrder::kAfterPrior, RowsKernel<T, false>,
-                               grid, dim3(kRowThreads), SharedBytes<T, false>(),
+                               grid, dim3(kRowThreads), SharedBytes<T>(),
                                stream, a);
   });
 }
 
-int RowsSharedBytes(ElementType type, bool shift_mma) {
-  return shift_mma ? BytesFor<true>(type) : BytesFor<false>(type);
+int RowsSharedBytes(ElementType type) {
+  switch (type) {
+    case ElementType::kF32:
+      return SharedBytes<float>();
+    case ElementType::kF16:
+      return SharedBytes<__half>();
+    default:
+      return SharedBytes<__nv_bfloat16>();
+  }
 }
 
 cudaError_t RowsKernelSetUp(int* max_shared_bytes) {
@@ -461,7 +435,7 @@ cudaError_t RowsKernelSetUp(int* max_shared_bytes) {
   for (const bool shift_mma : {false, true}) {
     for (const ElementType type :
          {ElementType::kF32, ElementType::kF16, ElementType::kBF16}) {
-      if (RowsSharedBytes(type, shift_mma) > *max_shared_bytes) continue;
+      if (RowsSharedBytes(type) > *max_shared_bytes) continue;
       err = io::DispatchIo(type, [shift_mma](auto element) {
         using T = decltype(element);
         return shift_mma ? SetUp<T, true>() : SetUp<T, false>();

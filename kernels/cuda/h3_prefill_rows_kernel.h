@@ -44,14 +44,15 @@ struct RowsArgs {
 static_assert(sizeof(RowsArgs) <= 4096, "kernel parameters over 4 KB");
 
 // Launches the kernel for the element type (fp32, fp16, else bf16) and
-// shift_mma (the shift convolution on tensor cores, kernels/h3_chunked.h;
-// else in fp32) over a's first `segments` segments on `stream`: grid
-// (d_model / kRowChannels, segments), kRowThreads threads,
+// shift_mma (the shift convolution on tensor cores in registers,
+// h3_rows_shift_mma.cuh; else in fp32) over a's first `segments` segments on
+// `stream`: grid (d_model / kRowChannels, segments), kRowThreads threads,
 // RowsSharedBytes of dynamic shared memory (over 48 KB: the host raises
 // the kernels' limits once, RowsKernelSetUp). The launch's error.
 cudaError_t LaunchRows(ElementType type, bool shift_mma, const RowsArgs& args,
                        unsigned segments, cudaStream_t stream);
-int RowsSharedBytes(ElementType type, bool shift_mma);
+// The same for both shift convolutions.
+int RowsSharedBytes(ElementType type);
 // The current device's most shared memory a block can have
 // (*max_shared_bytes), and every instance that fits in it raised to what
 // it needs; the runtime's error if it refuses. An instance needing more

@@ -466,11 +466,11 @@ class GpuCheckTest(unittest.TestCase):
                          "flashconv L1024 ran; flashconv L4096 ran; decode ran; "
                          "h3 step ran; 4 kernel reports in profile.txt")
         report = m.read("profile.txt")
-        self.assertIn("--clock-control none -k regex:FusedPrefill|ChunkedPrefill "
-                      "--launch-count 3", report)
+        self.assertIn("--clock-control none -k regex:FusedPrefill|ChunkedPrefill|RowsKernel "
+                      "--launch-count 5", report)
         for length in (1024, 4096):
             self.assertIn(f"flashconv bench --shapes 64x768 --lengths {length} --types fp16 "
-                          "--paths fused,chunked,chunked_mma --warmup 1", report)
+                          "--paths fused,chunked,chunked_mma --rows --warmup 1", report)
         self.assertIn("--launch-skip 28 --launch-count 28", report)
         self.assertIn("-k regex:H3Step --launch-skip 28 --launch-count 1", report)
         self.assertTrue(os.path.exists(m.model), "the decode profile writes the model")
