@@ -40,13 +40,13 @@ __device__ __forceinline__ void ShiftMmas(const __half* a, const __half* kh,
   wmma::store_matrix_sync(y, acc, kColumn, wmma::mem_col_major);
 }
 
-// The carried state's output on tensor cores (step 4), one warp: yp (token
-// order, col-major 16 x 16) = P X, P [16][2 M] (pcat, row j, column
-// ModeRow) and X [2 M][16] (xh, the column states) in fp16, summed over the
-// modes' rows 16 at a time.
+// The carried state's output on tensor cores (step 4), one warp: yp
+// (col-major 16 x 16, ldm floats a column: token order for ldm 16) = P X,
+// P [16][2 M] (pcat, row j, column ModeRow) and X [2 M][16] (xh, the column
+// states) in fp16, summed over the modes' rows 16 at a time.
 __device__ __forceinline__ void CarriedMmas(
     const __half (*pcat)[2 * flashconv::kMaxModes],
-    const __half (*xh)[kColumns], int modes, float* yp) {
+    const __half (*xh)[kColumns], int modes, float* yp, int ldm = kColumn) {
   namespace fc = flashconv;
   namespace wmma = fc::wmma;
   fc::FragAcc y;
@@ -58,7 +58,7 @@ __device__ __forceinline__ void CarriedMmas(
     wmma::load_matrix_sync(xb, &xh[16 * kk][0], kColumns);
     wmma::mma_sync(y, p, xb, y);
   }
-  wmma::store_matrix_sync(yp, y, kColumn, wmma::mem_col_major);
+  wmma::store_matrix_sync(yp, y, ldm, wmma::mem_col_major);
 }
 
 // a and b rounded to fp16, as the bits of a __half2 (a in the low half).
@@ -100,11 +100,13 @@ __device__ __forceinline__ void ScaleToHalf(const float* in, int count, int e,
 
 // X_{g+1} = dA^16 X_g + r_scale R[.][g] from `state` (X_0), lane m's mode:
 // xg[g] = X_g (the state before column g); returns X_16. rt: (E U)^T,
-// rt[g][ModeRow(m, .)]. A lane past the modes (live false) keeps zeros.
-// *most: the largest |component| of the lane's X_g.
-__device__ __forceinline__ float2 ScanColumns(
-    const float (*rt)[2 * flashconv::kMaxModes], int m, bool live, float2 state,
-    const float2& dA16, float r_scale, float2 (&xg)[kColumns], float* most) {
+// rt[g * stride + ModeRow(m, .)]. A lane past the modes (live false) keeps
+// zeros. *most: the largest |component| of the lane's X_g.
+__device__ __forceinline__ float2 ScanColumns(const float* rt, int stride,
+                                              int m, bool live, float2 state,
+                                              const float2& dA16, float r_scale,
+                                              float2 (&xg)[kColumns],
+                                              float* most) {
   namespace fc = flashconv;
   *most = 0.0f;
 #pragma unroll
@@ -112,8 +114,9 @@ __device__ __forceinline__ float2 ScanColumns(
     xg[g] = state;
     *most = fmaxf(*most, fmaxf(fabsf(state.x), fabsf(state.y)));
     if (live) {
+      const float* row = rt + g * stride;
       const float2 r =
-          make_float2(rt[g][fc::ModeRow(m, 0)], rt[g][fc::ModeRow(m, 1)]);
+          make_float2(row[fc::ModeRow(m, 0)], row[fc::ModeRow(m, 1)]);
       state = fc::CAdd(fc::CMul(dA16, state), fc::CScale(r, r_scale));
     }
   }

@@ -147,9 +147,9 @@ __device__ void Scan(const ChunkedArgs& a, int c, int len, float u_max,
   float most = 0.0f;
   // A lane past the modes reads an unused s.dA16 entry (it holds
   // kMaxModes) but keeps its zero state.
-  float2 state =
-      ScanColumns(s.rt, m, live, live ? s.x[m] : make_float2(0.0f, 0.0f),
-                  s.dA16[m], u_max * s.scale_e, xg, &most);
+  float2 state = ScanColumns(&s.rt[0][0], kRows, m, live,
+                             live ? s.x[m] : make_float2(0.0f, 0.0f), s.dA16[m],
+                             u_max * s.scale_e, xg, &most);
   most = WarpMax(most);
   if (!live) return;
   if (len < kTile) state = PartialStart(xg, len);

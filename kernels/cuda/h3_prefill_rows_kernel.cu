@@ -22,6 +22,7 @@
 // kernels/cpu/h3_chunked_emulation_test.cc emulates.
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cuda/flashconv_device.cuh"
 #include "kernels/cuda/h3_chunked_device.cuh"
@@ -43,6 +44,13 @@ constexpr int kH = fc::kHistory;
 static_assert(kLaneTokens == 8, "step 1 writes a lane's u as 2 float4");
 static_assert(kShiftTaps == kH, "step 1 reads 64 inputs before a token");
 
+// Row strides of the fp32 products that the tensor cores store column-major
+// (store_matrix_sync): 4 floats past a multiple of 32 banks, so that the 4
+// lanes holding one row's elements of a column pair hit 4 different banks
+// (a stride of 64 or 16 floats put them on one: a 4-way conflict).
+constexpr int kRtStride = kRows + 4;   // (E U)^T, a column g a row
+constexpr int kYStride = kColumn + 4;  // P X and T U, a column g a row
+
 // One warp's (channel's) shared memory. WMMA operands start 32-byte
 // aligned: every member's size is a multiple of 32 bytes.
 struct alignas(128) WarpShared {
@@ -50,17 +58,17 @@ struct alignas(128) WarpShared {
   __half ecat[kRows][kColumn];   // E / scale_e (follows pcat, as in setup)
   __half t16[kColumn][kColumn];  // T / scale_t
   __half xh[kRows][kColumns];    // X_g / x_max: row ModeRow, column g
-  __half uh[kTile];              // U: column g holds tokens 16 g ..
   union {                        // the phases of a tile
     struct {
       float f[kH + kTile];    // step 1: history, then the tile's k
       __half hi[kH + kTile];  // kShiftMma: f's fp16 parts
       __half lo[kH + kTile];  //   (ShiftByRegisterMma)
+      __half uh[kTile];       // U (Gate): column g holds tokens 16 g ..
     } k;
-    float rt[kColumns][kRows];  // steps 2-3: (E U)^T
+    float rt[kColumns][kRtStride];  // steps 2-3: (E U)^T
     struct {
-      float yp[kTile];  // steps 4-5: P X, token order
-      float yc[kTile];  //            T U
+      float yp[kColumns][kYStride];  // steps 4-5: P X, column g's tokens
+      float yc[kColumns][kYStride];  //            T U
     } y;
   } work;
   float u[kTile];     // v, then u = kbar v
@@ -74,14 +82,12 @@ static_assert(sizeof(fc::ChannelSetup::pcat) == sizeof(WarpShared::pcat) &&
               "P and E are copied from the channel's setup");
 static_assert(sizeof(WarpShared::t16) == 32 * 16, "T: one uint4 a lane");
 
-static_assert(sizeof(WarpShared::work) >= sizeof(WarpShared::work.k),
-              "the shift's operands fit in work");
-
 // 16-byte vectors in a row of kRowChannels elements of T.
 template <typename T>
 constexpr int kRowVectors = static_cast<int>(sizeof(T)) * kRowChannels / 16;
 
-// The stage: q, k, v of a tile's rows, [3][kTile][kRowChannels] of T.
+// The stage: q, k, v of a tile's rows, [3][kTile][kRowChannels] of T (each
+// row's words swizzled: Staged).
 template <typename T>
 constexpr int kStageBytes = 3 *
                             kTile* kRowChannels* static_cast<int>(sizeof(T));
@@ -90,6 +96,10 @@ template <typename T>
 constexpr int SharedBytes() {
   return kRowChannels * static_cast<int>(sizeof(WarpShared)) + kStageBytes<T>;
 }
+// Two blocks an SM on compute capability 9.0 (228 KB, 1 KB of it reserved
+// a block) with 16-bit activations.
+static_assert(2 * (SharedBytes<__half>() + 1024) <= 228 * 1024,
+              "16 warps an SM");
 
 static_assert(kRowThreads == kTile, "thread t stages and stores token t");
 
@@ -102,13 +112,38 @@ __device__ __forceinline__ int64_t RowAt(const fc::BlockSegment& seg,
          int64_t{blockIdx.x} * kRowChannels;
 }
 
+// The stage's rows are swizzled: row t's kStageWords 32-bit words are
+// rotated by (t / (32 / kStageWords)) % kStageWords, so that a warp reading
+// one channel of 32 consecutive rows (steps 1 and 5) meets 32 different
+// banks; unrotated, the rows' words for that channel shared 32 /
+// kStageWords banks (a 4-way conflict for 16-bit elements, 8-way for fp32).
+template <typename T>
+constexpr int kStageWords = kRowChannels* static_cast<int>(sizeof(T)) / 4;
+
+// Where word j of row t goes in the row's kStageWords words.
+template <typename T>
+__device__ __forceinline__ int StagedWord(int t, int j) {
+  constexpr int kW = kStageWords<T>;
+  return (j + t / (32 / kW)) % kW;
+}
+
+// The index in a staged tensor ([kTile][kRowChannels] of T) of token t's
+// element for channel c.
+template <typename T>
+__device__ __forceinline__ int Staged(int t, int c) {
+  constexpr int kPerWord = 4 / static_cast<int>(sizeof(T));
+  return t * kRowChannels + StagedWord<T>(t, c / kPerWord) * kPerWord +
+         c % kPerWord;
+}
+
 // Step 0: stage[tensor][t][channel] = q, k, v (tensor 0, 1, 2) of the
-// tile's token t and the block's channel, for t < len; zeros past it.
-// Thread t stages token t's three rows, 16 bytes at a time.
+// tile's token t and the block's channel, for t < len; zeros past it;
+// swizzled (Staged). Thread t stages token t's three rows, 16 bytes at a
+// time from global memory, a word at a time into the stage.
 template <typename T>
 __device__ void StageRows(const RowsArgs& a, const fc::BlockSegment& seg,
                           int64_t offset, int len, T* stage) {
-  constexpr int kV = kRowVectors<T>;
+  constexpr int kV = kRowVectors<T>, kW = kStageWords<T>;
   const int t = threadIdx.x;
   const int64_t at = RowAt(seg, offset, t, a.in_stride);
   const void* const tensors[3] = {a.q, a.k, a.v};
@@ -116,11 +151,19 @@ __device__ void StageRows(const RowsArgs& a, const fc::BlockSegment& seg,
   for (int tensor = 0; tensor < 3; ++tensor) {
     const uint4* row = reinterpret_cast<const uint4*>(
         static_cast<const T*>(tensors[tensor]) + at);
-    uint4* to = reinterpret_cast<uint4*>(stage) + (tensor * kTile + t) * kV;
+    uint32_t words[kW];
 #pragma unroll
     for (int part = 0; part < kV; ++part) {
-      to[part] = t < len ? row[part] : make_uint4(0u, 0u, 0u, 0u);
+      const uint4 x = t < len ? row[part] : make_uint4(0u, 0u, 0u, 0u);
+      words[4 * part] = x.x;
+      words[4 * part + 1] = x.y;
+      words[4 * part + 2] = x.z;
+      words[4 * part + 3] = x.w;
     }
+    uint32_t* to = reinterpret_cast<uint32_t*>(stage + (tensor * kTile + t) *
+                                                           kRowChannels);
+#pragma unroll
+    for (int j = 0; j < kW; ++j) to[StagedWord<T>(t, j)] = words[j];
   }
 }
 
@@ -146,8 +189,8 @@ __device__ void PrefetchRows(const RowsArgs& a, const fc::BlockSegment& seg,
   }
 }
 
-// Step 6: the tile's first len rows of out from the staged outputs, thread
-// t token t's.
+// Step 6: the tile's first len rows of out from the staged (swizzled)
+// outputs, thread t token t's.
 template <typename T>
 __device__ void StoreRows(const RowsArgs& a, const fc::BlockSegment& seg,
                           int64_t offset, int len, const T* staged) {
@@ -156,9 +199,15 @@ __device__ void StoreRows(const RowsArgs& a, const fc::BlockSegment& seg,
   if (t >= len) return;
   uint4* row = reinterpret_cast<uint4*>(static_cast<T*>(a.out) +
                                         RowAt(seg, offset, t, a.out_stride));
-  const uint4* from = reinterpret_cast<const uint4*>(staged) + t * kV;
+  const uint32_t* from =
+      reinterpret_cast<const uint32_t*>(staged + t * kRowChannels);
 #pragma unroll
-  for (int part = 0; part < kV; ++part) row[part] = from[part];
+  for (int part = 0; part < kV; ++part) {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = from[StagedWord<T>(t, 4 * part + i)];
+    row[part] = make_uint4(w[0], w[1], w[2], w[3]);
+  }
 }
 
 // The warp's channel c: its tables, taps and history (the ring read in
@@ -188,7 +237,7 @@ struct Mode {
 };
 
 // Step 1 after the shift convolution: u = kbar v for the lane's tokens
-// (zero past len) into s.u, U into s.uh, the next tile's history into
+// (zero past len) into s.u, U into s.work.k.uh, the next tile's history into
 // s.history; returns max |u| over the tile (every lane). The lane's tokens:
 // t0 .. t0 + 7 (t0 = 8 lane) after ShiftSums, the pairs
 // MmaPairToken(lane, p) + 0, 1 (kbar[2 p ..]) after ShiftByRegisterMma.
@@ -199,11 +248,28 @@ __device__ float Gate(const float (&kbar)[kLaneTokens], int len,
   auto token = [&](int i) {
     return kShiftMma ? MmaPairToken(lane, i / 2) + i % 2 : t0 + i;
   };
+  // v for all the lane's tokens (zeros past len), in vectors: element
+  // loads, each behind its own t < len, were an 8-way bank conflict.
+  float v[kLaneTokens];
+  if constexpr (kShiftMma) {
+#pragma unroll
+    for (int p = 0; p < kLaneTokens / 2; ++p) {
+      const float2 x = *reinterpret_cast<const float2*>(s.u + token(2 * p));
+      v[2 * p] = x.x;
+      v[2 * p + 1] = x.y;
+    }
+  } else {
+    const float4* v4 = reinterpret_cast<const float4*>(s.u + t0);
+    const float4 lo = v4[0], hi = v4[1];
+    const float all[kLaneTokens] = {lo.x, lo.y, lo.z, lo.w,
+                                    hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int i = 0; i < kLaneTokens; ++i) v[i] = all[i];
+  }
   float u[kLaneTokens], most = 0.0f;
 #pragma unroll
   for (int i = 0; i < kLaneTokens; ++i) {
-    const int t = token(i);
-    u[i] = t < len ? kbar[i] * s.u[t] : 0.0f;
+    u[i] = token(i) < len ? kbar[i] * v[i] : 0.0f;
     most = fmaxf(most, fabsf(u[i]));
   }
   const float u_max = WarpMax(most);
@@ -213,14 +279,14 @@ __device__ float Gate(const float (&kbar)[kLaneTokens], int len,
     for (int p = 0; p < kLaneTokens / 2; ++p) {
       const int t = token(2 * p);
       *reinterpret_cast<float2*>(s.u + t) = make_float2(u[2 * p], u[2 * p + 1]);
-      *reinterpret_cast<unsigned*>(s.uh + t) =
+      *reinterpret_cast<unsigned*>(s.work.k.uh + t) =
           HalfPair(u[2 * p] * u_inv, u[2 * p + 1] * u_inv);
     }
   } else {
     float4* u4 = reinterpret_cast<float4*>(s.u + t0);
     u4[0] = make_float4(u[0], u[1], u[2], u[3]);
     u4[1] = make_float4(u[4], u[5], u[6], u[7]);
-    *reinterpret_cast<uint4*>(s.uh + t0) =
+    *reinterpret_cast<uint4*>(s.work.k.uh + t0) =
         make_uint4(HalfPair(u[0] * u_inv, u[1] * u_inv),
                    HalfPair(u[2] * u_inv, u[3] * u_inv),
                    HalfPair(u[4] * u_inv, u[5] * u_inv),
@@ -255,8 +321,8 @@ __device__ float Scan(int modes, int len, float r_scale, Mode& mode,
   const bool live = m < modes;
   float2 xg[kColumns];
   float most = 0.0f;
-  const float2 state =
-      ScanColumns(s.work.rt, m, live, mode.x, mode.dA16, r_scale, xg, &most);
+  const float2 state = ScanColumns(&s.work.rt[0][0], kRtStride, m, live, mode.x,
+                                   mode.dA16, r_scale, xg, &most);
   most = WarpMax(most);
   if (!live) return most;
   const float2 partial = len < kTile ? PartialStart(xg, len) : state;
@@ -288,6 +354,13 @@ __global__ void __launch_bounds__(kRowThreads, 2)
   const fc::ChannelSetup& setup = a.setup[c];
   const float scale_p = setup.scale_p, scale_e = setup.scale_e;
   const float scale_t = a.toeplitz[c].scale_t;
+  // Steps 1 and 5 walk tokens t = lane + 32 i: their staged elements
+  // (Staged: the swizzle repeats every 32 rows) and their P X and T U
+  // (column t / 16, row t % 16) move by constant steps.
+  constexpr int kStagedStep = 32 * kRowChannels;
+  constexpr int kYStep = 32 / kColumn * kYStride;
+  const int staged_lane = Staged<T>(lane, warp);
+  const int y_lane = lane / kColumn * kYStride + lane % kColumn;
 
   LoadChannel(a, start, c, ring, s);
   int et = 0;  // kShiftMma: the taps' scale exponent
@@ -320,24 +393,27 @@ __global__ void __launch_bounds__(kRowThreads, 2)
 
     // 1. The channel's inputs in fp32; u = kbar v; U.
     for (int i = lane; i < kH; i += 32) s.work.k.f[i] = s.history[i];
-    for (int t = lane; t < kTile; t += 32) {
-      s.work.k.f[kH + t] = fc::ToFloat(k_staged[t * kRowChannels + warp]);
-      s.u[t] = fc::ToFloat(v_staged[t * kRowChannels + warp]);
+    for (int t = lane, at = staged_lane; t < kTile;
+         t += 32, at += kStagedStep) {
+      s.work.k.f[kH + t] = fc::ToFloat(k_staged[at]);
+      s.u[t] = fc::ToFloat(v_staged[at]);
     }
     __syncwarp();
     const float u_max = ShiftAndGate<kShiftMma>(ns, len, shift_d, et, s);
     __syncwarp();  // kf is read: rt may take its place
 
-    // 2. R = E U, 8 modes an MMA, stored transposed for the scan.
+    // 2. R = E U, 8 modes an MMA, stored transposed for the scan (over
+    // uh: U stays in ub, for T U too).
     fc::FragBCol ub;  // (i, g) = uh[16 g + i]
-    wmma::load_matrix_sync(ub, s.uh, kColumn);
+    wmma::load_matrix_sync(ub, s.work.k.uh, kColumn);
+    __syncwarp();
     for (int group = 0; group < modes / 8; ++group) {
       fc::FragARow e;
       fc::FragAcc r;
       wmma::load_matrix_sync(e, &s.ecat[16 * group][0], kColumn);
       wmma::fill_fragment(r, 0.0f);
       wmma::mma_sync(r, e, ub, r);
-      wmma::store_matrix_sync(&s.work.rt[0][16 * group], r, kRows,
+      wmma::store_matrix_sync(&s.work.rt[0][16 * group], r, kRtStride,
                               wmma::mem_col_major);
     }
     __syncwarp();
@@ -353,20 +429,25 @@ __global__ void __launch_bounds__(kRowThreads, 2)
       wmma::load_matrix_sync(tf, &s.t16[0][0], kColumn);
       wmma::fill_fragment(y, 0.0f);
       wmma::mma_sync(y, tf, ub, y);
-      // (j, g) -> yc[j + 16 g]: token 16 g + j.
-      wmma::store_matrix_sync(s.work.y.yc, y, kColumn, wmma::mem_col_major);
+      // (j, g) -> yc[g][j]: token 16 g + j.
+      wmma::store_matrix_sync(&s.work.y.yc[0][0], y, kYStride,
+                              wmma::mem_col_major);
     }
-    if (x_max > 0) CarriedMmas(s.pcat, s.xh, modes, s.work.y.yp);
+    if (x_max > 0) {
+      CarriedMmas(s.pcat, s.xh, modes, &s.work.y.yp[0][0], kYStride);
+    }
     __syncwarp();
 
     // 5. The output gate, over the staged q.
     const float p_scale = 2.0f * scale_p * x_max;
     const float t_scale = scale_t * u_max;
-    for (int t = lane; t < len; t += 32) {
-      const float carried = x_max > 0 ? p_scale * s.work.y.yp[t] : 0.0f;
-      const float y = carried + t_scale * s.work.y.yc[t] + skip * s.u[t];
-      T& slot = q_staged[t * kRowChannels + warp];
-      slot = fc::FromFloat<T>(fc::ToFloat(slot) * y);
+    const float* const yp = &s.work.y.yp[0][0];
+    const float* const yc = &s.work.y.yc[0][0];
+    for (int t = lane, at = staged_lane, y_at = y_lane; t < len;
+         t += 32, at += kStagedStep, y_at += kYStep) {
+      const float carried = x_max > 0 ? p_scale * yp[y_at] : 0.0f;
+      const float y = carried + t_scale * yc[y_at] + skip * s.u[t];
+      q_staged[at] = fc::FromFloat<T>(fc::ToFloat(q_staged[at]) * y);
     }
     __syncthreads();
     StoreRows(a, seg, offset, len, q_staged);
