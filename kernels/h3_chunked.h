@@ -85,19 +85,27 @@ H3_HOST_DEVICE inline Four LoadFour(const float* p) {
 #endif
 }
 
+// Where the packed-rows kernel keeps input i of its kf array (the
+// kShiftTaps inputs before the tile, then the tile's): bit 2 of i flipped
+// where bit 5 is set. Aligned fours stay together, and ShiftSums' lanes,
+// whose 16-byte window loads are 32 bytes apart, then meet 8 different
+// 16-byte bank groups in each quarter of a warp (in order, lanes i and
+// i + 4 of a quarter shared one: a 2-way conflict).
+H3_HOST_DEVICE constexpr int KfSlot(int i) { return i ^ ((i >> 3) & 4); }
+
 // The shift SSM's kbar for the kLaneTokens adjacent tokens t0 .. t0 + 7 of a
 // tile (t0 a multiple of 8): sum[i] = shift_D k[t0 + i] + sum_{j < ns}
 // taps[j] k[t0 + i - j], each sum in tap order (as the channel-major kernel
-// sums: the same rounding), from kf[kShiftTaps + t] = k of the tile's token
-// t, the kShiftTaps inputs before the tile first. Reads inputs and taps four
-// at a time, keeping a sliding window of inputs in registers: kf and taps
-// 16-byte aligned, ns a multiple of 4 up to kShiftTaps.
+// sums: the same rounding), from kf[KfSlot(kShiftTaps + t)] = k of the
+// tile's token t, the kShiftTaps inputs before the tile first. Reads inputs
+// and taps four at a time, keeping a sliding window of inputs in registers:
+// kf and taps 16-byte aligned, ns a multiple of 4 up to kShiftTaps.
 H3_HOST_DEVICE inline void ShiftSums(const float* kf, const float* taps, int ns,
                                      float shift_d, int t0,
                                      float (&sum)[kLaneTokens]) {
-  const float* at = kf + kShiftTaps + t0;  // the lane's first token
-  float win[kLaneTokens];                  // inputs t0 - 4 jb + i
-  const Four lo = LoadFour(at), hi = LoadFour(at + 4);
+  const int at = kShiftTaps + t0;  // the lane's first token
+  float win[kLaneTokens];          // inputs t0 - 4 jb + i
+  const Four lo = LoadFour(kf + KfSlot(at)), hi = LoadFour(kf + KfSlot(at + 4));
   H3_UNROLL
   for (int i = 0; i < 4; ++i) {
     win[i] = lo.v[i];
@@ -107,7 +115,7 @@ H3_HOST_DEVICE inline void ShiftSums(const float* kf, const float* taps, int ns,
   for (int i = 0; i < kLaneTokens; ++i) sum[i] = shift_d * win[i];
   for (int jb = 0; jb < ns / 4; ++jb) {  // taps 4 jb .. 4 jb + 3
     const Four tap = LoadFour(taps + 4 * jb);
-    const Four before = LoadFour(at - 4 * jb - 4);
+    const Four before = LoadFour(kf + KfSlot(at - 4 * jb - 4));
     // e[q] = input t0 - 4 jb - 4 + q; tap 4 jb + r meets e[4 + i - r].
     float e[kLaneTokens + 4];
     H3_UNROLL

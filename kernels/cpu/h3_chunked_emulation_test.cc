@@ -274,15 +274,19 @@ TEST(ChunkedShiftBlocksTest, EveryTapOnceARow) {
 TEST(ChunkedShiftSumsTest, EqualTheTapOrderSums) {
   std::mt19937 gen(7);
   std::normal_distribution<float> normal;
-  alignas(16) float kf[fc::kHistory + ch::kTile];
+  float kf[fc::kHistory + ch::kTile];
+  alignas(
+      16) float slots[fc::kHistory + ch::kTile];  // kf, as the kernel keeps it
   alignas(16) float taps[ch::kShiftTaps];
   for (float& x : kf) x = normal(gen);
+  for (int i = 0; i < fc::kHistory + ch::kTile; ++i)
+    slots[ch::KfSlot(i)] = kf[i];
   for (int ns : {16, 32, 48, 64}) {
     for (int j = 0; j < ch::kShiftTaps; ++j) taps[j] = j < ns ? normal(gen) : 0;
     const float shift_d = normal(gen);
     for (int t0 = 0; t0 < ch::kTile; t0 += ch::kLaneTokens) {
       float got[ch::kLaneTokens];
-      ch::ShiftSums(kf, taps, ns, shift_d, t0, got);
+      ch::ShiftSums(slots, taps, ns, shift_d, t0, got);
       for (int i = 0; i < ch::kLaneTokens; ++i) {
         const float* kt = kf + fc::kHistory + t0 + i;
         float want = shift_d * kt[0];

@@ -60,7 +60,7 @@ struct alignas(128) WarpShared {
   __half xh[kRows][kColumns];    // X_g / x_max: row ModeRow, column g
   union {                        // the phases of a tile
     struct {
-      float f[kH + kTile];    // step 1: history, then the tile's k
+      float f[kH + kTile];    // step 1: history, then the tile's k (KfSlot)
       __half hi[kH + kTile];  // kShiftMma: f's fp16 parts
       __half lo[kH + kTile];  //   (ShiftByRegisterMma)
       __half uh[kTile];       // U (Gate): column g holds tokens 16 g ..
@@ -292,7 +292,9 @@ __device__ float Gate(const float (&kbar)[kLaneTokens], int len,
                    HalfPair(u[4] * u_inv, u[5] * u_inv),
                    HalfPair(u[6] * u_inv, u[7] * u_inv));
   }
-  for (int i = lane; i < kH; i += 32) s.history[i] = s.work.k.f[len + i];
+  for (int i = lane; i < kH; i += 32) {
+    s.history[i] = s.work.k.f[KfSlot(len + i)];
+  }
   return u_max;
 }
 
@@ -392,10 +394,10 @@ __global__ void __launch_bounds__(kRowThreads, 2)
     }
 
     // 1. The channel's inputs in fp32; u = kbar v; U.
-    for (int i = lane; i < kH; i += 32) s.work.k.f[i] = s.history[i];
+    for (int i = lane; i < kH; i += 32) s.work.k.f[KfSlot(i)] = s.history[i];
     for (int t = lane, at = staged_lane; t < kTile;
          t += 32, at += kStagedStep) {
-      s.work.k.f[kH + t] = fc::ToFloat(k_staged[at]);
+      s.work.k.f[KfSlot(kH + t)] = fc::ToFloat(k_staged[at]);
       s.u[t] = fc::ToFloat(v_staged[at]);
     }
     __syncwarp();

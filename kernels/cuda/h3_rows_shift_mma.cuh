@@ -83,8 +83,9 @@ __device__ __forceinline__ int ScaleTaps(float* taps) {
 // Step 1's shift convolution: kbar[2 p + e] = shift_d k[t] + sum_j taps[j]
 // k[t - j] for the lane's tokens t = MmaPairToken(lane, p) + e, from kf
 // (kf[kShiftTaps + t] = k of the tile's token t, the history first), taps
-// scaled by 2^-et (ScaleTaps). hi and lo: the warp's room for the fp16
-// parts of kf, kShiftTaps + kTile each, 4-byte aligned.
+// scaled by 2^-et (ScaleTaps); kf[KfSlot(i)] holds input i (the packed-rows
+// kernel's layout, kernels/h3_chunked.h). hi and lo: the warp's room for the
+// fp16 parts of kf, kShiftTaps + kTile each, 4-byte aligned.
 __device__ __forceinline__ void ShiftByRegisterMma(const float* kf,
                                                    const float* taps, int et,
                                                    float shift_d, __half* hi,
@@ -98,7 +99,8 @@ __device__ __forceinline__ void ShiftByRegisterMma(const float* kf,
   const float up_k = ldexpf(1.0f, 15 - ek);
   bool has_lo = false;
   for (int i = 2 * lane; i < kAll; i += 64) {
-    const SplitPair k = SplitHalves(kf[i] * up_k, kf[i + 1] * up_k);
+    const float* pair = kf + KfSlot(i);  // i even: KfSlot(i + 1) follows
+    const SplitPair k = SplitHalves(pair[0] * up_k, pair[1] * up_k);
     *reinterpret_cast<uint32_t*>(hi + i) = k.hi;
     *reinterpret_cast<uint32_t*>(lo + i) = k.lo;
     has_lo |= k.lo != 0u;
@@ -143,7 +145,7 @@ __device__ __forceinline__ void ShiftByRegisterMma(const float* kf,
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       kbar[2 * p + e] = fmaf(up, acc[p & 1][2 * (p >> 1) + e],
-                             shift_d * kf[kShiftTaps + first + e]);
+                             shift_d * kf[KfSlot(kShiftTaps + first + e)]);
     }
   }
 }

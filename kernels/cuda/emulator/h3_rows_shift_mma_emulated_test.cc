@@ -31,11 +31,13 @@ struct ShiftCase {
 // warp; NaN where no lane wrote.
 std::vector<float> RunWarp(ShiftCase c) {
   std::vector<__half> hi(kAll), lo(kAll);
-  std::vector<float> kbar(kTile, NAN);
+  std::vector<float> kbar(kTile, NAN),
+      slots(kAll);  // kf as the kernel keeps it
+  for (int i = 0; i < kAll; ++i) slots[KfSlot(i)] = c.kf[i];
   const std::string error = emulator::Run(dim3(1), dim3(32), 0, [&] {
     const int et = ScaleTaps(c.taps.data());
     float mine[kLaneTokens];
-    ShiftByRegisterMma(c.kf.data(), c.taps.data(), et, c.shift_d, hi.data(),
+    ShiftByRegisterMma(slots.data(), c.taps.data(), et, c.shift_d, hi.data(),
                        lo.data(), mine);
     for (int p = 0; p < kLaneTokens / 2; ++p) {
       for (int e = 0; e < 2; ++e) {
