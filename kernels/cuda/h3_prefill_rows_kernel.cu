@@ -112,6 +112,15 @@ __device__ __forceinline__ int64_t RowAt(const fc::BlockSegment& seg,
          int64_t{blockIdx.x} * kRowChannels;
 }
 
+// Token t's row of q, k or v (tensor 0, 1, 2) for the block's channels, at
+// `at` = RowAt(.., in_stride).
+template <typename T>
+__device__ __forceinline__ const uint4* InputRow(const RowsArgs& a, int tensor,
+                                                 int64_t at) {
+  const void* const base = tensor == 0 ? a.q : tensor == 1 ? a.k : a.v;
+  return reinterpret_cast<const uint4*>(static_cast<const T*>(base) + at);
+}
+
 // The stage's rows are swizzled: row t's kStageWords 32-bit words are
 // rotated by (t / (32 / kStageWords)) % kStageWords, so that a warp reading
 // one channel of 32 consecutive rows (steps 1 and 5) meets 32 different
@@ -146,11 +155,9 @@ __device__ void StageRows(const RowsArgs& a, const fc::BlockSegment& seg,
   constexpr int kV = kRowVectors<T>, kW = kStageWords<T>;
   const int t = threadIdx.x;
   const int64_t at = RowAt(seg, offset, t, a.in_stride);
-  const void* const tensors[3] = {a.q, a.k, a.v};
 #pragma unroll
   for (int tensor = 0; tensor < 3; ++tensor) {
-    const uint4* row = reinterpret_cast<const uint4*>(
-        static_cast<const T*>(tensors[tensor]) + at);
+    const uint4* row = InputRow<T>(a, tensor, at);
     uint32_t words[kW];
 #pragma unroll
     for (int part = 0; part < kV; ++part) {
@@ -179,11 +186,9 @@ __device__ void PrefetchRows(const RowsArgs& a, const fc::BlockSegment& seg,
   const int t = threadIdx.x;
   if (t >= len) return;
   const int64_t at = RowAt(seg, offset, t, a.in_stride);
-  const void* const tensors[3] = {a.q, a.k, a.v};
 #pragma unroll
   for (int tensor = 0; tensor < 3; ++tensor) {
-    const uint4* row = reinterpret_cast<const uint4*>(
-        static_cast<const T*>(tensors[tensor]) + at);
+    const uint4* row = InputRow<T>(a, tensor, at);
 #pragma unroll
     for (int part = 0; part < kV; ++part) PrefetchL2(row + part);
   }
