@@ -42,11 +42,13 @@ __device__ __forceinline__ void ShiftMmas(const __half* a, const __half* kh,
 
 // The carried state's output on tensor cores (step 4), one warp: yp
 // (col-major 16 x 16, ldm floats a column: token order for ldm 16) = P X,
-// P [16][2 M] (pcat, row j, column ModeRow) and X [2 M][16] (xh, the column
-// states) in fp16, summed over the modes' rows 16 at a time.
-__device__ __forceinline__ void CarriedMmas(
-    const __half (*pcat)[2 * flashconv::kMaxModes],
-    const __half (*xh)[kColumns], int modes, float* yp, int ldm = kColumn) {
+// P [16][2 M] (pcat, row j at pcat + j * p_ldm, column ModeRow) and X
+// [2 M][16] (xh, the column states) in fp16, summed over the modes' rows 16
+// at a time.
+__device__ __forceinline__ void CarriedMmas(const __half* pcat, int p_ldm,
+                                            const __half (*xh)[kColumns],
+                                            int modes, float* yp,
+                                            int ldm = kColumn) {
   namespace fc = flashconv;
   namespace wmma = fc::wmma;
   fc::FragAcc y;
@@ -54,7 +56,7 @@ __device__ __forceinline__ void CarriedMmas(
   for (int kk = 0; kk < 2 * modes / 16; ++kk) {
     fc::FragARow p;
     fc::FragBRow xb;
-    wmma::load_matrix_sync(p, &pcat[0][16 * kk], 2 * fc::kMaxModes);
+    wmma::load_matrix_sync(p, pcat + 16 * kk, p_ldm);
     wmma::load_matrix_sync(xb, &xh[16 * kk][0], kColumns);
     wmma::mma_sync(y, p, xb, y);
   }

@@ -252,7 +252,8 @@ __global__ void __launch_bounds__(kThreads)
     if (warp == 0) Scan(a, c, len, u_max, s);
     __syncthreads();
     const float x_max = s.x_max;
-    if (warp == 0 && x_max > 0) CarriedMmas(s.pcat, s.xh, modes, s.yp);
+    if (warp == 0 && x_max > 0)
+      CarriedMmas(&s.pcat[0][0], kRows, s.xh, modes, s.yp);
     __syncthreads();
 
     // 5. The output gate.

@@ -21,7 +21,6 @@
 // channel-major kernel's (h3_prefill_chunked_kernel.cu), which
 // kernels/cpu/h3_chunked_emulation_test.cc emulates.
 
-#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/flashconv_device.cuh"
@@ -50,15 +49,20 @@ static_assert(kShiftTaps == kH, "step 1 reads 64 inputs before a token");
 // (a stride of 64 or 16 floats put them on one: a 4-way conflict).
 constexpr int kRtStride = kRows + 4;   // (E U)^T, a column g a row
 constexpr int kYStride = kColumn + 4;  // P X and T U, a column g a row
+// P's row stride in halves: 16 bytes past a multiple of 128, so that the 8
+// rows of each 8 x 8 piece that a fragment load reads fall in 8 different
+// 16-byte bank groups (at 64 halves, 128 bytes, all 8 shared one: an
+// 8-way conflict).
+constexpr int kPStride = kRows + 8;
 
 // One warp's (channel's) shared memory. WMMA operands start 32-byte
 // aligned: every member's size is a multiple of 32 bytes.
 struct alignas(128) WarpShared {
-  __half pcat[kColumn][kRows];   // P / scale_p: Re, -Im columns
-  __half ecat[kRows][kColumn];   // E / scale_e (follows pcat, as in setup)
-  __half t16[kColumn][kColumn];  // T / scale_t
-  __half xh[kRows][kColumns];    // X_g / x_max: row ModeRow, column g
-  union {                        // the phases of a tile
+  __half pcat[kColumn][kPStride];  // P / scale_p: Re, -Im columns
+  __half ecat[kRows][kColumn];     // E / scale_e
+  __half t16[kColumn][kColumn];    // T / scale_t
+  __half xh[kRows][kColumns];      // X_g / x_max: row ModeRow, column g
+  union {                          // the phases of a tile
     struct {
       float f[kH + kTile];    // step 1: history, then the tile's k (KfSlot)
       __half hi[kH + kTile];  // kShiftMma: f's fp16 parts
@@ -75,9 +79,8 @@ struct alignas(128) WarpShared {
   float taps[kH];     // the shift kernel (zero past N)
   float history[kH];  // the last kH inputs k by position
 };
-static_assert(offsetof(WarpShared, ecat) == sizeof(WarpShared::pcat),
-              "P and E are copied as one block");
-static_assert(sizeof(fc::ChannelSetup::pcat) == sizeof(WarpShared::pcat) &&
+static_assert(sizeof(fc::ChannelSetup::pcat) ==
+                      kColumn * kRows * sizeof(__half) &&
                   sizeof(fc::ChannelSetup::ecat) == sizeof(WarpShared::ecat),
               "P and E are copied from the channel's setup");
 static_assert(sizeof(WarpShared::t16) == 32 * 16, "T: one uint4 a lane");
@@ -221,10 +224,19 @@ __device__ void LoadChannel(const RowsArgs& a, int64_t start, int c,
                             const float* ring, WarpShared& s) {
   const int ns = a.w.shape.d_state, lane = threadIdx.x % 32;
   {
-    const uint4* src = reinterpret_cast<const uint4*>(&a.setup[c].pcat[0][0]);
-    uint4* dst = reinterpret_cast<uint4*>(&s.pcat[0][0]);
-    constexpr int kVectors = (sizeof(s.pcat) + sizeof(s.ecat)) / 16;
-    for (int i = lane; i < kVectors; i += 32) dst[i] = src[i];
+    // P row by row (padded to kPStride), E as one block.
+    constexpr int kRowVectors = kRows * sizeof(__half) / 16;
+    constexpr int kPadded = kPStride * sizeof(__half) / 16;
+    const uint4* p = reinterpret_cast<const uint4*>(&a.setup[c].pcat[0][0]);
+    uint4* p_to = reinterpret_cast<uint4*>(&s.pcat[0][0]);
+    for (int i = lane; i < kColumn * kRowVectors; i += 32) {
+      p_to[i / kRowVectors * kPadded + i % kRowVectors] = p[i];
+    }
+    const uint4* e = reinterpret_cast<const uint4*>(&a.setup[c].ecat[0][0]);
+    uint4* e_to = reinterpret_cast<uint4*>(&s.ecat[0][0]);
+    for (int i = lane; i < static_cast<int>(sizeof(s.ecat) / 16); i += 32) {
+      e_to[i] = e[i];
+    }
   }
   reinterpret_cast<uint4*>(&s.t16[0][0])[lane] =
       reinterpret_cast<const uint4*>(&a.toeplitz[c].t16[0][0])[lane];
@@ -441,7 +453,8 @@ __global__ void __launch_bounds__(kRowThreads, 2)
                               wmma::mem_col_major);
     }
     if (x_max > 0) {
-      CarriedMmas(s.pcat, s.xh, modes, &s.work.y.yp[0][0], kYStride);
+      CarriedMmas(&s.pcat[0][0], kPStride, s.xh, modes, &s.work.y.yp[0][0],
+                  kYStride);
     }
     __syncwarp();
 
