@@ -109,7 +109,8 @@ __device__ __forceinline__ void ShiftByRegisterMma(const float* kf,
   __syncwarp();
 
   const int g = lane / 4, t = lane % 4;
-  float acc[2][4] = {};                            // [N tile][accumulator]
+  float acc[2][4] = {};  // [N tile][accumulator]
+  uint32_t own[4];       // r = 0's A fragments: the lane's own tokens' hi
   SplitPair below = TapPair(taps, g - 2 * t - 8);  // x = 16 r + g - 2 t - 8
 #pragma unroll
   for (int r = 0; r < kShiftBlocks; ++r) {
@@ -125,6 +126,9 @@ __device__ __forceinline__ void ShiftByRegisterMma(const float* kf,
     };
     uint32_t a[4];
     a_of(hi, a);
+    if (r == 0) {
+      for (int i = 0; i < 4; ++i) own[i] = a[i];
+    }
     // B, N tile 0 (j = g): k rows 2 t .. -> x, 2 t + 8 .. -> x - 8;
     // N tile 1 (j = g + 8): x + 8 and x.
     HalfOps<__half>::Mma(acc[0], a, at.hi, below.hi);
@@ -138,15 +142,23 @@ __device__ __forceinline__ void ShiftByRegisterMma(const float* kf,
     }
     below = above;
   }
-  const float up = ldexpf(1.0f, et + ek - 15);
+  // The skip term's k: without lo parts, hi * 2^(ek - 15) is k exactly,
+  // and r = 0's A fragments hold the lane's own tokens (pair p in a[0], a[2],
+  // a[1], a[3]); else from kf.
+  const float up = ldexpf(1.0f, et + ek - 15), down_k = ldexpf(1.0f, ek - 15);
 #pragma unroll
   for (int p = 0; p < 4; ++p) {
-    const int first = MmaPairToken(lane, p);
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      kbar[2 * p + e] = fmaf(up, acc[p & 1][2 * (p >> 1) + e],
-                             shift_d * kf[KfSlot(kShiftTaps + first + e)]);
+    float2 k;
+    if (any_lo) {
+      const float* pair = kf + KfSlot(kShiftTaps + MmaPairToken(lane, p));
+      k = make_float2(pair[0], pair[1]);
+    } else {
+      const uint32_t bits = own[((p & 1) << 1) | (p >> 1)];
+      k = __half22float2(*reinterpret_cast<const __half2*>(&bits));
+      k = make_float2(k.x * down_k, k.y * down_k);
     }
+    kbar[2 * p] = fmaf(up, acc[p & 1][2 * (p >> 1)], shift_d * k.x);
+    kbar[2 * p + 1] = fmaf(up, acc[p & 1][2 * (p >> 1) + 1], shift_d * k.y);
   }
 }
 
