@@ -71,8 +71,9 @@ __device__ __forceinline__ SplitPair TapPair(const float* taps, int x) {
 __device__ __forceinline__ int ScaleTaps(float* taps) {
   const int lane = threadIdx.x % 32;
   float most = 0.0f;
-  for (int j = lane; j < kShiftTaps; j += 32)
+  for (int j = lane; j < kShiftTaps; j += 32) {
     most = fmaxf(most, fabsf(taps[j]));
+  }
   const int et = ScaleExponent(WarpMax(most));
   const float down = ldexpf(1.0f, -et);
   for (int j = lane; j < kShiftTaps; j += 32) taps[j] *= down;
@@ -81,11 +82,11 @@ __device__ __forceinline__ int ScaleTaps(float* taps) {
 }
 
 // Step 1's shift convolution: kbar[2 p + e] = shift_d k[t] + sum_j taps[j]
-// k[t - j] for the lane's tokens t = MmaPairToken(lane, p) + e, from kf
-// (kf[kShiftTaps + t] = k of the tile's token t, the history first), taps
-// scaled by 2^-et (ScaleTaps); kf[KfSlot(i)] holds input i (the packed-rows
-// kernel's layout, kernels/h3_chunked.h). hi and lo: the warp's room for the
-// fp16 parts of kf, kShiftTaps + kTile each, 4-byte aligned.
+// k[t - j] for the lane's tokens t = MmaPairToken(lane, p) + e, from the
+// inputs at kf[KfSlot(i)] (input kShiftTaps + t is k of the tile's token t,
+// the history first: the packed-rows kernel's layout, kernels/h3_chunked.h)
+// and the taps scaled by 2^-et (ScaleTaps). hi and lo: the warp's room for
+// the inputs' fp16 parts, kShiftTaps + kTile each, 4-byte aligned.
 __device__ __forceinline__ void ShiftByRegisterMma(const float* kf,
                                                    const float* taps, int et,
                                                    float shift_d, __half* hi,
