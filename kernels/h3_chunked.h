@@ -99,7 +99,11 @@ H3_HOST_DEVICE constexpr int KfSlot(int i) { return i ^ ((i >> 3) & 4); }
 // sums: the same rounding), from kf[KfSlot(kShiftTaps + t)] = k of the
 // tile's token t, the kShiftTaps inputs before the tile first. Reads inputs
 // and taps four at a time, keeping a sliding window of inputs in registers:
-// kf and taps 16-byte aligned, ns a multiple of 4 up to kShiftTaps.
+// kf and taps 16-byte aligned, ns a multiple of 4 up to kShiftTaps. kNs,
+// when not 0, is ns known at compile time: the loop over the taps is then
+// unrolled whole, and the window's moves from one block of taps to the next
+// become register names.
+template <int kNs = 0>
 H3_HOST_DEVICE inline void ShiftSums(const float* kf, const float* taps, int ns,
                                      float shift_d, int t0,
                                      float (&sum)[kLaneTokens]) {
@@ -113,7 +117,8 @@ H3_HOST_DEVICE inline void ShiftSums(const float* kf, const float* taps, int ns,
   }
   H3_UNROLL
   for (int i = 0; i < kLaneTokens; ++i) sum[i] = shift_d * win[i];
-  for (int jb = 0; jb < ns / 4; ++jb) {  // taps 4 jb .. 4 jb + 3
+  // Taps 4 jb .. 4 jb + 3.
+  auto taps_block = [&](int jb) {
     const Four tap = LoadFour(taps + 4 * jb);
     const Four before = LoadFour(kf + KfSlot(at - 4 * jb - 4));
     // e[q] = input t0 - 4 jb - 4 + q; tap 4 jb + r meets e[4 + i - r].
@@ -129,6 +134,13 @@ H3_HOST_DEVICE inline void ShiftSums(const float* kf, const float* taps, int ns,
     }
     H3_UNROLL
     for (int i = 0; i < kLaneTokens; ++i) win[i] = e[i];
+  };
+  if constexpr (kNs > 0) {
+    static_assert(kNs % 4 == 0 && kNs <= kShiftTaps, "whole blocks of taps");
+    H3_UNROLL
+    for (int jb = 0; jb < kNs / 4; ++jb) taps_block(jb);
+  } else {
+    for (int jb = 0; jb < ns / 4; ++jb) taps_block(jb);
   }
 }
 

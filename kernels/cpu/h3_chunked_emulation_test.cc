@@ -287,6 +287,13 @@ TEST(ChunkedShiftSumsTest, EqualTheTapOrderSums) {
     for (int t0 = 0; t0 < ch::kTile; t0 += ch::kLaneTokens) {
       float got[ch::kLaneTokens];
       ch::ShiftSums(slots, taps, ns, shift_d, t0, got);
+      if (ns == ch::kShiftTaps) {  // the kernel's unrolled instance
+        float unrolled[ch::kLaneTokens];
+        ch::ShiftSums<ch::kShiftTaps>(slots, taps, ns, shift_d, t0, unrolled);
+        for (int i = 0; i < ch::kLaneTokens; ++i) {
+          EXPECT_EQ(unrolled[i], got[i]) << "token " << t0 + i;
+        }
+      }
       for (int i = 0; i < ch::kLaneTokens; ++i) {
         const float* kt = kf + fc::kHistory + t0 + i;
         float want = shift_d * kt[0];

@@ -325,8 +325,13 @@ __device__ float ShiftAndGate(int ns, int len, float shift_d, int et,
     ShiftByRegisterMma(s.work.k.f, s.taps, et, shift_d, s.work.k.hi,
                        s.work.k.lo, kbar);
   } else {
-    ShiftSums(s.work.k.f, s.taps, ns, shift_d, kLaneTokens * (threadIdx.x % 32),
-              kbar);
+    // d_state 64 (every H3 model released) unrolled whole.
+    const int t0 = kLaneTokens * (threadIdx.x % 32);
+    if (ns == kShiftTaps) {
+      ShiftSums<kShiftTaps>(s.work.k.f, s.taps, ns, shift_d, t0, kbar);
+    } else {
+      ShiftSums(s.work.k.f, s.taps, ns, shift_d, t0, kbar);
+    }
   }
   return Gate<kShiftMma>(kbar, len, s);
 }
