@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
                  "chunked-scan kernel), chunked-mma (its shift convolution "
                  "on tensor cores), fft (the fused FlashConv kernel) or auto "
                  "(the default: chunked; docs/flashconv.md)")
-      ->check(CLI::IsMember({"auto", "fft", "chunked", "chunked-mma"}));
+      ->check(CLI::IsMember(h3::engine::H3PrefillKernelNames()));
   app.add_option("--attention", flags.backend.attention,
                  "prefill attention on CUDA: fma (fp32), flash (tensor "
                  "cores, 16-bit --dtype) or auto (the default: flash with "

@@ -74,10 +74,9 @@ bool ResolveHalfActivations(std::optional<bool> half, ElementType type) {
 }
 
 absl::StatusOr<H3PrefillKernel> ParseH3PrefillKernel(const std::string& name) {
-  for (H3PrefillKernel kernel :
-       {H3PrefillKernel::kAuto, H3PrefillKernel::kFft,
-        H3PrefillKernel::kChunked, H3PrefillKernel::kChunkedMma}) {
-    if (name == H3PrefillKernelName(kernel)) return kernel;
+  const std::vector<std::string>& names = H3PrefillKernelNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (name == names[i]) return static_cast<H3PrefillKernel>(i);
   }
   return absl::InvalidArgumentError(
       "unknown H3 prefill kernel \"" + name +
@@ -162,6 +161,15 @@ const char* H3PrefillKernelName(H3PrefillKernel kernel) {
     default:
       return "auto";
   }
+}
+
+const std::vector<std::string>& H3PrefillKernelNames() {
+  static const auto* names = new std::vector<std::string>{
+      H3PrefillKernelName(H3PrefillKernel::kAuto),
+      H3PrefillKernelName(H3PrefillKernel::kFft),
+      H3PrefillKernelName(H3PrefillKernel::kChunked),
+      H3PrefillKernelName(H3PrefillKernel::kChunkedMma)};
+  return *names;
 }
 
 bool IsChunkedH3Prefill(H3PrefillKernel kernel) {

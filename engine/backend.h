@@ -345,6 +345,9 @@ H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type);
 
 // "auto", "fft", "chunked" or "chunked-mma".
 const char* H3PrefillKernelName(H3PrefillKernel kernel);
+// Every H3PrefillKernelName, in the enum's order (the programs'
+// --h3-prefill values).
+const std::vector<std::string>& H3PrefillKernelNames();
 
 // Whether `kernel` is one of the chunked kernels (16-bit operands, GPU
 // only).

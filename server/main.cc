@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
                  "on tensor cores), fft (the fused FlashConv kernel) or auto "
                  "(chunked; fp32 weights take the cuFFT path either way; "
                  "docs/flashconv.md)")
-      ->check(CLI::IsMember({"auto", "fft", "chunked", "chunked-mma"}))
+      ->check(CLI::IsMember(h3::engine::H3PrefillKernelNames()))
       ->capture_default_str();
   app.add_flag("--batch-invariant", backend.batch_invariant,
                "GPU: every matrix product by a kernel whose per-row result "

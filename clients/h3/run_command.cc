@@ -251,8 +251,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--h3-prefill", flags->backend.h3_prefill,
                   "H3 prefill on a GPU with 16-bit --dtype: chunked (chunked "
-                  "scan), fft (FlashConv) or auto (chunked)")
-      ->check(CLI::IsMember({"auto", "fft", "chunked"}))
+                  "scan), chunked-mma (its shift on tensor cores), fft "
+                  "(FlashConv) or auto (chunked)")
+      ->check(CLI::IsMember(engine::H3PrefillKernelNames()))
       ->capture_default_str();
   cmd->add_flag("--batch-invariant", flags->backend.batch_invariant,
                 "GPU: matrix products whose per-row results do not depend "
