@@ -214,19 +214,19 @@ absl::StatusOr<std::unique_ptr<H3Layer>> MakeCudaH3Layer(
   kernels::H3PrefillCuda::Options options;
   // The fused and chunked kernels round their operands to fp16
   // (docs/flashconv.md): exact fp32 serving takes the cuFFT path.
-  switch (type == ElementType::kF32 ? H3PrefillKernel::kAuto
-                                    : ResolveH3Prefill(kernel, type)) {
-    case H3PrefillKernel::kChunked:
-      options.prefer = kernels::H3PrefillPath::kChunked;
-      break;
-    case H3PrefillKernel::kChunkedMma:
-      options.prefer = kernels::H3PrefillPath::kChunkedMma;
-      break;
-    case H3PrefillKernel::kFft:
-      options.prefer = kernels::H3PrefillPath::kFused;
-      break;
-    default:  // fp32 weights
-      options.prefer = kernels::H3PrefillPath::kCufft;
+  if (type == ElementType::kF32) {
+    options.prefer = kernels::H3PrefillPath::kCufft;
+  } else {
+    switch (ResolveH3Prefill(kernel, type)) {
+      case H3PrefillKernel::kChunked:
+        options.prefer = kernels::H3PrefillPath::kChunked;
+        break;
+      case H3PrefillKernel::kChunkedMma:
+        options.prefer = kernels::H3PrefillPath::kChunkedMma;
+        break;
+      default:  // kFft (auto is resolved)
+        options.prefer = kernels::H3PrefillPath::kFused;
+    }
   }
   std::unique_ptr<kernels::H3PrefillCuda> prefill;
   H3_CUDA_RETURN_IF_ERROR(

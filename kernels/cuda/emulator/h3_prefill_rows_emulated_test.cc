@@ -28,6 +28,7 @@
 #include "kernels/flashconv_setup.h"
 #include "kernels/h3.h"
 #include "kernels/h3_chunked.h"
+#include "tests/support/flash_attention_cases.h"
 #include "tests/support/h3_cpu_prefill.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/random_h3_layer.h"
@@ -272,7 +273,24 @@ void Check(int d_state, Order order) {
 // fp16 outputs (U and X_g are fp16 tensor-core operands), bf16's for bf16.
 template <typename T>
 double Roundoff() {
-  return std::ldexp(1.0, std::is_same_v<T, __nv_bfloat16> ? -8 : -11);
+  return flash::UnitRoundoff(ElementTypeOf<T>());
+}
+
+// Two calls' results within out_bound (outputs) and diag_bound (diagonal
+// states) of each other, both ways round (NormalisedError takes a
+// non-finite value only in its first argument as a failure); rings bitwise.
+template <typename T>
+void ExpectAgree(const RowsCall<T>& a, const RowsCall<T>& b, double out_bound,
+                 double diag_bound) {
+  EXPECT_LE(std::max(NormalisedError(a.out(), b.out()),
+                     NormalisedError(b.out(), a.out())),
+            out_bound)
+      << "outputs";
+  EXPECT_LE(std::max(NormalisedError(a.diag(), b.diag()),
+                     NormalisedError(b.diag(), a.diag())),
+            diag_bound)
+      << "diagonal state";
+  EXPECT_EQ(a.ring(), b.ring()) << "shift state";
 }
 
 // As the GPU test's: the rows kernel computes what the channel-major
@@ -288,17 +306,7 @@ void CheckAgainstChannelMajor(int d_state, Order order) {
   ASSERT_EQ(rows.template Run<false>(order), "");
   ASSERT_EQ(channels.RunChannelMajor(order), "");
   const double roundoff = std::is_same_v<T, float> ? 0.0 : Roundoff<T>();
-  // Both ways round: NormalisedError takes a non-finite value only in its
-  // first argument as a failure.
-  EXPECT_LE(std::max(NormalisedError(rows.out(), channels.out()),
-                     NormalisedError(channels.out(), rows.out())),
-            1e-6 + roundoff)
-      << "outputs";
-  EXPECT_LE(std::max(NormalisedError(rows.diag(), channels.diag()),
-                     NormalisedError(channels.diag(), rows.diag())),
-            1e-6)
-      << "diagonal state";
-  EXPECT_EQ(rows.ring(), channels.ring()) << "shift state";
+  ExpectAgree(rows, channels, 1e-6 + roundoff, 1e-6);
 }
 
 // The shift convolution on tensor cores (ShiftByRegisterMma) against the
@@ -315,15 +323,7 @@ void CheckShiftMmaAgainstFp32(int d_state, Order order) {
   RowsCall<T> mma(layer, kSegments, 34), fp32(layer, kSegments, 34);
   ASSERT_EQ(mma.template Run<true>(order), "");
   ASSERT_EQ(fp32.template Run<false>(order), "");
-  EXPECT_LE(std::max(NormalisedError(mma.out(), fp32.out()),
-                     NormalisedError(fp32.out(), mma.out())),
-            Roundoff<T>())
-      << "outputs";
-  EXPECT_LE(std::max(NormalisedError(mma.diag(), fp32.diag()),
-                     NormalisedError(fp32.diag(), mma.diag())),
-            Roundoff<__half>())
-      << "diagonal state";
-  EXPECT_EQ(mma.ring(), fp32.ring()) << "shift state";
+  ExpectAgree(mma, fp32, Roundoff<T>(), Roundoff<__half>());
 }
 
 // check(T{}, std::bool_constant<shift_mma>{}, d_state, order) for the
