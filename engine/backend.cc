@@ -115,11 +115,11 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
       "\"; use skinny, cublaslt, stream or stream-split");
 }
 
-int64_t StreamProductRows(DecodeProducts products, bool overlapped_half_x) {
+int64_t StreamProductRows(DecodeProducts products) {
   switch (products) {
     case DecodeProducts::kAuto:
     case DecodeProducts::kStreamSplit:
-      return overlapped_half_x ? kAutoStreamRowsOverlapped : kAutoStreamRows;
+      return kAutoStreamRows;
     case DecodeProducts::kStream:
       return kernels::kStreamMaxRows;
     default:

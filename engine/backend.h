@@ -390,8 +390,7 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 // which streams 16-bit weights through tensor cores and gives a row the same
 // bits in any batch of up to 64; products it does not take (fp32 weights, k
 // not a multiple of 8) stay on cuBLASLt. kAuto, the default: StreamGemmCuda
-// for products of at most kAutoStreamRows rows (kAutoStreamRowsOverlapped
-// where they overlap the kernel before, with 16-bit x), cuBLASLt for the
+// for products of at most kAutoStreamRows rows, cuBLASLt for the
 // others (on an H200 the stream kernel took a batch-1 step from 1.39 to
 // 1.34 ms, and cuBLASLt is faster from 8 rows up in stream order:
 // docs/cuda-engine.md, "Decode products"). kCublasLtTuned: cuBLASLt with each
@@ -419,22 +418,17 @@ enum class DecodeProducts {
   kMeasured
 };
 constexpr int64_t kAutoStreamRows = 4;
-// kAuto's (and kStreamSplit's) bound instead when the product overlaps the
-// kernel before it (programmatic dependent launch: --pdl on, compute
-// capability 9.0 and later, the profiler off) and x is in the weights'
-// 16-bit type: StreamGemmCuda then reads its weights before it waits, which
-// cuBLASLt does not. On an H200 at 8 rows with half activations the products
-// of a step took 1.02 ms overlapped against cuBLASLt's 1.09 (1.03 against
-// 1.10 for bf16); in stream order, or with fp32 x (1.43 against 1.33),
-// cuBLASLt was faster (bench/results/2026-11-26-h200-acfb22a_linear.json).
-constexpr int64_t kAutoStreamRowsOverlapped = 8;
+// kAuto's bound, whatever the launch order. A rule of 8 rows where the
+// product overlaps the kernel before (--pdl) with 16-bit x (on an H200 the
+// products of a step took 1.02 ms overlapped against cuBLASLt's 1.09 at 8
+// rows, bench/results/2026-11-26-h200-acfb22a_linear.json) was dropped: it
+// put a 5-row prefill's products on another kernel with --pdl on than off,
+// or with the profiler on, so the logits changed their bits
+// (CudaPdlTest and CudaProfilerTest failed on an H200 at 4088fe5).
 
 // The most rows of a product `products` sends to StreamGemmCuda (without
-// batch invariance): kStreamMaxRows, kAutoStreamRows (kAutoStreamRowsOverlapped
-// where `overlapped_half_x`: the product overlaps the kernel before and its
-// x is 16-bit) or 0.
-int64_t StreamProductRows(DecodeProducts products,
-                          bool overlapped_half_x = false);
+// batch invariance): kStreamMaxRows, kAutoStreamRows or 0.
+int64_t StreamProductRows(DecodeProducts products);
 
 // The most rows of a product `products` sends to StreamSplitGemmCuda when
 // StreamGemmCuda does not take it (without batch invariance):

@@ -138,13 +138,6 @@ TEST(MakeBackendTest, ParsesDecodeProducts) {
   EXPECT_EQ(ParseBackendFlags({})->decode_products, DecodeProducts::kAuto);
   // auto: the stream kernel for the smallest products only.
   EXPECT_EQ(StreamProductRows(DecodeProducts::kAuto), kAutoStreamRows);
-  // ... up to 8 rows where the products overlap the kernel before with
-  // 16-bit x; the other rules do not change with it.
-  EXPECT_EQ(StreamProductRows(DecodeProducts::kAuto, true), 8);
-  EXPECT_EQ(StreamProductRows(DecodeProducts::kStreamSplit, true), 8);
-  EXPECT_EQ(StreamProductRows(DecodeProducts::kStream, true), 64);
-  EXPECT_EQ(StreamProductRows(DecodeProducts::kCublasLt, true), 0);
-  EXPECT_EQ(StreamProductRows(DecodeProducts::kMeasured, true), 0);
   EXPECT_EQ(StreamProductRows(DecodeProducts::kStream), 64);
   EXPECT_EQ(StreamProductRows(DecodeProducts::kCublasLt), 0);
   EXPECT_EQ(StreamProductRows(DecodeProducts::kCublasLtTuned), 0);

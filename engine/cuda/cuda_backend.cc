@@ -200,8 +200,11 @@ class CudaBackend final : public Backend {
         measured_ && OnStreamKernel(p, kernels::kStreamMaxRows, &params)) {
       return MeasuredLinear(p, params);
     }
+    // The rule never looks at the launch order: a product runs on the same
+    // kernel with --pdl on or off and with the profiler on or off, so the
+    // logits keep their bits (CudaPdlTest, CudaProfilerTest).
     if (kernels::SkinnyGemmParams params;
-        OnStreamKernel(p, StreamRows(p), &params)) {
+        OnStreamKernel(p, StreamProductRows(decode_products_), &params)) {
       H3_CUDA_RETURN_IF_ERROR(
           kernels::StreamGemmCuda(params, stream_, Order()));
       return absl::OkStatus();
@@ -388,21 +391,8 @@ class CudaBackend final : public Backend {
  private:
   kernels::LaunchOrder Order() const { return DecodeLaunchOrder(pdl_, *this); }
 
-  // Whether product `p` would overlap the kernel before it on the stream
-  // kernels (Order) with x in a 16-bit type: StreamProductRows's case for
-  // kAutoStreamRowsOverlapped.
-  bool OverlapsHalfX(const LinearParams& p) const {
-    return p.x_type != ElementType::kF32 &&
-           Order() == kernels::LaunchOrder::kOverlapPrior;
-  }
-
-  // The most rows of `p` that Linear sends to StreamGemmCuda.
-  int64_t StreamRows(const LinearParams& p) const {
-    return StreamProductRows(decode_products_, OverlapsHalfX(p));
-  }
-
   // Whether Linear runs `p` in one piece on StreamGemmCuda (max_rows
-  // StreamRows(p)) or StreamSplitGemmCuda (SplitProductRows): without
+  // StreamProductRows) or StreamSplitGemmCuda (SplitProductRows): without
   // batch_invariant_, at most max_rows rows, a product the kernels take (the
   // others stay on cuBLASLt); then its operands in *params.
   bool OnStreamKernel(const LinearParams& p, int64_t max_rows,
@@ -428,11 +418,10 @@ class CudaBackend final : public Backend {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     H3_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_, &capture));
     if (capture != cudaStreamCaptureStatusNone) {
-      return RunProduct(
-          p.rows <= StreamProductRows(DecodeProducts::kAuto, OverlapsHalfX(p))
-              ? ProductKernel::kStream
-              : ProductKernel::kCublasLt,
-          p, params);
+      return RunProduct(p.rows <= StreamProductRows(DecodeProducts::kAuto)
+                            ? ProductKernel::kStream
+                            : ProductKernel::kCublasLt,
+                        p, params);
     }
     std::vector<ProductKernel> candidates = {ProductKernel::kCublasLt,
                                              ProductKernel::kStream};
@@ -581,8 +570,9 @@ class CudaBackend final : public Backend {
   // batch_invariant_ on cuBLASLt with pinned algorithms.
   bool pinned_linear_;
   // Which kernels take the decode products without batch_invariant_: how
-  // many rows go to StreamGemmCuda (StreamRows), and to StreamSplitGemmCuda
-  // where StreamGemmCuda does not take them (SplitProductRows).
+  // many rows go to StreamGemmCuda (StreamProductRows), and to
+  // StreamSplitGemmCuda where StreamGemmCuda does not take them
+  // (SplitProductRows).
   DecodeProducts decode_products_;
   // --decode-products measured: products of at most 64 rows on the kernel
   // choices_ holds for them (MeasuredLinear).
