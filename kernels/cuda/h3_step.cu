@@ -73,6 +73,60 @@ __device__ __forceinline__ float ShiftStep(float (&ring)[kVec],
   return GroupSum(kbar, lanes) + shift_d * k;
 }
 
+// ShiftStep where the channel's lanes hold its ring exactly: kLanes kVec ==
+// N, kLanes a power of two (N 64 with float4s: every released H3 model).
+// With newest = kVec a + turn (turn < kVec), tap j = L kVec + i of lane L
+// needs slot u = (newest - j) mod N: in lane (a - L) mod kLanes ("here") for
+// i <= turn, in the lane before it for i > turn, and in register
+// (turn - i) mod kVec either way. So a lane reads two source lanes, and
+// tap i's register is the same in every lane (newest is block-uniform):
+// the same slots as ShiftStep, summed in the same order, for about a third
+// of its instructions (no slot arithmetic a tap, no per-tap 64-bit compare
+// once pos has passed N - 1, and the lane sum unrolled for kLanes).
+template <int kVec, int kLanes>
+__device__ __forceinline__ float ExactShiftStep(float (&ring)[kVec],
+                                                const float (&taps)[kVec],
+                                                float shift_d, float k,
+                                                int64_t pos, int newest,
+                                                int lane) {
+  static_assert((kVec & (kVec - 1)) == 0 && (kLanes & (kLanes - 1)) == 0);
+  constexpr int kN = kVec * kLanes;
+  const int first = lane * kVec;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    if (first + i == newest) ring[i] = k;
+  }
+  const int turn = newest & (kVec - 1);
+  const int here = (newest / kVec - lane) & (kLanes - 1);
+  const int before = (here - 1) & (kLanes - 1);
+  // Taps past pos would reach before position 0: skipped while pos < N - 1.
+  const int reach = pos >= kN - 1 ? kN : static_cast<int>(pos);
+  // rot[j] = ring[(j + turn) mod kVec], rotated a bit of turn at a time,
+  // so tap i sends rot[-i mod kVec] = ring[(turn - i) mod kVec].
+  float rot[kVec];
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) rot[j] = ring[j];
+#pragma unroll
+  for (int bit = 1; bit < kVec; bit *= 2) {
+    const bool on = (turn & bit) != 0;
+    float moved[kVec];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      moved[j] = on ? rot[(j + bit) & (kVec - 1)] : rot[j];
+    }
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) rot[j] = moved[j];
+  }
+  float kbar = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const float got = __shfl_sync(kFullMask, rot[(kVec - i) & (kVec - 1)],
+                                  i <= turn ? here : before, kLanes);
+    if (first + i <= reach) kbar += taps[i] * got;
+  }
+  return GroupSum(kbar, kLanes) + shift_d * k;
+}
+
 // head_dim 1. Channel c is head c, and its shift ring (N floats) and diagonal
 // row (M = N / 2 complex) have the same size: a group of `lanes` threads owns
 // channel c, lane j holding floats [j kVec, (j + 1) kVec) of both rows and
@@ -90,17 +144,24 @@ __device__ __forceinline__ float ShiftStep(float (&ring)[kVec],
 // the block's rows of the later sequences towards L2, so that only the
 // first two of a block's sequences wait on HBM in the walk. The
 // alternative, one block per (channel tile, sequence) with parameters
-// re-read from L2, sends the parameters through L2 once per sequence: 2 MiB against 1.5 MiB of state traffic for d 2048,
-// N 64, which more than doubles the L2 traffic; the grouping divides that by
-// the group size and still leaves kTargetBlocks blocks to fill the GPU.
+// re-read from L2, sends the parameters through L2 once per sequence: 2 MiB
+// against 1.5 MiB of state traffic for d 2048, N 64, which more than doubles
+// the L2 traffic; the grouping divides that by the group size and still leaves
+// kTargetBlocks blocks to fill the GPU.
 //
 // Per sequence a lane reads its kVec ring slots (vector loads) but writes at
 // most one: the lane owning slot pos mod N stores k there, a scalar store.
-template <int kVec, typename T>  // T: the elements of q, k, v and out
-__global__ void __launch_bounds__(kThreads)
+//
+// kLanes: 0 for any lanes (l.lanes, ShiftStep); else l.lanes at compile
+// time, the ring held exactly (kLanes kVec == N: ExactShiftStep).
+// Six blocks an SM (80 registers): the walk's two slices in fixed roles
+// (StepSequences) would take 84 to 90 and leave five; ptxas spills 4 to 20
+// bytes instead (sm_90a).
+template <int kVec, typename T, int kLanes>  // T: q, k, v and out's elements
+__global__ void __launch_bounds__(kThreads, 6)
     H3StepHeadDim1Kernel(H3StepParams p, StepLayout l) {
   const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
-  const int lanes = l.lanes;
+  const int lanes = kLanes > 0 ? kLanes : l.lanes;
   const int lane = threadIdx.x % lanes;
   const int64_t c =
       int64_t{blockIdx.x} * (kThreads / lanes) + threadIdx.x / lanes;
@@ -119,12 +180,17 @@ __global__ void __launch_bounds__(kThreads)
     skip_d = p.w.D[c];
   }
 
-  StepSequences<kVec, T>(p, l, c, row, active, lane, da, db, cc, skip_d,
-                         [&](Slice<kVec>& cur, int newest) {
-                           return ShiftStep<kVec>(cur.s, taps, shift_d, cur.k,
-                                                  cur.pos, newest, n_state,
-                                                  lane, lanes);
-                         });
+  StepSequences<kVec, T>(
+      p, l, c, row, active, lane, lanes, da, db, cc, skip_d,
+      [&](Slice<kVec>& cur, int newest) {
+        if constexpr (kLanes > 0) {
+          return ExactShiftStep<kVec, kLanes>(cur.s, taps, shift_d, cur.k,
+                                              cur.pos, newest, lane);
+        } else {
+          return ShiftStep<kVec>(cur.s, taps, shift_d, cur.k, cur.pos, newest,
+                                 n_state, lane, lanes);
+        }
+      });
 }
 
 __device__ __forceinline__ float WarpSum(float x) { return GroupSum(x, kWarp); }
@@ -212,6 +278,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The float4 kernel's instance with its lanes known at compile time: N 64
+// (ExactShiftStep).
+constexpr int kExactLanes = 16;
+
 // Lanes per channel of the p = 1 kernel for N floats per row in vectors of
 // `vec`: the power of two >= N / vec, or 0 when that exceeds a warp.
 int LanesFor(int n_state, int vec) {
@@ -220,7 +290,7 @@ int LanesFor(int n_state, int vec) {
   return lanes <= kWarp ? lanes : 0;
 }
 
-template <int kVec, typename T>
+template <int kVec, typename T, int kLanes = 0>
 cudaError_t LaunchHeadDim1(const H3StepParams& p, StepLayout l,
                            cudaStream_t stream, LaunchOrder order) {
   const H3Weights& w = p.w;
@@ -229,7 +299,7 @@ cudaError_t LaunchHeadDim1(const H3StepParams& p, StepLayout l,
                       Aligned(w.dA, kBytes) && Aligned(w.dB, kBytes) &&
                       Aligned(w.C, kBytes);
   const dim3 grid = SequenceGrid(p, kThreads / l.lanes, &l);
-  return LaunchInOrder(order, H3StepHeadDim1Kernel<kVec, T>, grid,
+  return LaunchInOrder(order, H3StepHeadDim1Kernel<kVec, T, kLanes>, grid,
                        dim3(kThreads), 0, stream, p, l);
 }
 
@@ -288,6 +358,11 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
         return LaunchOctet(params, l, stream, order);
       }
       if (n_state % 4 == 0 && (l.lanes = LanesFor(n_state, 4)) > 0) {
+        if (n_state == 4 * h3_step::kExactLanes &&
+            kernel != H3StepKernel::kRuntimeLanes) {
+          return LaunchHeadDim1<4, T, h3_step::kExactLanes>(params, l, stream,
+                                                            order);
+        }
         return LaunchHeadDim1<4, T>(params, l, stream, order);
       }
       if ((l.lanes = LanesFor(n_state, 2)) > 0) {

@@ -48,7 +48,15 @@ enum class H3StepKernel {
   // float4 kernel's step took 47.6 us a layer at batch 64 and 4.8 us at
   // batch 1, the octet kernel's 71.0 and 13.6 (h3_step_bench,
   // bench/results/2026-11-26-h200-52a594a_step.json).
+  // With N 64, the float4 kernel's instance that knows its 16 lanes at
+  // compile time (ExactShiftStep: the ring's slots found from two source
+  // lanes, not slot by slot).
   kAuto,
+  // The float4/float2 kernel with its lanes at run time, the path kAuto
+  // takes for N other than 64: the same sums in the same order as kAuto,
+  // so the same bits; kept for the tests, which hold kAuto to it, and for
+  // h3_step_bench, which times the two.
+  kRuntimeLanes,
   // The octet kernel (N / 8 lanes, N / 8 a power of two up to 32;
   // h3_step_octet.cu) where it takes the shape, else kAuto's. Slower on an
   // H200 (above); kept for the tests and h3_step_bench, which time it

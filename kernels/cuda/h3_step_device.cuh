@@ -261,35 +261,42 @@ __device__ __forceinline__ void StoreStep(const H3StepParams& p,
 // kernel before (LaunchOrder: the parameters are read before this), stages
 // the sequences' states and positions (StageSequences, which sends the
 // later sequences' states towards L2), then for each sequence b, the next
-// one's slice loaded ahead, kbar = shift(cur, newest) (the shift SSM, the
+// one's slice loaded ahead (`lanes`: l.lanes, or a compile-time constant
+// equal to it), kbar = shift(cur, newest) (the shift SSM, the
 // new k put in its ring slot), the diagonal SSM on the lane's modes, y
 // summed over the channel's lanes, and StoreStep. The loop bounds are the same
 // for the whole block: every lane reaches every shuffle.
 template <int kVec, typename T, typename Shift>
 __device__ __forceinline__ void StepSequences(
     const H3StepParams& p, const StepLayout& l, int64_t c, int64_t row,
-    bool active, int lane, const float (&da)[kVec], const float (&db)[kVec],
-    const float (&cc)[kVec], float skip_d, Shift shift) {
+    bool active, int lane, int lanes, const float (&da)[kVec],
+    const float (&db)[kVec], const float (&cc)[kVec], float skip_d,
+    Shift shift) {
   const int first = blockIdx.y * l.sequences_per_block;
   const int last = min(first + l.sequences_per_block, p.batch);
   __shared__ BlockSequences staged;
   WaitForPriorKernel();
   StageSequences(p, l, first, last, staged);
-  Slice<kVec> cur =
-      LoadSlice<kVec, T>(p, l, staged, first, first, c, row, active);
-  for (int b = first; b < last; ++b) {
-    Slice<kVec> next;
-    if (b + 1 < last) {
-      next = LoadSlice<kVec, T>(p, l, staged, first, b + 1, c, row, active);
-    }
-
+  const auto load = [&](int b) {
+    return LoadSlice<kVec, T>(p, l, staged, first, b, c, row, active);
+  };
+  const auto step = [&](Slice<kVec>& cur, int b) {
     const float kv = shift(cur, cur.newest) * cur.v;
     const float y =
-        2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), l.lanes) +
+        2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), lanes) +
         skip_d * kv;
-
     if (active) StoreStep<kVec, T>(p, cur, cur.newest, lane, b, c, y);
-    cur = next;
+  };
+  // Two slices in fixed roles, each loaded while the other is stepped: a
+  // loop of one slice would copy the next into the current one every
+  // sequence (about 30 register moves).
+  Slice<kVec> even = load(first), odd;
+  for (int b = first; b < last; b += 2) {
+    if (b + 1 < last) odd = load(b + 1);
+    step(even, b);
+    if (b + 1 == last) break;
+    if (b + 2 < last) even = load(b + 2);
+    step(odd, b + 1);
   }
 }
 

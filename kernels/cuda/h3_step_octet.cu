@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();  // the taps
 
   StepSequences<kOctet, T>(
-      p, l, c, row, active, lane, da, db, cc, skip_d,
+      p, l, c, row, active, lane, lanes, da, db, cc, skip_d,
       [&](Slice<kOctet>& cur, int newest) {
 #pragma unroll
         for (int i = 0; i < kOctet; ++i) {

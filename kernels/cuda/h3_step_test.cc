@@ -376,7 +376,9 @@ struct StepCase {
 std::ostream& operator<<(std::ostream& os, const StepCase& c) {
   return os << "d" << c.d << "_p" << c.p << "_N" << c.n << "_batch" << c.batch
             << (c.fused ? "_stride3d" : "_stride0")
-            << (c.kernel == H3StepKernel::kOctet ? "_octet" : "");
+            << (c.kernel == H3StepKernel::kOctet          ? "_octet"
+                : c.kernel == H3StepKernel::kRuntimeLanes ? "_runtime_lanes"
+                                                          : "");
 }
 
 class H3StepCudaTest : public h3::testing::GpuTestWithParam<StepCase> {};
@@ -401,13 +403,15 @@ TEST_P(H3StepCudaTest, WritesOneRingSlotPerChannel) {
                       100 * c.d + 10 * c.p + c.n + 1, c.kernel);
 }
 
-// The N / 8-lane shapes run twice: on the float4 kernel (kAuto) and on the
-// octet kernel.
+// The N / 8-lane shapes run three times: on the float4 kernel (kAuto; for
+// N 64 its instance with 16 lanes at compile time), on the same kernel with
+// its lanes at run time, and on the octet kernel.
 std::vector<StepCase> StepCases() {
   std::vector<StepCase> cases;
   // p = 1: N / 8 (and N / 4) lanes a power of two, from 1 to 32.
   for (const H3StepKernel kernel :
-       {H3StepKernel::kAuto, H3StepKernel::kOctet}) {
+       {H3StepKernel::kAuto, H3StepKernel::kRuntimeLanes,
+        H3StepKernel::kOctet}) {
     for (StepCase c :
          {StepCase{8, 1, 8, 1, false}, StepCase{8, 1, 8, 64, true},
           StepCase{64, 1, 64, 17, false}, StepCase{2048, 1, 64, 1, true},

@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/element_type.h"
@@ -168,6 +169,93 @@ TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
   }
   EXPECT_LE(NormalisedError(got_diag, want_diag), kBound) << "diagonal states";
 }
+
+// kAuto's instance for N 64 (its 16 lanes at compile time, ExactShiftStep)
+// against the same kernel with its lanes at run time (kRuntimeLanes): the
+// same slots in the same order, so the same bits, over kSteps steps from
+// positions inside the ring's first turn, at its end and past it, in both
+// fiber orders and element types.
+class H3StepExactLanesTest
+    : public ::testing::TestWithParam<std::tuple<ElementType, bool>> {};
+
+TEST_P(H3StepExactLanesTest, GivesTheRuntimeLanesBits) {
+  const auto [type, backward] = GetParam();
+  const emulator::ScopedOrder order(backward ? emulator::Order::kBackward
+                                             : emulator::Order::kForward);
+  const H3Shape shape{40, 1, 64};
+  const int batch = 9;
+  const RandomH3Layer layer(shape, 43);
+  std::mt19937 rng(44);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t ring_size = size_t{1} * shape.d_model * shape.d_state;
+  const size_t diag_size = 2 * size_t{1} * shape.kv_channels() * shape.modes();
+  // [kernel][sequence]: the two kernels' own copies of the same states.
+  std::vector<std::vector<float>> rings[2], diags[2];
+  std::vector<H3State> states[2];
+  for (int b = 0; b < batch; ++b) {
+    std::vector<float> ring(ring_size), diag(diag_size);
+    for (float& x : ring) x = normal(rng);
+    for (float& x : diag) x = 0.3f * normal(rng);
+    for (int k = 0; k < 2; ++k) {
+      rings[k].push_back(ring);
+      diags[k].push_back(diag);
+    }
+  }
+  for (int k = 0; k < 2; ++k) {
+    for (int b = 0; b < batch; ++b) {
+      states[k].push_back({rings[k][b].data(), diags[k][b].data()});
+    }
+  }
+  std::vector<int64_t> positions = {0, 1, 3, 5, 60, 62, 63, 64, 70001};
+  const size_t block = size_t{1} * batch * shape.d_model;
+  for (int step = 0; step < kSteps; ++step) {
+    std::vector<float> in(3 * block);
+    for (float& x : in) x = normal(rng);
+    const HalfInput half(in,
+                         type == ElementType::kF32 ? ElementType::kF16 : type);
+    std::vector<uint16_t> out_bits[2];
+    std::vector<float> out[2];
+    for (int k = 0; k < 2; ++k) {
+      H3StepParams p;
+      p.w = layer.weights();
+      p.batch = batch;
+      p.io_type = type;
+      p.states = states[k].data();
+      p.positions = positions.data();
+      if (type == ElementType::kF32) {
+        out[k].resize(block);
+        p.q = in.data();
+        p.k = in.data() + block;
+        p.v = in.data() + 2 * block;
+        p.out = out[k].data();
+      } else {
+        out_bits[k].resize(block);
+        p.q = half.bits.data();
+        p.k = half.bits.data() + block;
+        p.v = half.bits.data() + 2 * block;
+        p.out = out_bits[k].data();
+      }
+      ASSERT_EQ(H3StepCuda(
+                    p, nullptr, LaunchOrder::kAfterPrior,
+                    k == 0 ? H3StepKernel::kAuto : H3StepKernel::kRuntimeLanes),
+                cudaSuccess)
+          << emulator::LastRunError();
+    }
+    EXPECT_EQ(out[0], out[1]) << "step " << step;
+    EXPECT_EQ(out_bits[0], out_bits[1]) << "step " << step;
+    for (int64_t& pos : positions) ++pos;
+  }
+  for (int b = 0; b < batch; ++b) {
+    EXPECT_EQ(rings[0][b], rings[1][b]) << "shift ring of sequence " << b;
+    EXPECT_EQ(diags[0][b], diags[1][b]) << "diagonal state of sequence " << b;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, H3StepExactLanesTest,
+    ::testing::Combine(::testing::Values(ElementType::kF32, ElementType::kF16,
+                                         ElementType::kBF16),
+                       ::testing::Bool()));
 
 std::vector<StepCase> Cases() {
   std::vector<StepCase> cases;
