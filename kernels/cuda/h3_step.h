@@ -45,9 +45,9 @@ namespace h3::kernels {
 enum class H3StepKernel {
   // The float4 kernel (N / 4 lanes a channel), else float2 (N / 2), else
   // the general one: at the 1.3B shape (d 2048, N 64, fp16) on an H200 the
-  // float4 kernel's step took 47.6 us a layer at batch 64 and 4.8 us at
-  // batch 1, the octet kernel's 71.0 and 13.6 (h3_step_bench,
-  // bench/results/2026-11-26-h200-52a594a_step.json).
+  // float4 kernel's step took 46.9 us a layer at batch 64 and 4.6 us at
+  // batch 1, kRuntimeLanes 50.0 and 4.7, the octet kernel's 79.7 and 13.1
+  // (h3_step_bench, bench/results/2026-11-27-h200-24b03d7_step.json).
   // With N 64, the float4 kernel's instance that knows its 16 lanes at
   // compile time (ExactShiftStep: the ring's slots found from two source
   // lanes, not slot by slot).
