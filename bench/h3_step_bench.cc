@@ -2,7 +2,7 @@
 // of one H3 layer at the H3-1.3B shape (d_model 2048, d_state 64, head_dim
 // 1) by each head_dim-1 kernel H3StepKernel names (auto: the float4 kernel,
 // its lanes known at compile time for N 64; runtime_lanes: the same kernel
-// with its lanes at run time; octet), at several batch sizes, against the bytes
+// with its lanes at run time), at several batch sizes, against the bytes
 // it must move (H3StepBytes) and the device-to-device copy bandwidth measured
 // in the same run. JSON on stdout, or in --out.
 //
@@ -167,8 +167,7 @@ int Run(const Flags& f) {
       H3_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
       for (const auto& [name, kernel] :
            {std::pair{"auto", kernels::H3StepKernel::kAuto},
-            std::pair{"runtime_lanes", kernels::H3StepKernel::kRuntimeLanes},
-            std::pair{"octet", kernels::H3StepKernel::kOctet}}) {
+            std::pair{"runtime_lanes", kernels::H3StepKernel::kRuntimeLanes}}) {
         const TimeStats t = TimeKernel(f, layer, kernel, stream);
         const double gbps = bytes / (t.min * 1e6);
         records.push_back({{"type", type_name},

@@ -68,7 +68,7 @@
 #                     qkv and fc1, with its norm apart and inside it; the
 #                     cluster kernel (stream_split) on sm_90 and later
 #   step       60/15  h3_step_bench: the decode step's kernels (auto, the
-#                     float4 kernel; runtime_lanes; octet) at the H3-1.3B
+#                     float4 kernel; runtime_lanes) at the H3-1.3B
 #                     layer shape, fp16, batch 1, 8 and 64, against the copy
 #                     bandwidth
 #   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against

@@ -8,9 +8,7 @@
 // of state traffic per sequence (0.5 MiB of ring read, 8 KiB written, 1 MiB
 // of diagonal state read and written) against 2 MiB of SSM parameters
 // (shift_kernel, dA, dB, C) shared by the batch, so the parameters are worth
-// reusing: see H3StepHeadDim1Kernel for how (H3StepOctetKernel,
-// h3_step_octet.cu, does the same with half the lanes; H3StepKernel says
-// why it is not the default).
+// reusing: see H3StepHeadDim1Kernel for how.
 #include <algorithm>
 #include <cstdint>
 
@@ -19,7 +17,6 @@
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/shared_memory.cuh"
-#include "kernels/h3_step_lanes.h"
 
 namespace h3::kernels {
 namespace h3_step {
@@ -328,7 +325,6 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
   using h3_step::LanesFor;
   using h3_step::LaunchGeneral;
   using h3_step::LaunchHeadDim1;
-  using h3_step::LaunchOctet;
   using h3_step::StepLayout;
   const H3Weights& w = params.w;
   if (!h3_step::ValidShape(w.shape) || params.batch < 0 ||
@@ -352,11 +348,6 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
     using T = decltype(tag);
     if (w.shape.head_dim == 1) {
       const int n_state = w.shape.d_state;
-      if (kernel == H3StepKernel::kOctet && n_state % kOctet == 0 &&
-          (l.lanes = LanesFor(n_state, kOctet)) > 0 &&
-          l.lanes * kOctet == n_state) {
-        return LaunchOctet(params, l, stream, order);
-      }
       if (n_state % 4 == 0 && (l.lanes = LanesFor(n_state, 4)) > 0) {
         if (n_state == 4 * h3_step::kExactLanes &&
             kernel != H3StepKernel::kRuntimeLanes) {

@@ -44,24 +44,20 @@ namespace h3::kernels {
 // `kernel` picks among the head_dim-1 kernels (H3StepKernel).
 enum class H3StepKernel {
   // The float4 kernel (N / 4 lanes a channel), else float2 (N / 2), else
-  // the general one: at the 1.3B shape (d 2048, N 64, fp16) on an H200 the
-  // float4 kernel's step took 46.9 us a layer at batch 64 and 4.6 us at
-  // batch 1, kRuntimeLanes 50.0 and 4.7, the octet kernel's 79.7 and 13.1
-  // (h3_step_bench, bench/results/2026-11-27-h200-24b03d7_step.json).
-  // With N 64, the float4 kernel's instance that knows its 16 lanes at
-  // compile time (ExactShiftStep: the ring's slots found from two source
-  // lanes, not slot by slot).
+  // the general one; with N 64, the float4 kernel's instance that knows its
+  // 16 lanes at compile time (ExactShiftStep: the ring's slots found from
+  // two source lanes, not slot by slot). At the 1.3B shape (d 2048, N 64,
+  // fp16) on an H200 it took 46.9 us a layer at batch 64 and 4.6 us at
+  // batch 1, kRuntimeLanes 50.0 and 4.7 (h3_step_bench,
+  // bench/results/2026-11-27-h200-24b03d7_step.json). An octet kernel (8
+  // ring slots a lane, taps from shared memory), slower in every run
+  // (79.7 and 13.1 us there), was removed after that run.
   kAuto,
   // The float4/float2 kernel with its lanes at run time, the path kAuto
   // takes for N other than 64: the same sums in the same order as kAuto,
   // so the same bits; kept for the tests, which hold kAuto to it, and for
   // h3_step_bench, which times the two.
   kRuntimeLanes,
-  // The octet kernel (N / 8 lanes, N / 8 a power of two up to 32;
-  // h3_step_octet.cu) where it takes the shape, else kAuto's. Slower on an
-  // H200 (above); kept for the tests and h3_step_bench, which time it
-  // beside kAuto.
-  kOctet,
 };
 cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
                        LaunchOrder order = LaunchOrder::kAfterPrior,

@@ -1,11 +1,11 @@
 #ifndef H3_KERNELS_CUDA_H3_STEP_DEVICE_CUH_
 #define H3_KERNELS_CUDA_H3_STEP_DEVICE_CUH_
 
-// What the GPU decode step's kernels share (h3_step.cu: the float4/float2
-// head_dim-1 kernel, the general kernel and the dispatch; h3_step_octet.cu:
-// the octet kernel): launch constants, the layout, vector loads of state
-// and parameters, lane sums, a sequence's slice and the diagonal SSM's
-// update. Internal to them.
+// The GPU decode step's device-side pieces (h3_step.cu holds the float4 /
+// float2 head_dim-1 kernel, the general kernel and the dispatch): launch
+// constants, the layout, vector loads of state and parameters, lane sums,
+// a sequence's slice, the diagonal SSM's update and the walk through a
+// block's sequences. Internal to h3_step.cu.
 
 #include <cuda_runtime.h>
 
@@ -315,11 +315,6 @@ inline dim3 SequenceGrid(const H3StepParams& p, int channels_per_block,
   return dim3(static_cast<unsigned>(tiles),
               (p.batch + l->sequences_per_block - 1) / l->sequences_per_block);
 }
-
-// The octet kernel's launch (h3_step_octet.cu), q, k, v and out of
-// p.io_type. REQUIRES: l.lanes = N / 8, a power of two up to a warp.
-cudaError_t LaunchOctet(const H3StepParams& p, StepLayout l,
-                        cudaStream_t stream, LaunchOrder order);
 
 }  // namespace h3::kernels::h3_step
 

@@ -376,9 +376,8 @@ struct StepCase {
 std::ostream& operator<<(std::ostream& os, const StepCase& c) {
   return os << "d" << c.d << "_p" << c.p << "_N" << c.n << "_batch" << c.batch
             << (c.fused ? "_stride3d" : "_stride0")
-            << (c.kernel == H3StepKernel::kOctet          ? "_octet"
-                : c.kernel == H3StepKernel::kRuntimeLanes ? "_runtime_lanes"
-                                                          : "");
+            << (c.kernel == H3StepKernel::kRuntimeLanes ? "_runtime_lanes"
+                                                        : "");
 }
 
 class H3StepCudaTest : public h3::testing::GpuTestWithParam<StepCase> {};
@@ -403,15 +402,14 @@ TEST_P(H3StepCudaTest, WritesOneRingSlotPerChannel) {
                       100 * c.d + 10 * c.p + c.n + 1, c.kernel);
 }
 
-// The N / 8-lane shapes run three times: on the float4 kernel (kAuto; for
-// N 64 its instance with 16 lanes at compile time), on the same kernel with
-// its lanes at run time, and on the octet kernel.
+// The N / 8-lane shapes run twice: on the float4 kernel (kAuto; for N 64
+// its instance with 16 lanes at compile time) and on the same kernel with
+// its lanes at run time.
 std::vector<StepCase> StepCases() {
   std::vector<StepCase> cases;
   // p = 1: N / 8 (and N / 4) lanes a power of two, from 1 to 32.
   for (const H3StepKernel kernel :
-       {H3StepKernel::kAuto, H3StepKernel::kRuntimeLanes,
-        H3StepKernel::kOctet}) {
+       {H3StepKernel::kAuto, H3StepKernel::kRuntimeLanes}) {
     for (StepCase c :
          {StepCase{8, 1, 8, 1, false}, StepCase{8, 1, 8, 64, true},
           StepCase{64, 1, 64, 17, false}, StepCase{2048, 1, 64, 1, true},
@@ -421,10 +419,9 @@ std::vector<StepCase> StepCases() {
       cases.push_back(c);
     }
   }
-  // p = 1, float4 path: N / 4 = 6 lanes padded to 8 (the octet kernel does
-  // not take it: kOctet falls back); float2 path (N = 10: 5 lanes padded to
-  // 8); N = 160, past a warp per channel: general kernel.
-  cases.push_back({96, 1, 24, 5, true, H3StepKernel::kOctet});
+  // p = 1, float4 path: N / 4 = 6 lanes padded to 8; float2 path (N = 10:
+  // 5 lanes padded to 8); N = 160, past a warp per channel: general kernel.
+  cases.push_back({96, 1, 24, 5, true});
   cases.push_back({40, 1, 10, 9, false});
   cases.push_back({48, 1, 160, 3, true});
   // p > 1: the general kernel.
@@ -447,14 +444,14 @@ class H3StepCudaGraphTest : public h3::testing::GpuTest {};
 
 // One graph captured for a batch of 4 serves different sequences at their
 // own positions each replay (the device states and positions arrays
-// rewritten in between), as the engine's decode graphs do; the float4,
-// octet and general kernels.
+// rewritten in between), as the engine's decode graphs do; the float4
+// kernel (lanes at compile and at run time) and the general kernel.
 TEST_F(H3StepCudaGraphTest, ReplaysOverNewStates) {
   const std::vector<std::vector<int>> rounds = {
       {0, 1, 2, 3}, {4, 5, 6, 7}, {3, 0, 6, 5}, {7, 2, 1, 4}, {0, 1, 2, 3}};
   CheckSteps({256, 1, 64}, 8, rounds, /*fused=*/true, /*graph=*/true, 7);
   CheckSteps({256, 1, 64}, 8, rounds, /*fused=*/true, /*graph=*/true, 7,
-             H3StepKernel::kOctet);
+             H3StepKernel::kRuntimeLanes);
   CheckSteps({96, 1, 24}, 8, rounds, /*fused=*/true, /*graph=*/true, 9);
   CheckSteps({256, 2, 16}, 8, rounds, /*fused=*/false, /*graph=*/true, 8);
 }

@@ -186,7 +186,7 @@ class FakeMachine:
               True)
         write(os.path.join(self.root, "build", "bench", "h3_step_bench"),
               sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && echo \'{"results": '
-                   '[{"type": "fp16", "batch": 64, "kernel": "octet", "ms": 0.07, '
+                   '[{"type": "fp16", "batch": 64, "kernel": "runtime_lanes", "ms": 0.07, '
                    '"fraction_of_copy": 0.3}]}\' > "$2"; shift; done\n',
               True)
         write(os.path.join(self.root, "build", "bench", "h3_flashconv_bench"),
@@ -299,7 +299,7 @@ class GpuCheckTest(unittest.TestCase):
                       "ctx4096: 2500 GB/s (80% of copy)", m.phases["attention"]["detail"])
         self.assertIn("fp16 rows 1: products of a step 0.900 ms skinny, 1.200 ms cuBLASLt, "
                       "1.300 ms pinned", m.phases["linear"]["detail"])
-        self.assertEqual("fp16 batch 64 octet: 70.0 us (30% of copy)", m.phases["step"]["detail"])
+        self.assertEqual("fp16 batch 64 runtime_lanes: 70.0 us (30% of copy)", m.phases["step"]["detail"])
         self.assertEqual(m.check["commit"], "0123456789ab")
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
 

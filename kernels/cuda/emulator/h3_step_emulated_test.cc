@@ -1,11 +1,11 @@
-// The GPU decode step, H3StepCuda's host code and kernels (the octet
-// kernel, the float4/float2 head_dim-1 kernel, the general kernel), run on
-// the CPU by the emulator (h3_step_emulated.cc) against the CPU twin
-// H3StepCpu: several consecutive steps of a batch at varied positions, both
-// input strides, every element type. The shapes pick each kernel the way
-// the dispatch does on a GPU, the octet kernel where a case names it
-// (H3StepKernel::kOctet); two take the 1.3B model's width and a batch of
-// 64, where a block walks several sequences.
+// The GPU decode step, H3StepCuda's host code and kernels (the float4/float2
+// head_dim-1 kernel, the general kernel), run on the CPU by the emulator
+// (h3_step_emulated.cc) against the CPU twin H3StepCpu: several consecutive
+// steps of a batch at varied positions, both input strides, every element
+// type. The shapes pick each kernel the way the dispatch does on a GPU, the
+// float4 kernel with its lanes at run time where a case names it
+// (H3StepKernel::kRuntimeLanes); two take the 1.3B model's width and a
+// batch of 64, where a block walks several sequences.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -65,7 +65,8 @@ std::ostream& operator<<(std::ostream& os, const StepCase& c) {
   return os << "d" << c.d << "_p" << c.p << "_N" << c.n << "_batch" << c.batch
             << (c.fused ? "_stride3d_" : "_stride0_") << ElementTypeName(c.type)
             << (c.order == emulator::Order::kForward ? "" : "_backward")
-            << (c.kernel == H3StepKernel::kOctet ? "_octet" : "");
+            << (c.kernel == H3StepKernel::kRuntimeLanes ? "_runtime_lanes"
+                                                        : "");
 }
 
 class H3StepEmulatedTest : public ::testing::TestWithParam<StepCase> {};
@@ -264,10 +265,11 @@ std::vector<StepCase> Cases() {
     for (const bool fused : {false, true}) {
       for (const emulator::Order order :
            {emulator::Order::kForward, emulator::Order::kBackward}) {
-        // N / 8 lanes a channel (8, 2 and 1): the octet kernel, and the
-        // float4 kernel (kAuto) on the same shapes.
+        // N / 4 lanes a channel (16, 4 and 2): the float4 kernel (kAuto;
+        // its compile-time lanes at N 64) and the same with its lanes at
+        // run time.
         for (const H3StepKernel kernel :
-             {H3StepKernel::kOctet, H3StepKernel::kAuto}) {
+             {H3StepKernel::kRuntimeLanes, H3StepKernel::kAuto}) {
           cases.push_back({24, 1, 64, 9, fused, type, order, kernel});
           cases.push_back({24, 1, 16, 9, fused, type, order, kernel});
           cases.push_back({24, 1, 8, 9, fused, type, order, kernel});
@@ -281,11 +283,11 @@ std::vector<StepCase> Cases() {
       }
     }
   }
-  // The 1.3B model's width at batch 64: the grids walk two (octet) and
-  // four (float4) sequences a block (SequenceGrid), the next one's slice
-  // loaded ahead.
+  // The 1.3B model's width at batch 64: the grid walks four sequences a
+  // block (SequenceGrid), each slice loaded while the one before is
+  // stepped.
   cases.push_back({2048, 1, 64, 64, true, ElementType::kF16,
-                   emulator::Order::kForward, H3StepKernel::kOctet});
+                   emulator::Order::kForward, H3StepKernel::kRuntimeLanes});
   cases.push_back({2048, 1, 64, 64, true, ElementType::kF16});
   return cases;
 }
