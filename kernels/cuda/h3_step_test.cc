@@ -402,12 +402,13 @@ TEST_P(H3StepCudaTest, WritesOneRingSlotPerChannel) {
                       100 * c.d + 10 * c.p + c.n + 1, c.kernel);
 }
 
-// The N / 8-lane shapes run twice: on the float4 kernel (kAuto; for N 64
-// its instance with 16 lanes at compile time) and on the same kernel with
-// its lanes at run time.
+// The first shapes run twice: on the float4 kernel (kAuto; for N 64 its
+// instance with 16 lanes at compile time) and on the same kernel with its
+// lanes at run time.
 std::vector<StepCase> StepCases() {
   std::vector<StepCase> cases;
-  // p = 1: N / 8 (and N / 4) lanes a power of two, from 1 to 32.
+  // p = 1: N / 4 lanes a power of two, from 2 to 32 (N 256, past a warp:
+  // the general kernel).
   for (const H3StepKernel kernel :
        {H3StepKernel::kAuto, H3StepKernel::kRuntimeLanes}) {
     for (StepCase c :
