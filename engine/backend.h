@@ -331,9 +331,10 @@ bool ResolveHalfActivations(std::optional<bool> half, ElementType type);
 // the cuFFT path where the fused kernel is 0.9 to 1.7 times it (an H200,
 // B64 H768 fp16, L 256 to 32K; bench/results/2026-11-26-h200_flashconv.json).
 // kChunkedMma: the chunked kernel with its shift convolution on tensor
-// cores (kernels/cuda/h3_rows_shift_mma.cuh), to be timed against kChunked
-// on a GPU. kAuto, the default: kChunked where the weights are 16-bit, else
-// kFft.
+// cores (kernels/cuda/h3_rows_shift_mma.cuh): on an H200 3 to 4% faster
+// than kChunked on packed rows, slower on channel-major tensors
+// (docs/h3-chunked.md). kAuto, the default: kChunked where the weights are
+// 16-bit, else kFft.
 enum class H3PrefillKernel { kAuto, kFft, kChunked, kChunkedMma };
 
 // "auto", "fft", "chunked" or "chunked-mma"; InvalidArgument for anything

@@ -278,10 +278,8 @@ __device__ float Gate(const float (&kbar)[kLaneTokens], int len,
   } else {
     const float4* v4 = reinterpret_cast<const float4*>(s.u + t0);
     const float4 lo = v4[0], hi = v4[1];
-    const float all[kLaneTokens] = {lo.x, lo.y, lo.z, lo.w,
-                                    hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-    for (int i = 0; i < kLaneTokens; ++i) v[i] = all[i];
+    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w;
+    v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
   }
   float u[kLaneTokens], most = 0.0f;
 #pragma unroll

@@ -66,15 +66,21 @@ __device__ __forceinline__ SplitPair TapPair(const float* taps, int x) {
   return SplitHalves(a, b);
 }
 
+// e with 2^e > max |x[i]| over i < count (ScaleExponent), the lanes of one
+// warp reading x[lane], x[lane + 32], ...
+__device__ __forceinline__ int WarpScaleExponent(const float* x, int count) {
+  float most = 0.0f;
+  for (int i = threadIdx.x % 32; i < count; i += 32) {
+    most = fmaxf(most, fabsf(x[i]));
+  }
+  return ScaleExponent(WarpMax(most));
+}
+
 // The taps scaled into (-1, 1) in place (lanes of one warp, then
 // __syncwarp); returns et, 2^et > max |tap|.
 __device__ __forceinline__ int ScaleTaps(float* taps) {
   const int lane = threadIdx.x % 32;
-  float most = 0.0f;
-  for (int j = lane; j < kShiftTaps; j += 32) {
-    most = fmaxf(most, fabsf(taps[j]));
-  }
-  const int et = ScaleExponent(WarpMax(most));
+  const int et = WarpScaleExponent(taps, kShiftTaps);
   const float down = ldexpf(1.0f, -et);
   for (int j = lane; j < kShiftTaps; j += 32) taps[j] *= down;
   __syncwarp();
@@ -94,9 +100,7 @@ __device__ __forceinline__ void ShiftByRegisterMma(const float* kf,
                                                    float (&kbar)[8]) {
   constexpr int kAll = kShiftTaps + kTile;
   const int lane = threadIdx.x % 32;
-  float most = 0.0f;
-  for (int i = lane; i < kAll; i += 32) most = fmaxf(most, fabsf(kf[i]));
-  const int ek = ScaleExponent(WarpMax(most));
+  const int ek = WarpScaleExponent(kf, kAll);
   const float up_k = ldexpf(1.0f, 15 - ek);
   bool has_lo = false;
   for (int i = 2 * lane; i < kAll; i += 64) {

@@ -26,6 +26,17 @@ namespace {
 // 48 KiB every GPU grants without an opt-in attribute.
 constexpr size_t kSharedLimit = 48 * 1024;
 
+// A p = 1 lane's ring slots [first, first + kVec): k into slot `newest`
+// if the lane holds it.
+template <int kVec>
+__device__ __forceinline__ void PutNewest(float (&ring)[kVec], float k,
+                                          int first, int newest) {
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    if (first + i == newest) ring[i] = k;
+  }
+}
+
 // The shift SSM of one p = 1 lane for the ring slot newest = pos mod N:
 // puts k in that slot and returns
 //   kbar = shift_D k + sum_j kshift[j] ring[(pos - j) mod N],
@@ -42,10 +53,7 @@ __device__ __forceinline__ float ShiftStep(float (&ring)[kVec],
                                            int newest, int n_state, int lane,
                                            int lanes) {
   const int first = lane * kVec;  // this lane's first slot and first tap
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) {
-    if (first + i == newest) ring[i] = k;
-  }
+  PutNewest(ring, k, first, newest);
   // Slot of tap `first`: newest - first, brought into [0, N). Padding lanes
   // (first >= N) have zero taps; their slots only need to be in range.
   // lanes * kVec < 2 N, so two additions of N suffice.
@@ -92,10 +100,7 @@ __device__ __forceinline__ float ExactShiftStep(float (&ring)[kVec],
   static_assert((kVec & (kVec - 1)) == 0 && (kLanes & (kLanes - 1)) == 0);
   constexpr int kN = kVec * kLanes;
   const int first = lane * kVec;
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) {
-    if (first + i == newest) ring[i] = k;
-  }
+  PutNewest(ring, k, first, newest);
   const int turn = newest & (kVec - 1);
   const int here = (newest / kVec - lane) & (kLanes - 1);
   const int before = (here - 1) & (kLanes - 1);

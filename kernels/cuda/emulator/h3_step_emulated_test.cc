@@ -53,6 +53,50 @@ double OutputBound(ElementType type) {
   }
 }
 
+// Each of `batch` sequences' own shift ring (d N floats) and diagonal
+// state, drawn from `rng` a sequence at a time (ring, then diagonal).
+struct RandomStates {
+  RandomStates(const H3Shape& shape, int batch, std::mt19937& rng) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int b = 0; b < batch; ++b) {
+      rings.emplace_back(size_t{1} * shape.d_model * shape.d_state);
+      diags.emplace_back(2 * size_t{1} * shape.kv_channels() * shape.modes());
+      for (float& x : rings.back()) x = normal(rng);
+      for (float& x : diags.back()) x = 0.3f * normal(rng);
+    }
+  }
+  std::vector<H3State> Views() {
+    std::vector<H3State> views;
+    for (size_t b = 0; b < rings.size(); ++b) {
+      views.push_back({rings[b].data(), diags[b].data()});
+    }
+    return views;
+  }
+  std::vector<std::vector<float>> rings, diags;
+};
+
+// A step of `batch` sequences over q, k, v at `base` (elements of `element`
+// bytes): [batch][3 d] rows (fused: input_stride 3 d) or three [batch][d]
+// blocks.
+H3StepParams StepParams(const H3Weights& w, int batch, bool fused,
+                        const void* base, size_t element, void* out,
+                        const H3State* states, const int64_t* positions) {
+  const int64_t d = w.shape.d_model;
+  const size_t block = size_t{1} * batch * d;
+  const char* at = static_cast<const char*>(base);
+  H3StepParams p;
+  p.w = w;
+  p.batch = batch;
+  p.q = at;
+  p.k = at + (fused ? d : block) * element;
+  p.v = at + (fused ? 2 * d : 2 * block) * element;
+  p.out = out;
+  p.states = states;
+  p.input_stride = fused ? 3 * d : 0;
+  p.positions = positions;
+  return p;
+}
+
 struct StepCase {
   int d, p, n, batch;
   bool fused;  // input_stride 3 d, else 0
@@ -81,15 +125,10 @@ TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
 
   // Each sequence's own state, twice: the kernel's and the twin's.
+  RandomStates kernel_side(shape, c.batch, rng);
+  std::vector<std::vector<float>>& rings = kernel_side.rings;
+  std::vector<std::vector<float>>& diags = kernel_side.diags;
   const size_t ring_size = size_t{1} * c.d * c.n;
-  const size_t diag_size = 2 * size_t{1} * shape.kv_channels() * shape.modes();
-  std::vector<std::vector<float>> rings(c.batch), diags(c.batch);
-  for (int b = 0; b < c.batch; ++b) {
-    rings[b].resize(ring_size);
-    diags[b].resize(diag_size);
-    for (float& x : rings[b]) x = normal(rng);
-    for (float& x : diags[b]) x = 0.3f * normal(rng);
-  }
   // New, inside the first ring turn, at its end, far past it, past 2^31.
   const int64_t starts[] = {
       0, 3, c.n - 1, c.n, 5 * c.n + 3, 70001, (int64_t{1} << 31) + 5};
@@ -106,12 +145,11 @@ TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
     }
     if (positions[b] == 0) std::fill(diags[b].begin(), diags[b].end(), 0.0f);
   }
-  std::vector<std::vector<float>> cpu_rings = rings, cpu_diags = diags;
-  std::vector<H3State> states(c.batch), cpu_states(c.batch);
-  for (int b = 0; b < c.batch; ++b) {
-    states[b] = {rings[b].data(), diags[b].data()};
-    cpu_states[b] = {cpu_rings[b].data(), cpu_diags[b].data()};
-  }
+  RandomStates twin_side = kernel_side;
+  std::vector<std::vector<float>>& cpu_rings = twin_side.rings;
+  std::vector<std::vector<float>>& cpu_diags = twin_side.diags;
+  const std::vector<H3State> states = kernel_side.Views();
+  const std::vector<H3State> cpu_states = twin_side.Views();
 
   const size_t inputs = 3 * size_t{1} * c.batch * c.d;
   const size_t outputs = size_t{1} * c.batch * c.d;
@@ -125,22 +163,10 @@ TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
       in = half.values;
       in_bits = half.bits;
     }
-    // q, k, v: [batch][3 d] rows (stride 3 d) or three [batch][d] blocks.
-    const size_t block = size_t{1} * c.batch * c.d;
     auto params = [&](const void* base, size_t element, void* out,
-                      const H3State* views, H3Weights weights) {
-      H3StepParams p;
-      p.w = weights;
-      p.batch = c.batch;
-      const char* at = static_cast<const char*>(base);
-      p.q = at;
-      p.k = at + (c.fused ? c.d : block) * element;
-      p.v = at + (c.fused ? 2 * c.d : 2 * block) * element;
-      p.out = out;
-      p.states = views;
-      p.input_stride = c.fused ? 3 * c.d : 0;
-      p.positions = positions.data();
-      return p;
+                      const H3State* views, const H3Weights& weights) {
+      return StepParams(weights, c.batch, c.fused, base, element, out, views,
+                        positions.data());
     };
     std::vector<float> want(outputs), got(outputs);
     H3StepCpu(
@@ -188,25 +214,10 @@ TEST_P(H3StepExactLanesTest, GivesTheRuntimeLanesBits) {
   const RandomH3Layer layer(shape, 43);
   std::mt19937 rng(44);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const size_t ring_size = size_t{1} * shape.d_model * shape.d_state;
-  const size_t diag_size = 2 * size_t{1} * shape.kv_channels() * shape.modes();
-  // [kernel][sequence]: the two kernels' own copies of the same states.
-  std::vector<std::vector<float>> rings[2], diags[2];
-  std::vector<H3State> states[2];
-  for (int b = 0; b < batch; ++b) {
-    std::vector<float> ring(ring_size), diag(diag_size);
-    for (float& x : ring) x = normal(rng);
-    for (float& x : diag) x = 0.3f * normal(rng);
-    for (int k = 0; k < 2; ++k) {
-      rings[k].push_back(ring);
-      diags[k].push_back(diag);
-    }
-  }
-  for (int k = 0; k < 2; ++k) {
-    for (int b = 0; b < batch; ++b) {
-      states[k].push_back({rings[k][b].data(), diags[k][b].data()});
-    }
-  }
+  // [kernel]: the two kernels' own copies of the same states.
+  const RandomStates drawn(shape, batch, rng);
+  RandomStates sides[2] = {drawn, drawn};
+  const std::vector<H3State> states[2] = {sides[0].Views(), sides[1].Views()};
   std::vector<int64_t> positions = {0, 1, 3, 5, 60, 62, 63, 64, 70001};
   const size_t block = size_t{1} * batch * shape.d_model;
   for (int step = 0; step < kSteps; ++step) {
@@ -217,25 +228,17 @@ TEST_P(H3StepExactLanesTest, GivesTheRuntimeLanesBits) {
     std::vector<uint16_t> out_bits[2];
     std::vector<float> out[2];
     for (int k = 0; k < 2; ++k) {
-      H3StepParams p;
-      p.w = layer.weights();
-      p.batch = batch;
+      const bool f32 = type == ElementType::kF32;
+      out[k].resize(f32 ? block : 0);
+      out_bits[k].resize(f32 ? 0 : block);
+      H3StepParams p =
+          f32 ? StepParams(layer.weights(), batch, false, in.data(),
+                           sizeof(float), out[k].data(), states[k].data(),
+                           positions.data())
+              : StepParams(layer.weights(), batch, false, half.bits.data(),
+                           sizeof(uint16_t), out_bits[k].data(),
+                           states[k].data(), positions.data());
       p.io_type = type;
-      p.states = states[k].data();
-      p.positions = positions.data();
-      if (type == ElementType::kF32) {
-        out[k].resize(block);
-        p.q = in.data();
-        p.k = in.data() + block;
-        p.v = in.data() + 2 * block;
-        p.out = out[k].data();
-      } else {
-        out_bits[k].resize(block);
-        p.q = half.bits.data();
-        p.k = half.bits.data() + block;
-        p.v = half.bits.data() + 2 * block;
-        p.out = out_bits[k].data();
-      }
       ASSERT_EQ(H3StepCuda(
                     p, nullptr, LaunchOrder::kAfterPrior,
                     k == 0 ? H3StepKernel::kAuto : H3StepKernel::kRuntimeLanes),
@@ -247,8 +250,10 @@ TEST_P(H3StepExactLanesTest, GivesTheRuntimeLanesBits) {
     for (int64_t& pos : positions) ++pos;
   }
   for (int b = 0; b < batch; ++b) {
-    EXPECT_EQ(rings[0][b], rings[1][b]) << "shift ring of sequence " << b;
-    EXPECT_EQ(diags[0][b], diags[1][b]) << "diagonal state of sequence " << b;
+    EXPECT_EQ(sides[0].rings[b], sides[1].rings[b])
+        << "shift ring of sequence " << b;
+    EXPECT_EQ(sides[0].diags[b], sides[1].diags[b])
+        << "diagonal state of sequence " << b;
   }
 }
 
