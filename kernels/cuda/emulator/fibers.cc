@@ -9,9 +9,11 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +44,15 @@ struct Fiber {
   int block = 0;   // its block's rank in the cluster
   int linear = 0;  // threadIdx as a linear index
   Wait wait = Wait::kNone;
+  // Its cp.async copies (AsyncCopy): committed groups, oldest first, and
+  // the copies not yet committed.
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  std::deque<std::vector<Copy>> copy_groups;
+  std::vector<Copy> copies;
 };
 
 // Lanes waiting at one collective: those of `mask` that have arrived.
@@ -341,6 +352,8 @@ bool RunCluster(Launch& l, const Stacks& stacks, Order order) {
     f.linear = t;
     f.wait = Wait::kNone;
     f.started = false;
+    f.copy_groups.clear();
+    f.copies.clear();
     f.stack = stacks.stack(i);
     f.context = l.start;
     f.context.uc_stack.ss_sp = f.stack;
@@ -562,6 +575,36 @@ void WarpCollective(const char* what, unsigned mask, Combine combine,
   ReleaseIfComplete(l, w, g);
   while (f.wait == Wait::kWarp) Yield(l);
   if (out_bytes > 0) std::memcpy(out, w.lanes[lane].out, out_bytes);
+}
+
+void AsyncCopy(void* shared_dst, const void* global_src, size_t bytes) {
+  Launch& l = Current();
+  if (bytes != 4 && bytes != 8 && bytes != 16) {
+    Fail(l, "cp.async: a copy of other than 4, 8 or 16 bytes");
+  }
+  if ((reinterpret_cast<uintptr_t>(shared_dst) |
+       reinterpret_cast<uintptr_t>(global_src)) %
+          bytes !=
+      0) {
+    Fail(l, "cp.async: an address not aligned to the copy's size");
+  }
+  l.current->copies.push_back({shared_dst, global_src, bytes});
+}
+
+void AsyncCommit() {
+  Fiber& f = *Current().current;
+  f.copy_groups.push_back(std::move(f.copies));
+  f.copies.clear();
+}
+
+void AsyncWait(int pending) {
+  Fiber& f = *Current().current;
+  while (static_cast<int>(f.copy_groups.size()) > std::max(pending, 0)) {
+    for (const Fiber::Copy& c : f.copy_groups.front()) {
+      std::memcpy(c.dst, c.src, c.bytes);
+    }
+    f.copy_groups.pop_front();
+  }
 }
 
 void Trap(const char* what, const char* detail) {

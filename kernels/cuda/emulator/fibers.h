@@ -128,6 +128,19 @@ void WarpCollective(const char* what, unsigned mask, Combine combine,
                     const void* in, size_t in_bytes, int arg, void* out,
                     size_t out_bytes);
 
+// Asynchronous copies into shared memory (cp.async): AsyncCopy queues a
+// copy of `bytes` (4, 8 or 16; both addresses aligned to it) for the
+// running thread, AsyncCommit closes the thread's queued copies into a
+// group, and AsyncWait(pending) performs the thread's oldest committed
+// groups until at most `pending` remain. A copy reads its source and
+// writes its destination only then, so shared memory read before its
+// wait still holds what it held before (0xff at a block's start, or an
+// earlier copy's data): a wait with the wrong count shows. Copies still
+// queued when the thread returns are dropped.
+void AsyncCopy(void* shared_dst, const void* global_src, size_t bytes);
+void AsyncCommit();
+void AsyncWait(int pending);
+
 // Ends the launch with what + detail as its error.
 [[noreturn]] void Trap(const char* what, const char* detail = "");
 

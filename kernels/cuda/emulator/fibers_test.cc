@@ -2,7 +2,8 @@
 // CUDA's own rules: barriers, the shuffles' source lanes (widths below a
 // warp included), votes, the WMMA product, and the errors it must report
 // (a deadlock, lanes at different collectives, a lane outside the mask, a
-// returned lane, __trap, a misaligned WMMA operand). Compiled with device.h
+// returned lane, __trap, a misaligned WMMA operand), and cp.async copies
+// that land at their wait (async_copy.cuh). Compiled with device.h
 // first, so the small kernels here are CUDA source.
 #include "kernels/cuda/emulator/fibers.h"
 
@@ -13,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 
 namespace h3::emulator {
@@ -391,6 +393,38 @@ TEST(EmulatorTest, TrapEndsTheLaunchWithWhere) {
     if (blockIdx.x == 1 && threadIdx.x == 6) __trap();
   });
   EXPECT_THAT(error, HasSubstr("__trap (block 1,0,0 thread 6,0,0)"));
+}
+
+// A cp.async copy writes shared memory only at the wait that completes its
+// group: before it the destination holds what it held (0xff), and a wait
+// leaving one group in flight completes the older ones only.
+TEST(EmulatorTest, AsyncCopiesLandAtTheWaitForTheirGroup) {
+  const std::vector<int> source = {11, 22, 33, 44};
+  std::vector<int> seen;
+  const std::string error = emulator::Run(dim3(1), dim3(1), 0, [&] {
+    H3_SHARED_ARRAY(int, cell, 4);
+    kernels::CopyAsync<8>(cell, source.data());
+    kernels::CommitCopies();
+    kernels::CopyAsync<4>(cell + 2, source.data() + 2);
+    kernels::CopyAsync<4>(cell + 3, source.data() + 3);
+    kernels::CommitCopies();
+    seen.push_back(cell[0]);
+    kernels::WaitCopies<1>();
+    seen.insert(seen.end(), {cell[0], cell[1], cell[2]});
+    kernels::WaitCopies<0>();
+    seen.insert(seen.end(), {cell[2], cell[3]});
+  });
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(seen, (std::vector<int>{-1, 11, 22, -1, 33, 44}));
+}
+
+TEST(EmulatorTest, RefusesAMisalignedAsyncCopy) {
+  const std::vector<int> source = {1, 2, 3, 4};
+  const std::string error = emulator::Run(dim3(1), dim3(1), 0, [&] {
+    H3_SHARED_ARRAY(int, cell, 4);
+    kernels::CopyAsync<8>(cell + 1, source.data());
+  });
+  EXPECT_THAT(error, HasSubstr("not aligned"));
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 // type. The shapes pick each kernel the way the dispatch does on a GPU, the
 // float4 kernel with its lanes at run time where a case names it
 // (H3StepKernel::kRuntimeLanes); two take the 1.3B model's width and a
-// batch of 64, where a block walks several sequences.
+// batch of 64 or 100, where a block walks several sequences.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -289,9 +289,10 @@ std::vector<StepCase> Cases() {
     }
   }
   // The 1.3B model's width at batch 64: the grid walks four sequences a
-  // block (SequenceGrid), each slice loaded while the one before is
-  // stepped.
-  cases.push_back({2048, 1, 64, 64, true, ElementType::kF16,
+  // block (SequenceGrid), all of their slices in flight at once (kStages);
+  // at batch 100 six a block, the last block four, so the walk's stages
+  // are reused.
+  cases.push_back({2048, 1, 64, 100, true, ElementType::kF16,
                    emulator::Order::kForward, H3StepKernel::kRuntimeLanes});
   cases.push_back({2048, 1, 64, 64, true, ElementType::kF16});
   return cases;
