@@ -30,6 +30,9 @@
 #                      engine, the eager PyTorch H3 and GPT-2)
 #   --serve-budgets L  serve_64's --prefill-tokens values (default: default)
 #   --test-shards N    gtest shards run at once per test program (default 4)
+#   --profile-lengths L  the lengths the profile phase runs the prefill
+#                      kernels at (default 1024,4096; none: only the decode
+#                      kernels)
 #
 # Phases, most valuable first (limit / least time worth starting, seconds):
 #   facts      20/5   nvidia-smi, the build (commit, architectures), glibc,
@@ -128,6 +131,7 @@ breakdown_prompt_len=512
 breakdown_prefill_batch=1
 serve_budgets=default
 test_shards=4
+profile_lengths=1024,4096
 # An engine path that is off by default; table4 times it beside the
 # defaults (half activations and the tensor-core attention with 16-bit
 # weights).
@@ -138,7 +142,8 @@ out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --total|--phases|--limit|--build|--python|--model|--prompt-lens|--fast-flags|--table4-sides|--serve-budgets|\
-    --breakdown-flags|--breakdown-batches|--breakdown-prompt-len|--breakdown-prefill-batch|--test-shards)
+    --breakdown-flags|--breakdown-batches|--breakdown-prompt-len|--breakdown-prefill-batch|--test-shards|\
+    --profile-lengths)
       [ $# -ge 2 ] || die "$1 needs a value" ;;&
     --total) total=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
@@ -161,6 +166,7 @@ while [ $# -gt 0 ]; do
     --breakdown-prompt-len) breakdown_prompt_len=$2; shift 2 ;;
     --breakdown-prefill-batch) breakdown_prefill_batch=$2; shift 2 ;;
     --test-shards) test_shards=$2; shift 2 ;;
+    --profile-lengths) profile_lengths=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (try --help)" ;;
     *) [ -z "$out" ] || die "one OUT_DIR only"; out=$1; shift ;;
@@ -169,6 +175,8 @@ done
 [ -n "$out" ] || die "give OUT_DIR (try --help)"
 [[ $total =~ ^[0-9]+$ ]] || die "--total wants seconds, not '$total'"
 [[ $test_shards =~ ^[1-9][0-9]*$ ]] || die "--test-shards wants a count >= 1, not '$test_shards'"
+[[ $profile_lengths =~ ^(none|[1-9][0-9]*(,[1-9][0-9]*)*)$ ]] ||
+  die "--profile-lengths wants lengths (1024,4096) or none, not '$profile_lengths'"
 selected=()
 for p in "${all_phases[@]}"; do
   if [ -z "$phases" ] || [[ ",$phases," == *",$p,"* ]]; then selected+=("$p"); fi
@@ -785,7 +793,9 @@ phase_profile() {
   ncu=$(find_cuda_tool ncu)
   [ -n "$ncu" ] || { status=skipped; detail="ncu not found"; return; }
   status=passed
-  for length in 1024 4096; do
+  local lengths=()
+  [ "$profile_lengths" = none ] || IFS=, read -ra lengths <<<"$profile_lengths"
+  for length in "${lengths[@]}"; do
     echo "=== ncu: FusedPrefillKernel, ChunkedPrefillKernel and RowsKernel (<T, false> and" \
       "the shift-MMA variants <T, true>), B64 H768 fp16, L $length" >>"$report"
     bounded "$report" "$ncu" --clock-control none -k regex:'FusedPrefill|ChunkedPrefill|RowsKernel' \

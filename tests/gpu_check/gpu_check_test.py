@@ -477,6 +477,20 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(set(os.listdir(m.out)),
                          {"summary.txt", "check.json", "tests.log", "bench.log", "profile.txt"})
 
+    def test_profile_lengths_choose_the_prefill_runs(self):
+        m = FakeMachine(self.tmp)
+        m.add_ncu()
+        m.run("--phases", "profile", "--profile-lengths", "none")
+        self.assertEqual(m.returncode, 0, m.stderr)
+        self.assertEqual(m.phases["profile"]["detail"],
+                         "decode ran; h3 step ran; 2 kernel reports in profile.txt")
+        self.assertNotIn("flashconv bench", m.read("profile.txt"))
+        m = FakeMachine(os.path.join(self.tmp, "again"))
+        m.add_ncu()
+        m.run("--phases", "profile", "--profile-lengths", "2048")
+        self.assertEqual(m.returncode, 0, m.stderr)
+        self.assertTrue(m.phases["profile"]["detail"].startswith("flashconv L2048 ran; decode"))
+
     def test_no_gpu_fails_facts_devices_and_tests_and_skips_the_benchmarks(self):
         m = FakeMachine(self.tmp, kernels_test=PASSING_TEST + 'echo "no CUDA device: none"\n')
         os.remove(os.path.join(m.bin, "nvidia-smi"))
@@ -503,6 +517,9 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIsNone(m.run("--test-shards", "0"))
         self.assertEqual(m.returncode, 2)
         self.assertIn("--test-shards wants a count >= 1", m.stderr)
+        self.assertIsNone(m.run("--profile-lengths", "1024,"))
+        self.assertEqual(m.returncode, 2)
+        self.assertIn("--profile-lengths wants lengths", m.stderr)
         self.assertFalse(os.path.exists(m.out))
 
 
