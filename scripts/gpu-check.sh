@@ -57,8 +57,9 @@
 #                     FlashConv and the chunked H3 prefill kernels (B64 H768
 #                     fp16, L 1024 and 4096; their guard calls), on the
 #                     kernels of one batch-64 decode step (H3-1.3B shape,
-#                     --half-activations), and on one H3 step with every
-#                     section: profile.txt
+#                     --half-activations), on one H3 step with every
+#                     section, and on one layer's batch-1 products (the
+#                     stream kernel) with every section: profile.txt
 #   breakdown 240/60  bench/engine_breakdown.py (h3_engine_bench --what
 #                     breakdown): per-op times of a decode step and a
 #                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
@@ -829,6 +830,17 @@ phase_profile() {
     --batch 64 --decode-context 512 --decode-steps 3 --reps 1
   rc=$?
   parts+=("h3 step $(profile_result $rc)")
+  (( rc == 0 )) || status=failed
+  # A batch-1 step is mostly its products of 8 to 33 MB, which the stream
+  # kernel moves at 28 to 60% of the copy bandwidth: one layer's four
+  # (q|k|v, out, fc1, fc2) after a step's 97, every section.
+  echo "=== ncu: one layer's batch-1 products (StreamGemmKernel), every section" >>"$report"
+  bounded "$report" "$ncu" --clock-control none -k 'regex:StreamGemmKernel' --launch-skip 97 \
+    --launch-count 4 "${sections[@]}" "$shim/bench/h3_engine_bench" --what decode \
+    --model "$model" --device cuda --dtype fp16 --half-activations --graphs off \
+    --batch 1 --decode-context 512 --decode-steps 3 --reps 1
+  rc=$?
+  parts+=("batch-1 products $(profile_result $rc)")
   (( rc == 0 )) || status=failed
   # ncu's report header of a kernel ends with its grid and block: (x, y, z)x(x, y, z).
   parts+=("$(grep -cE '\([0-9]+, [0-9]+, [0-9]+\)x\([0-9]+, [0-9]+, [0-9]+\)' "$report") kernel reports in profile.txt")

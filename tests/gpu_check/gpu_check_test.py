@@ -464,7 +464,7 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(m.phases["profile"]["status"], "passed")
         self.assertEqual(m.phases["profile"]["detail"],
                          "flashconv L1024 ran; flashconv L4096 ran; decode ran; "
-                         "h3 step ran; 4 kernel reports in profile.txt")
+                         "h3 step ran; batch-1 products ran; 5 kernel reports in profile.txt")
         report = m.read("profile.txt")
         self.assertIn("--clock-control none -k regex:FusedPrefill|ChunkedPrefill|RowsKernel "
                       "--launch-count 5", report)
@@ -473,6 +473,7 @@ class GpuCheckTest(unittest.TestCase):
                           "--paths fused,chunked,chunked_mma --rows --warmup 1", report)
         self.assertIn("--launch-skip 28 --launch-count 28", report)
         self.assertIn("-k regex:H3Step --launch-skip 28 --launch-count 1", report)
+        self.assertIn("-k regex:StreamGemmKernel --launch-skip 97 --launch-count 4", report)
         self.assertTrue(os.path.exists(m.model), "the decode profile writes the model")
         self.assertEqual(set(os.listdir(m.out)),
                          {"summary.txt", "check.json", "tests.log", "bench.log", "profile.txt"})
@@ -483,7 +484,8 @@ class GpuCheckTest(unittest.TestCase):
         m.run("--phases", "profile", "--profile-lengths", "none")
         self.assertEqual(m.returncode, 0, m.stderr)
         self.assertEqual(m.phases["profile"]["detail"],
-                         "decode ran; h3 step ran; 2 kernel reports in profile.txt")
+                         "decode ran; h3 step ran; batch-1 products ran; "
+                         "3 kernel reports in profile.txt")
         self.assertNotIn("flashconv bench", m.read("profile.txt"))
         m = FakeMachine(os.path.join(self.tmp, "again"))
         m.add_ncu()
