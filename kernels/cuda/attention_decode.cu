@@ -5,19 +5,14 @@
 //   2. grid (pieces, heads, batch): each block scores its piece of the
 //      sequence, keys [piece * piece_len, ...) up to the token's position,
 //      and leaves a partial softmax (max, sum, unnormalised output) in the
-//      workspace; pieces past the position exit at once. Its warps copy
-//      their keys into shared memory several steps ahead (StreamKeys;
-//      cp.async) where a lane's share of a row is one copy of 4, 8 or 16
-//      bytes (16-bit heads over 32 dims, fp32 heads up to 128);
+//      workspace; pieces past the position exit at once;
 //   3. grid (heads, batch): rescales the partials to their common max and
 //      divides by the total sum.
 // Positions are read on the device only, so the launch depends on the batch
 // and max_positions alone and a captured graph serves any positions.
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/launch_order.cuh"
@@ -41,11 +36,11 @@ constexpr int kKeysPerStep = 4;
 // Pieces hold at least kMinPieceLen keys, 16 per warp (four steps of
 // kKeysPerStep), so that a block's partial (head_dim + 2 floats: 520 bytes
 // for a head of 128) stays small next to the keys it reads (64 K and V
-// rows: 32 KB for a 16-bit head of 128). A warp took its keys a step at a
-// time, each step waiting on its loads (before StreamKeys), so short
-// pieces served small batches: on an H200 at a context of about 540 a batch-1
-// step's two attention layers took 39 us with 64-key pieces against 64 us with
-// 256-key ones (the earlier value; 3 pieces of 16 heads, 48 blocks), a batch-64
+// rows: 32 KB for a 16-bit head of 128). A warp takes its keys a step at a
+// time, each step waiting on its loads, so short pieces serve small
+// batches: on an H200 at a context of about 540 a batch-1 step's two
+// attention layers took 39 us with 64-key pieces against 64 us with 256-key
+// ones (the earlier value; 3 pieces of 16 heads, 48 blocks), a batch-64
 // step's 238 against 210 us (the 52a594a and e190e6a breakdowns). At most
 // kMaxPieces bound the workspace and the combine's serial loop; at 64, a
 // capacity of 4096 (pieces of 64) times 16 heads is 1024 blocks for one
@@ -131,50 +126,8 @@ struct PieceScan {
   float m = -INFINITY, l = 0.0f, acc[kDims] = {};
 };
 
-// The warp's running softmax after keys j0 .. j0 + kKeysPerStep - 1 (those
-// before w.end), given each key's lane share of q . k in s and its values
-// in v: the lanes' dots summed, the max, the rescale and the weighted
-// values. Both ways of loading the keys (ScoreKeys, StreamKeys) end here,
-// so they give the same bits.
-template <int kDims>
-__device__ __forceinline__ void AddKeys(int64_t j0, float (&s)[kKeysPerStep],
-                                        const float (&v)[kKeysPerStep][kDims],
-                                        PieceScan<kDims>& w) {
-  float step_max = -INFINITY;
-#pragma unroll
-  for (int kk = 0; kk < kKeysPerStep; ++kk) {
-    s[kk] = WarpSum(s[kk]) * w.scale;
-    if (j0 + kk < w.end) step_max = fmaxf(step_max, s[kk]);
-  }
-  const float m_new = fmaxf(w.m, step_max);  // finite: key j0 is < end
-  const float corr = expf(w.m - m_new);      // 0 on the first step
-  w.l *= corr;
-#pragma unroll
-  for (int i = 0; i < kDims; ++i) w.acc[i] *= corr;
-#pragma unroll
-  for (int kk = 0; kk < kKeysPerStep; ++kk) {
-    if (j0 + kk >= w.end) break;
-    const float prob = expf(s[kk] - m_new);
-    w.l += prob;
-#pragma unroll
-    for (int i = 0; i < kDims; ++i) w.acc[i] = fmaf(prob, v[kk][i], w.acc[i]);
-  }
-  w.m = m_new;
-}
-
-// The lane's share of q . k.
-template <int kDims>
-__device__ __forceinline__ float LaneDot(const PieceScan<kDims>& w,
-                                         const float (&k)[kDims]) {
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kDims; ++i) s = fmaf(w.q[i], k[i], s);
-  return s;
-}
-
 // The warp's running softmax over keys j0 .. j0 + kKeysPerStep - 1, then
-// the same kWarps * kKeysPerStep further on, loaded into registers a step
-// at a time. C: the cache's elements.
+// the same kWarps * kKeysPerStep further on. C: the cache's elements.
 template <int kDims, typename C>
 __device__ void ScoreKeys(const C* k_cache, const C* v_cache,
                           PieceScan<kDims>& w) {
@@ -194,129 +147,30 @@ __device__ void ScoreKeys(const C* k_cache, const C* v_cache,
       float k[kDims];
       LoadDims<kDims>(k_cache + at, in, whole, avail, k);
       LoadDims<kDims>(v_cache + at, in, whole, avail, v[kk]);
-      s[kk] = LaneDot(w, k);
+      s[kk] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) s[kk] = fmaf(w.q[i], k[i], s[kk]);
     }
-    AddKeys(j0, s, v, w);
-  }
-}
-
-// The shared memory a piece block stages its keys in (StreamKeys).
-constexpr int kStageBytes = 32 * 1024;
-
-// StreamKeys' shape for kDims elements of C a lane: its share of a row
-// (kRowBytes), whether one cp.async copies it (4, 8 or 16 bytes), and the
-// steps a warp has in flight (kSteps, at most 8) in kStageBytes.
-template <int kDims, typename C>
-struct KeyStages {
-  static constexpr int kRowBytes = kDims * static_cast<int>(sizeof(C));
-  static constexpr bool kCopies =
-      kRowBytes == 4 || kRowBytes == 8 || kRowBytes == 16;
-  // A step of a warp: kKeysPerStep keys' K and V shares of its 32 lanes.
-  static constexpr int kStepBytes = kKeysPerStep * 2 * 32 * kRowBytes;
-  static constexpr int kSteps = kStageBytes / (kWarps * kStepBytes) < 8
-                                    ? kStageBytes / (kWarps * kStepBytes)
-                                    : 8;
-};
-
-// Whether StreamKeys takes the block's keys (KeyStages::kCopies given): a
-// lane's share of a row is whole in every live lane, and aligned.
-template <int kDims, typename C>
-__device__ __forceinline__ bool Streams(const C* k_cache, const C* v_cache,
-                                        int hd) {
-  constexpr int kBytes = KeyStages<kDims, C>::kRowBytes;
-  return hd % kDims == 0 &&
-         reinterpret_cast<uintptr_t>(k_cache) % kBytes == 0 &&
-         reinterpret_cast<uintptr_t>(v_cache) % kBytes == 0;
-}
-
-// The warp's step slot `slot` in the block's stages: per key, its K then
-// its V shares, lane after lane.
-template <int kDims, typename C>
-__device__ __forceinline__ unsigned char* StepSlot(unsigned char* stages,
-                                                   int warp, int slot) {
-  using S = KeyStages<kDims, C>;
-  return stages + (warp * S::kSteps + slot) * S::kStepBytes;
-}
-
-// Queues the copies of the lane's shares of keys j0 .. j0 + kKeysPerStep - 1
-// (those before w.end) into `slot` and commits them as one group (empty
-// past the piece, so that every step commits one).
-template <int kDims, typename C>
-__device__ __forceinline__ void IssueKeys(const C* k_cache, const C* v_cache,
-                                          const PieceScan<kDims>& w, int64_t j0,
-                                          unsigned char* slot) {
-  constexpr int kBytes = KeyStages<kDims, C>::kRowBytes;
-  const int lane = threadIdx.x % 32;
-  if (w.first < w.hd) {
+    float step_max = -INFINITY;
 #pragma unroll
     for (int kk = 0; kk < kKeysPerStep; ++kk) {
-      if (j0 + kk < w.end) {
-        const int64_t at = w.head + (j0 + kk) * w.d + w.first;
-        unsigned char* key = slot + (2 * kk * 32 + lane) * kBytes;
-        CopyAsync<kBytes>(key, k_cache + at);
-        CopyAsync<kBytes>(key + 32 * kBytes, v_cache + at);
-      }
+      s[kk] = WarpSum(s[kk]) * w.scale;
+      if (j0 + kk < w.end) step_max = fmaxf(step_max, s[kk]);
     }
-  }
-  CommitCopies();
-}
-
-// The warp's first KeyStages::kSteps steps (StreamKeys' loop continues
-// them): sent before the query is rotated, so that their HBM round trip
-// overlaps it.
-template <int kDims, typename C>
-__device__ __forceinline__ void StartKeys(const C* k_cache, const C* v_cache,
-                                          const PieceScan<kDims>& w,
-                                          unsigned char* stages) {
-  using S = KeyStages<kDims, C>;
+    const float m_new = fmaxf(w.m, step_max);  // finite: key j0 is < end
+    const float corr = expf(w.m - m_new);      // 0 on the first step
+    w.l *= corr;
 #pragma unroll
-  for (int i = 0; i < S::kSteps; ++i) {
-    IssueKeys<kDims>(k_cache, v_cache, w,
-                     w.begin + (w.warp + i * kWarps) * kKeysPerStep,
-                     StepSlot<kDims, C>(stages, w.warp, i));
-  }
-}
-
-// ScoreKeys' walk with the keys copied into shared memory kSteps steps
-// ahead (cp.async; StartKeys sent the first ones), so that a warp's steps
-// wait on one round trip, not one each: the lane reads back only its own
-// copies, so no barrier is needed. The same sums as ScoreKeys.
-template <int kDims, typename C>
-__device__ void StreamKeys(const C* k_cache, const C* v_cache,
-                           unsigned char* stages, PieceScan<kDims>& w) {
-  using S = KeyStages<kDims, C>;
-  struct alignas(S::kRowBytes) Pack {
-    C e[kDims];
-  };
-  const int lane = threadIdx.x % 32;
-  const bool live = w.first < w.hd;
-  int slot = 0;
-  for (int64_t j0 = w.begin + w.warp * kKeysPerStep; j0 < w.end;
-       j0 += kWarps * kKeysPerStep) {
-    unsigned char* const step = StepSlot<kDims, C>(stages, w.warp, slot);
-    // Committed so far: kSteps plus one a step done; this step's group is
-    // the oldest not yet waited on.
-    WaitCopies<S::kSteps - 1>();
-    float s[kKeysPerStep], v[kKeysPerStep][kDims];
+    for (int i = 0; i < kDims; ++i) w.acc[i] *= corr;
 #pragma unroll
     for (int kk = 0; kk < kKeysPerStep; ++kk) {
-      const bool in = live && j0 + kk < w.end;
-      const unsigned char* key = step + (2 * kk * 32 + lane) * S::kRowBytes;
-      float k[kDims];
-      const Pack kp = in ? *reinterpret_cast<const Pack*>(key) : Pack{};
-      const Pack vp =
-          in ? *reinterpret_cast<const Pack*>(key + 32 * S::kRowBytes) : Pack{};
+      if (j0 + kk >= w.end) break;
+      const float prob = expf(s[kk] - m_new);
+      w.l += prob;
 #pragma unroll
-      for (int i = 0; i < kDims; ++i) {
-        k[i] = in ? io::ToFloat(kp.e[i]) : 0.0f;
-        v[kk][i] = in ? io::ToFloat(vp.e[i]) : 0.0f;
-      }
-      s[kk] = LaneDot(w, k);
+      for (int i = 0; i < kDims; ++i) w.acc[i] = fmaf(prob, v[kk][i], w.acc[i]);
     }
-    AddKeys(j0, s, v, w);
-    IssueKeys<kDims>(k_cache, v_cache, w,
-                     j0 + S::kSteps * kWarps * kKeysPerStep, step);
-    slot = slot + 1 == S::kSteps ? 0 : slot + 1;
+    w.m = m_new;
   }
 }
 
@@ -339,10 +193,8 @@ __device__ void PrefetchPiece(const C* k_cache, const C* v_cache,
 }
 
 // T: qkv's elements and those of a cache that is not fp32.
-// Five blocks an SM for heads of up to 128 (at most 102 registers, as
-// before the staging; 37 KiB of shared memory each), four past it.
 template <int kDims, typename T>  // DimsPerLane(head_dim)
-__global__ void __launch_bounds__(kThreads, kDims >= 8 ? 4 : 5)
+__global__ void __launch_bounds__(kThreads)
     DecodePieceKernel(AttentionDecodeParams p, Split split, Workspace ws,
                       float scale) {
   LetNextKernelStart();
@@ -366,38 +218,24 @@ __global__ void __launch_bounds__(kThreads, kDims >= 8 ? 4 : 5)
   w.first = lane * kDims;
   w.scale = scale;
   // The rotated query, this lane's dims (each warp computes its own).
-  const auto rotate_query = [&] {
-    const T* q_in = static_cast<const T*>(p.qkv) + b * 3 * w.d + w.head;
-    for (int i = 0; i < kDims; ++i) {
-      const int dd = w.first + i;
-      w.q[i] = dd < hd ? RotatedElement(q_in, dd, p.shape.rotary_dim,
-                                        p.inv_freq, pos)
-                       : 0.0f;
-    }
-  };
-  // The keys: copied into shared memory ahead (StreamKeys) where a lane's
-  // share of a row is one copy, else loaded a step at a time after a hint
-  // to L2. The cache's type is uniform over the block: one walk for each.
-  __shared__ __align__(16) unsigned char stages[kStageBytes];
-  const auto scan = [&](const auto* k, const auto* v) {
-    using C = std::remove_cv_t<std::remove_pointer_t<decltype(k)>>;
-    if constexpr (KeyStages<kDims, C>::kCopies) {
-      if (Streams<kDims, C>(k, v, hd)) {
-        StartKeys<kDims, C>(k, v, w, stages);
-        rotate_query();
-        StreamKeys<kDims, C>(k, v, stages, w);
-        return;
-      }
-    }
-    rotate_query();
+  const T* q_in = static_cast<const T*>(p.qkv) + b * 3 * w.d + w.head;
+  for (int i = 0; i < kDims; ++i) {
+    const int dd = w.first + i;
+    w.q[i] = dd < hd
+                 ? RotatedElement(q_in, dd, p.shape.rotary_dim, p.inv_freq, pos)
+                 : 0.0f;
+  }
+  // The cache's type is uniform over the block: one loop for each.
+  if (cache.type == ElementType::kF32) {
+    const float* k = static_cast<const float*>(cache.k);
+    const float* v = static_cast<const float*>(cache.v);
     PrefetchPiece<kDims>(k, v, w);
     ScoreKeys<kDims>(k, v, w);
-  };
-  if (cache.type == ElementType::kF32) {
-    scan(static_cast<const float*>(cache.k),
-         static_cast<const float*>(cache.v));
   } else {
-    scan(static_cast<const T*>(cache.k), static_cast<const T*>(cache.v));
+    const T* k = static_cast<const T*>(cache.k);
+    const T* v = static_cast<const T*>(cache.v);
+    PrefetchPiece<kDims>(k, v, w);
+    ScoreKeys<kDims>(k, v, w);
   }
 
   // The warps' partials into one for the piece. Warp 0 saw key `begin`, so

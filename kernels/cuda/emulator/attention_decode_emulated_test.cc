@@ -2,12 +2,10 @@
 // pieces, the combine) run on the CPU by the emulator
 // (attention_decode_emulated.cc) against the CPU twin AttentionDecodeCpu,
 // as kernels/cuda/attention_kv_test.cc holds it on a GPU: 16-bit caches
-// and io of the 1.3B model's head shape (a lane's share of a row one
-// 8-byte cp.async copy, four steps in flight a warp), fp32 caches (16-byte
-// copies of heads of 128, 8-byte ones of 64, 4-byte ones of 8) and a head
-// of 24 in 16-bit (2 bytes a lane: loaded, not copied). A capacity of
-// 8192 makes pieces of 128 keys, eight steps a warp, so the warps' stages
-// are reused; the positions cover a first, a middle and a last piece.
+// and io of the 1.3B model's head shape, fp32 caches with heads of 128, 64
+// and 8, and a 16-bit head of 24 (dims past a lane's share). A capacity
+// of 8192 makes pieces of 128 keys, eight steps of each warp; the
+// positions cover a first, a middle and a last piece.
 #include <cstdint>
 #include <cstring>
 #include <ostream>
