@@ -141,29 +141,39 @@ __device__ __forceinline__ float ExactShiftStep(float (&ring)[kVec],
 //
 // Grid: (channel tiles of kThreads / lanes channels, sequence groups). A
 // block loads its channels' parameters into registers once and walks through
-// `sequences_per_block` sequences, prefetching the next one's state while it
-// updates the current one. The sequences' state addresses and positions are
-// copied into shared memory first (StageSequences): read from the arrays in
-// the walk, each sequence's state loads waited on a load of their address
-// (an L2 round trip, then the HBM one, per sequence). The same threads send
-// the block's rows of the later sequences towards L2, so that only the
-// first two of a block's sequences wait on HBM in the walk. The
-// alternative, one block per (channel tile, sequence) with parameters
-// re-read from L2, sends the parameters through L2 once per sequence: 2 MiB
-// against 1.5 MiB of state traffic for d 2048, N 64, which more than doubles
-// the L2 traffic; the grouping divides that by the group size and still leaves
-// kTargetBlocks blocks to fill the GPU.
+// `sequences_per_block` sequences (StepSequences), with kStages sequences'
+// state in flight at once: copied into shared memory (cp.async), which
+// holds no register while the copies wait on HBM. Before that change
+// (7e0c717) a lane loaded the next sequence's slice into registers while
+// it stepped the current one, so a block had at most two sequences'
+// state in flight. On an H200 (h3_step_bench, H3-1.3B layer, fp16) a
+// batch-64 step took 41.3 us against 46.9 (9.3 against 9.9 at batch 8,
+// the same at batch 1); with an evict-first L2 hint on the copies it took
+// 49.7. The sequences' state addresses
+// and positions are copied into shared memory first (StageSequences):
+// read from the arrays in the walk, each sequence's state loads waited on
+// a load of their address (an L2 round trip, then the HBM one, per
+// sequence). The same threads send the block's rows of the sequences past
+// the first kStages towards L2. The alternative, one block per (channel
+// tile, sequence) with parameters re-read from L2, sends the parameters
+// through L2 once per sequence: 2 MiB against 1.5 MiB of state traffic
+// for d 2048, N 64, which more than doubles the L2 traffic; the grouping
+// divides that by the group size and still leaves kTargetBlocks blocks to
+// fill the GPU.
 //
-// Per sequence a lane reads its kVec ring slots (vector loads) but writes at
-// most one: the lane owning slot pos mod N stores k there, a scalar store.
+// Per sequence a lane reads its kVec ring slots (vector copies) but writes
+// at most one: the lane owning slot pos mod N stores k there, a scalar
+// store.
 //
 // kLanes: 0 for any lanes (l.lanes, ShiftStep); else l.lanes at compile
 // time, the ring held exactly (kLanes kVec == N: ExactShiftStep).
-// Six blocks an SM (80 registers): the walk's two slices in fixed roles
-// (StepSequences) would take 84 to 90 and leave five; ptxas spills 4 to 20
-// bytes instead (sm_90a).
+// Eight blocks an SM (64 registers, 16.4 KiB of shared memory a block with
+// kVec 4): ptxas takes 63 registers for the exact-lanes instances and
+// spills 8 bytes in the runtime-lanes ones (sm_90a); unbounded they take
+// 73 to 76, and six blocks fit (52.5 us at batch 64 on the H200, with the
+// L2 hint, against 49.7 with eight).
 template <int kVec, typename T, int kLanes>  // T: q, k, v and out's elements
-__global__ void __launch_bounds__(kThreads, 6)
+__global__ void __launch_bounds__(kThreads, 8)
     H3StepHeadDim1Kernel(H3StepParams p, StepLayout l) {
   const int d = p.w.shape.d_model, n_state = p.w.shape.d_state;
   const int lanes = kLanes > 0 ? kLanes : l.lanes;
@@ -177,10 +187,10 @@ __global__ void __launch_bounds__(kThreads, 6)
   float taps[kVec] = {}, da[kVec] = {}, db[kVec] = {}, cc[kVec] = {};
   float shift_d = 0, skip_d = 0;
   if (active) {
-    LoadVec<kVec, false>(p.w.shift_kernel + row, l.weights_aligned, taps);
-    LoadVec<kVec, false>(p.w.dA + row, l.weights_aligned, da);
-    LoadVec<kVec, false>(p.w.dB + row, l.weights_aligned, db);
-    LoadVec<kVec, false>(p.w.C + row, l.weights_aligned, cc);
+    LoadVec<kVec>(p.w.shift_kernel + row, l.weights_aligned, taps);
+    LoadVec<kVec>(p.w.dA + row, l.weights_aligned, da);
+    LoadVec<kVec>(p.w.dB + row, l.weights_aligned, db);
+    LoadVec<kVec>(p.w.C + row, l.weights_aligned, cc);
     shift_d = p.w.shift_D[c];
     skip_d = p.w.D[c];
   }

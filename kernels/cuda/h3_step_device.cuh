@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/io_element.cuh"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/prefetch.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 #include "kernels/h3.h"
 
 namespace h3::kernels::h3_step {
@@ -27,14 +29,20 @@ constexpr int kWarp = 32;
 constexpr int kThreads = 128;
 // The p = 1 kernel aims at about this many blocks, then lets a block walk
 // through more sequences instead, reusing its parameters from registers. Its
-// float4 instances use 80 registers a thread (ptxas, sm_90a; the prefetched
-// sequence doubles the state registers), so 6 blocks fit an SM: 4096 blocks
-// are about five waves on the 132 SMs of an H100 (six on an A100's 108),
-// enough that the last wave's tail costs little.
+// float4 instances are bounded to 64 registers a thread (ptxas, sm_90a), so
+// 8 blocks fit an SM: 4096 blocks are about four waves on the 132 SMs of
+// an H100 (five on an A100's 108), enough that the last wave's tail costs
+// little.
 constexpr int64_t kTargetBlocks = 4096;
 // ...and no more sequences than this per block, so that big batches still
 // spread over the whole GPU rather than serialise inside few blocks.
 constexpr int kMaxSequencesPerBlock = 16;
+// The sequences whose state a p = 1 block has in flight at once: each
+// lane's slices of kStages sequences are copied into shared memory ahead
+// of their step (cp.async), so a block of 4 sequences (batch 64 of the
+// 1.3B shape) asks for all of its state at once, 16 KiB, without holding
+// registers for it.
+constexpr int kStages = 4;
 constexpr int kMaxGridY = 65535;
 
 // What the kernels need beyond the Params: sizes H3Shape computes only on
@@ -53,22 +61,20 @@ struct StepLayout {
 template <int kVec>
 constexpr size_t kVecAlignment = sizeof(float) * (kVec < 4 ? kVec : 4);
 
-// kVec consecutive floats from `src`: vector loads when `aligned` (src
-// kVecAlignment bytes aligned), else scalar loads. Streaming (`__ldcs`) for
-// state, which is touched once per step: L2 is better spent on parameters.
-template <int kVec, bool kStreaming>
+// kVec consecutive floats from `src` (parameters, read through the
+// read-only cache): vector loads when `aligned` (src kVecAlignment bytes
+// aligned), else scalar loads.
+template <int kVec>
 __device__ __forceinline__ void LoadVec(const float* src, bool aligned,
                                         float (&dst)[kVec]) {
   if (aligned) {
     if constexpr (kVec == 2) {
-      const float2* p = reinterpret_cast<const float2*>(src);
-      const float2 v = kStreaming ? __ldcs(p) : __ldg(p);
+      const float2 v = __ldg(reinterpret_cast<const float2*>(src));
       dst[0] = v.x, dst[1] = v.y;
     } else {
 #pragma unroll
       for (int i = 0; i < kVec; i += 4) {
-        const float4* p = reinterpret_cast<const float4*>(src + i);
-        const float4 v = kStreaming ? __ldcs(p) : __ldg(p);
+        const float4 v = __ldg(reinterpret_cast<const float4*>(src + i));
         dst[i] = v.x, dst[i + 1] = v.y, dst[i + 2] = v.z, dst[i + 3] = v.w;
       }
     }
@@ -150,10 +156,10 @@ __device__ __forceinline__ void PrefetchRows(const float* shift,
 
 // Fills `s` for the block's sequences from `first` (below `last`); every
 // thread of the block calls it, after the wait for the kernel before. The
-// thread that stages a sequence after the first two also sends the block's
-// rows of its state towards L2 (PrefetchRows), so that the walk, which
-// loads the first two at once, finds the later ones' lines there; the
-// lanes' own registers are not involved.
+// thread that stages a sequence after the first kStages also sends the
+// block's rows of its state towards L2 (PrefetchRows), so that the walk,
+// which asks for the first kStages at once, finds the later ones' lines
+// there.
 __device__ __forceinline__ void StageSequences(const H3StepParams& p,
                                                const StepLayout& l, int first,
                                                int last, BlockSequences& s) {
@@ -163,7 +169,7 @@ __device__ __forceinline__ void StageSequences(const H3StepParams& p,
     s.diag[i] = p.states[first + i].diag;
     s.pos[i] = p.positions[first + i];
     s.newest[i] = static_cast<int>(s.pos[i] % p.w.shape.d_state);
-    if (i >= 2) {
+    if (i >= kStages) {
       const int64_t per_block = kThreads / l.lanes;  // channels
       const int64_t c0 = int64_t{blockIdx.x} * per_block;
       const int64_t channels = min(per_block, p.w.shape.d_model - c0);
@@ -196,13 +202,72 @@ __device__ __forceinline__ Sequence SequenceAt(const H3StepParams& p,
   return {state, s.pos[i], s.newest[i]};
 }
 
-// T: the elements of q, k, v (widened exactly).
-template <int kVec, typename T>
-__device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
-                                                 const StepLayout& l,
+// A lane's two rows of one walk stage in the block's shared memory: its
+// kVec ring floats, then (ring + kThreads kVec) its kVec diagonal floats.
+template <int kVec>
+__device__ __forceinline__ float* StageRing(float* stages, int stage) {
+  return stages + (stage * 2 * kThreads + threadIdx.x) * kVec;
+}
+
+// Queues the copies of sequence b's slice (the lane's kVec ring and
+// diagonal floats at `row`) into `stage`, and commits them as one group:
+// an empty one for an inactive lane or b past `last`, so that every step
+// of the walk commits one.
+template <int kVec>
+__device__ __forceinline__ void IssueSlice(const H3StepParams& p,
+                                           const BlockSequences& staged,
+                                           int first, int last, int b,
+                                           int64_t row, bool active,
+                                           float* ring) {
+  static_assert(kVec == 2 || kVec == 4);
+  if (active && b < last) {
+    const Sequence seq = SequenceAt(p, staged, first, b);
+    const float* shift = seq.state.shift + row;
+    const float* diag = seq.state.diag + row;
+    float* diag_stage = ring + kThreads * kVec;
+    constexpr int kBytes = sizeof(float) * kVec;
+    if (((reinterpret_cast<uintptr_t>(shift) |
+          reinterpret_cast<uintptr_t>(diag)) %
+         kBytes) == 0) {
+      CopyAsync<kBytes>(ring, shift);
+      CopyAsync<kBytes>(diag_stage, diag);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        CopyAsync<sizeof(float)>(ring + i, shift + i);
+        CopyAsync<sizeof(float)>(diag_stage + i, diag + i);
+      }
+    }
+  }
+  CommitCopies();
+}
+
+// A sequence's q, k and v for channel c (T: their elements, widened
+// exactly); zeros for an inactive lane.
+struct Inputs {
+  float q = 0, k = 0, v = 0;
+};
+template <typename T>
+__device__ __forceinline__ Inputs LoadInputs(const H3StepParams& p,
+                                             const StepLayout& l, int b,
+                                             int64_t c, bool active) {
+  Inputs in;
+  if (!active) return in;
+  const int64_t at = b * l.input_stride + c;
+  in.q = io::ToFloat(static_cast<const T*>(p.q)[at]);
+  in.k = io::ToFloat(static_cast<const T*>(p.k)[at]);
+  in.v = io::ToFloat(static_cast<const T*>(p.v)[at]);
+  return in;
+}
+
+// Sequence b's slice from `ring` (its stage, whose copies have completed)
+// and its inputs; the state's addresses for StoreStep.
+template <int kVec>
+__device__ __forceinline__ Slice<kVec> TakeSlice(const H3StepParams& p,
                                                  const BlockSequences& staged,
-                                                 int first, int b, int64_t c,
-                                                 int64_t row, bool active) {
+                                                 int first, int b, int64_t row,
+                                                 bool active, const float* ring,
+                                                 const Inputs& in) {
   Slice<kVec> t;
   const Sequence seq = SequenceAt(p, staged, first, b);
   t.pos = seq.pos;
@@ -213,12 +278,12 @@ __device__ __forceinline__ Slice<kVec> LoadSlice(const H3StepParams& p,
   t.aligned = ((reinterpret_cast<uintptr_t>(t.shift) |
                 reinterpret_cast<uintptr_t>(t.diag)) %
                kVecAlignment<kVec>) == 0;
-  LoadVec<kVec, true>(t.shift, t.aligned, t.s);
-  LoadVec<kVec, true>(t.diag, t.aligned, t.x);
-  const int64_t at = b * l.input_stride + c;
-  t.q = io::ToFloat(static_cast<const T*>(p.q)[at]);
-  t.k = io::ToFloat(static_cast<const T*>(p.k)[at]);
-  t.v = io::ToFloat(static_cast<const T*>(p.v)[at]);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    t.s[i] = ring[i];
+    t.x[i] = ring[kThreads * kVec + i];
+  }
+  t.q = in.q, t.k = in.k, t.v = in.v;
   return t;
 }
 
@@ -260,11 +325,14 @@ __device__ __forceinline__ void StoreStep(const H3StepParams& p,
 // A head_dim-1 lane's walk through its block's sequences: waits for the
 // kernel before (LaunchOrder: the parameters are read before this), stages
 // the sequences' states and positions (StageSequences, which sends the
-// later sequences' states towards L2), then for each sequence b, the next
-// one's slice loaded ahead (`lanes`: l.lanes, or a compile-time constant
-// equal to it), kbar = shift(cur, newest) (the shift SSM, the
-// new k put in its ring slot), the diagonal SSM on the lane's modes, y
-// summed over the channel's lanes, and StoreStep. The loop bounds are the same
+// sequences past the first kStages towards L2), asks for the first kStages
+// sequences' slices at once (IssueSlice), then for each sequence b: waits
+// for its slice, takes it from shared memory with the q, k, v loaded one
+// sequence ahead, kbar = shift(cur, newest) (the shift SSM, the new k put
+// in its ring slot), the diagonal SSM on the lane's modes, y summed over
+// the channel's lanes, StoreStep, and the copies of sequence b + kStages
+// into the stage b used. A lane reads only the shared memory its own
+// copies wrote, so the walk needs no barrier. The loop bounds are the same
 // for the whole block: every lane reaches every shuffle.
 template <int kVec, typename T, typename Shift>
 __device__ __forceinline__ void StepSequences(
@@ -275,28 +343,30 @@ __device__ __forceinline__ void StepSequences(
   const int first = blockIdx.y * l.sequences_per_block;
   const int last = min(first + l.sequences_per_block, p.batch);
   __shared__ BlockSequences staged;
+  H3_SHARED_ARRAY(float4, stage_vectors, kStages * 2 * kThreads * kVec / 4);
+  float* const stages = reinterpret_cast<float*>(stage_vectors);
   WaitForPriorKernel();
   StageSequences(p, l, first, last, staged);
-  const auto load = [&](int b) {
-    return LoadSlice<kVec, T>(p, l, staged, first, b, c, row, active);
-  };
-  const auto step = [&](Slice<kVec>& cur, int b) {
+#pragma unroll
+  for (int i = 0; i < kStages; ++i) {
+    IssueSlice<kVec>(p, staged, first, last, first + i, row, active,
+                     StageRing<kVec>(stages, i));
+  }
+  Inputs next = LoadInputs<T>(p, l, first, c, active);
+  for (int b = first; b < last; ++b) {
+    float* const ring = StageRing<kVec>(stages, (b - first) % kStages);
+    // Committed so far: kStages + (b - first) groups; b's is the oldest
+    // of them not yet waited on.
+    WaitCopies<kStages - 1>();
+    Slice<kVec> cur =
+        TakeSlice<kVec>(p, staged, first, b, row, active, ring, next);
+    if (b + 1 < last) next = LoadInputs<T>(p, l, b + 1, c, active);
     const float kv = shift(cur, cur.newest) * cur.v;
     const float y =
         2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), lanes) +
         skip_d * kv;
     if (active) StoreStep<kVec, T>(p, cur, cur.newest, lane, b, c, y);
-  };
-  // Two slices in fixed roles, each loaded while the other is stepped: a
-  // loop of one slice would copy the next into the current one every
-  // sequence (about 30 register moves).
-  Slice<kVec> even = load(first), odd;
-  for (int b = first; b < last; b += 2) {
-    if (b + 1 < last) odd = load(b + 1);
-    step(even, b);
-    if (b + 1 == last) break;
-    if (b + 2 < last) even = load(b + 2);
-    step(odd, b + 1);
+    IssueSlice<kVec>(p, staged, first, last, b + kStages, row, active, ring);
   }
 }
 
