@@ -823,28 +823,28 @@ phase_profile() {
   # The batch-64 H3 step is a third of a decode step, compute-bound at 45%
   # of DRAM (2026-11-26, H200): one launch with every section, to see which
   # instructions and stalls bound it.
-  echo "=== ncu: one batch-64 H3 step, every section" >>"$report"
-  bounded "$report" "$ncu" --clock-control none -k 'regex:H3Step' --launch-skip 28 \
-    --launch-count 1 "${sections[@]}" "$shim/bench/h3_engine_bench" --what decode \
-    --model "$model" --device cuda --dtype fp16 --half-activations --graphs off \
-    --batch 64 --decode-context 512 --decode-steps 3 --reps 1
-  rc=$?
-  parts+=("h3 step $(profile_result $rc)")
-  (( rc == 0 )) || status=failed
+  profile_decode "h3 step" "one batch-64 H3 step" H3Step 28 1 64
   # A batch-1 step is mostly its products of 8 to 33 MB, which the stream
   # kernel moves at 28 to 60% of the copy bandwidth: one layer's four
   # (q|k|v, out, fc1, fc2) after a step's 97, every section.
-  echo "=== ncu: one layer's batch-1 products (StreamGemmKernel), every section" >>"$report"
-  bounded "$report" "$ncu" --clock-control none -k 'regex:StreamGemmKernel' --launch-skip 97 \
-    --launch-count 4 "${sections[@]}" "$shim/bench/h3_engine_bench" --what decode \
-    --model "$model" --device cuda --dtype fp16 --half-activations --graphs off \
-    --batch 1 --decode-context 512 --decode-steps 3 --reps 1
-  rc=$?
-  parts+=("batch-1 products $(profile_result $rc)")
-  (( rc == 0 )) || status=failed
+  profile_decode "batch-1 products" "one layer's batch-1 products (StreamGemmKernel)" \
+    StreamGemmKernel 97 4 1
   # ncu's report header of a kernel ends with its grid and block: (x, y, z)x(x, y, z).
   parts+=("$(grep -cE '\([0-9]+, [0-9]+, [0-9]+\)x\([0-9]+, [0-9]+, [0-9]+\)' "$report") kernel reports in profile.txt")
   detail=$(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')
+}
+# NAME TITLE REGEX SKIP COUNT BATCH: ncu with every section on COUNT
+# launches of the kernels REGEX matches, after SKIP, in decode steps of
+# BATCH sequences (phase_profile's ncu, sections, report, parts, status).
+profile_decode() {
+  echo "=== ncu: $2, every section" >>"$report"
+  bounded "$report" "$ncu" --clock-control none -k "regex:$3" --launch-skip "$4" \
+    --launch-count "$5" "${sections[@]}" "$shim/bench/h3_engine_bench" --what decode \
+    --model "$model" --device cuda --dtype fp16 --half-activations --graphs off \
+    --batch "$6" --decode-context 512 --decode-steps 3 --reps 1
+  local rc=$?
+  parts+=("$1 $(profile_result $rc)")
+  (( rc == 0 )) || status=failed
 }
 profile_result() {  # RC: what one ncu run gave
   case $1 in
