@@ -87,10 +87,11 @@ __device__ __forceinline__ float ShiftStep(float (&ring)[kVec],
 // tap i's register is the same in every lane (newest is block-uniform):
 // the same slots as ShiftStep, summed in the same order, with no slot
 // arithmetic a tap, no per-tap 64-bit compare once pos has passed N - 1,
-// and the lane sums unrolled for kLanes. With StepSequences' two slices
-// the walk went from about 330 to 225 instructions a sequence (nvdisasm);
-// on an H200 a batch-64 step took 46.9 us a layer, against 50.0 with the
-// lanes at run time (kRuntimeLanes, the same two slices).
+// and the lane sums unrolled for kLanes. With the register walk of 24b03d7
+// (two sequences' slices in registers) the walk went from about 330 to 225
+// instructions a sequence (nvdisasm); on an H200 a batch-64 step took 46.9
+// us a layer, against 50.0 with the lanes at run time (kRuntimeLanes); with
+// the cp.async walk of 0e387a3, 41.5 against 45.9.
 template <int kVec, int kLanes>
 __device__ __forceinline__ float ExactShiftStep(float (&ring)[kVec],
                                                 const float (&taps)[kVec],
@@ -145,21 +146,21 @@ __device__ __forceinline__ float ExactShiftStep(float (&ring)[kVec],
 // state in flight at once: copied into shared memory (cp.async), which
 // holds no register while the copies wait on HBM. Before that change
 // (7e0c717) a lane loaded the next sequence's slice into registers while
-// it stepped the current one, so a block had at most two sequences'
-// state in flight. On an H200 (h3_step_bench, H3-1.3B layer, fp16) a
-// batch-64 step took 41.3 us against 46.9 (9.3 against 9.9 at batch 8,
-// the same at batch 1); with an evict-first L2 hint on the copies it took
-// 49.7. The sequences' state addresses
-// and positions are copied into shared memory first (StageSequences):
-// read from the arrays in the walk, each sequence's state loads waited on
-// a load of their address (an L2 round trip, then the HBM one, per
-// sequence). The same threads send the block's rows of the sequences past
-// the first kStages towards L2. The alternative, one block per (channel
-// tile, sequence) with parameters re-read from L2, sends the parameters
-// through L2 once per sequence: 2 MiB against 1.5 MiB of state traffic
-// for d 2048, N 64, which more than doubles the L2 traffic; the grouping
-// divides that by the group size and still leaves kTargetBlocks blocks to
-// fill the GPU.
+// it stepped the current one, so a block had at most two sequences' state
+// in flight. On an H200 (h3_step_bench, H3-1.3B layer, fp16) a batch-64
+// step took 41.3 us against 46.9 (9.3 against 9.9 at batch 8, the same at
+// batch 1); with an evict-first L2 hint on the copies it took 49.7.
+//
+// The sequences' state addresses and positions are copied into shared
+// memory first (StageSequences): read from the arrays in the walk, each
+// sequence's state loads waited on a load of their address (an L2 round
+// trip, then the HBM one, per sequence). The same threads send the block's
+// rows of the sequences past the first kStages towards L2. The
+// alternative, one block per (channel tile, sequence) with parameters
+// re-read from L2, sends the parameters through L2 once per sequence: 2
+// MiB against 1.5 MiB of state traffic for d 2048, N 64, which more than
+// doubles the L2 traffic; the grouping divides that by the group size and
+// still leaves kTargetBlocks blocks to fill the GPU.
 //
 // Per sequence a lane reads its kVec ring slots (vector copies) but writes
 // at most one: the lane owning slot pos mod N stores k there, a scalar
