@@ -253,9 +253,11 @@ TEST_F(GenerateTest, CtrlCCancelsAndFreesTheSlot) {
   EXPECT_EQ(generate.Stop(SIGINT, 20s), 130) << generate.output();
 
   // The next request gets the slot long before the first would have ended.
+  // --ignore-eos: a sampled end-of-sequence token would stop it short of
+  // the 4 tokens (a CI run saw 3).
   nlohmann::json out = JsonOf(RunCommand(
       {kH3, "generate", "--server", address, "--prompt-ids", kPromptIds,
-       "--max-tokens", "4", "--timeout", "20", "--json"}));
+       "--max-tokens", "4", "--ignore-eos", "--timeout", "20", "--json"}));
   EXPECT_EQ(Ids(out).size(), 4u);
   EXPECT_EQ(server->Stop(SIGTERM, 30s), 0) << server->output();
 }
