@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstring>
 #include <ostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -111,11 +110,7 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{2, 64, 32, ElementType::kF32, 8192, {200, 64}},
         DecodeCase{3, 8, 8, ElementType::kF32, 8192, {130, 1}},
         DecodeCase{2, 24, 8, ElementType::kF16, 300, {299, 64}}),
-    [](const ::testing::TestParamInfo<DecodeCase>& i) {
-      std::ostringstream os;
-      os << i.param;
-      return os.str();
-    });
+    ::testing::PrintToStringParamName());
 
 }  // namespace
 }  // namespace h3::kernels
