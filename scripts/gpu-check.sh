@@ -53,7 +53,7 @@
 #   flashconv 120/30  bench/flashconv_bench.py: B64 H768 fp16, lengths 256 to
 #                     32K, fused FlashConv, chunked (and its shift-MMA
 #                     variant; both also on packed rows, --rows) and cuFFT
-#   profile    90/30  Nsight Compute (ncu --clock-control none) on the fused
+#   profile   150/30  Nsight Compute (ncu --clock-control none) on the fused
 #                     FlashConv and the chunked H3 prefill kernels (B64 H768
 #                     fp16, L 1024 and 4096; their guard calls), on the
 #                     kernels of one batch-64 decode step (H3-1.3B shape,
@@ -113,7 +113,7 @@ usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0";
 all_phases=(facts devices triage tests table4 flashconv profile breakdown linear step attention serve_1
             serve_64 memcheck)
 declare -A limit=([facts]=20 [devices]=30 [triage]=60 [tests]=180 [table4]=240 [breakdown]=240
-                  [profile]=90 [flashconv]=120 [linear]=120 [step]=60 [attention]=120 [serve_1]=60
+                  [profile]=150 [flashconv]=120 [linear]=120 [step]=60 [attention]=120 [serve_1]=60
                   [serve_64]=150 [memcheck]=600)
 declare -A least=([facts]=5 [devices]=5 [triage]=20 [tests]=30 [table4]=90 [breakdown]=60 [profile]=30
                   [flashconv]=30 [linear]=20 [step]=15 [attention]=30 [serve_1]=30 [serve_64]=60
