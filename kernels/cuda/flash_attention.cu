@@ -8,6 +8,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/flash_attention_launch.h"
+#include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/mma_half.cuh"
 
 namespace h3::kernels {
@@ -91,14 +92,17 @@ cudaError_t FlashAttentionPrefillCuda(const flash::Params& p,
     // 256 threads: a d_model of 2048 is 8 elements per thread.
     const dim3 kv_grid(static_cast<unsigned>(args.max_length),
                        static_cast<unsigned>(args.count));
+    const auto write_kv = [&](auto* kernel) {
+      return LaunchInOrder(LaunchOrder::kAfterPrior, kernel, kv_grid, dim3(256),
+                           0, stream, args);
+    };
     if (p.io_type == ElementType::kF32) {
-      WriteKvKernel<float><<<kv_grid, 256, 0, stream>>>(args);
+      err = write_kv(WriteKvKernel<float>);
     } else if (p.io_type == ElementType::kF16) {
-      WriteKvKernel<__half><<<kv_grid, 256, 0, stream>>>(args);
+      err = write_kv(WriteKvKernel<__half>);
     } else {
-      WriteKvKernel<__nv_bfloat16><<<kv_grid, 256, 0, stream>>>(args);
+      err = write_kv(WriteKvKernel<__nv_bfloat16>);
     }
-    err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     err = p.type == ElementType::kBF16 ? flash::LaunchBf16(args, stream)
                                        : flash::LaunchF16(args, stream);

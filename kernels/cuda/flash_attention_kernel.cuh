@@ -30,7 +30,9 @@
 
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/flash_attention_launch.h"
+#include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/mma_half.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 
 namespace h3::kernels::flash {
 
@@ -67,6 +69,8 @@ __device__ inline void LdMatrixX4Trans(const void* row, uint32_t* r) {
       "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
       : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
       : "r"(addr));
+#elif defined(H3_CUDA_EMULATOR)
+  ::h3::emulator::LdMatrixX4Trans(row, r);
 #else
   __trap();
 #endif
@@ -141,7 +145,7 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t4 = lane % 4;  // the fragments' row, column pair
 
-  extern __shared__ uint4 smem[];
+  H3_DYNAMIC_SHARED(uint4, smem, 16);
   T* q_s = reinterpret_cast<T*>(smem);      // [kQueryTile][kStride]
   T* k_s = q_s + kQueryTile * Tr::kStride;  // [kKeyTile][kStride]
   T* v_s = k_s + kKeyTile * Tr::kStride;    // [kKeyTile][kStride]
@@ -291,16 +295,16 @@ cudaError_t LaunchInstance(const LaunchArgs& args, cudaStream_t stream) {
   constexpr size_t kSmem = Traits<kHeadDim>::kSmemElements * sizeof(T);
   // 52 KiB at head_dim 128: above the 48 KiB default, so opt in.
   cudaError_t err = cudaFuncSetAttribute(
-      FlashAttentionKernel<T, IoT, kHeadDim>,
+      reinterpret_cast<const void*>(&FlashAttentionKernel<T, IoT, kHeadDim>),
       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (err != cudaSuccess) return err;
   const dim3 grid(
       static_cast<unsigned>((args.max_length + kQueryTile - 1) / kQueryTile),
       static_cast<unsigned>(args.shape.heads),
       static_cast<unsigned>(args.count));
-  FlashAttentionKernel<T, IoT, kHeadDim>
-      <<<grid, Traits<kHeadDim>::kThreads, kSmem, stream>>>(args);
-  return cudaGetLastError();
+  return LaunchInOrder(LaunchOrder::kAfterPrior,
+                       FlashAttentionKernel<T, IoT, kHeadDim>, grid,
+                       dim3(Traits<kHeadDim>::kThreads), kSmem, stream, args);
 }
 
 template <typename T, typename IoT>

@@ -3,9 +3,10 @@
 
 // The cases the tensor-core attention is checked on, shared by the CPU
 // emulation's test (kernels/cpu/flash_attention_emulation_test.cc, against
-// AttentionCpu) and the kernel's GPU test (kernels/cuda/
-// flash_attention_test.cc, against the emulation), and the error bounds both
-// use. Test support; header-only.
+// AttentionCpu) and the kernel's tests against the emulation (on a GPU,
+// kernels/cuda/flash_attention_test.cc; on the CPU emulator of CUDA,
+// kernels/cuda/emulator/flash_attention_emulated_test.cc), and the error
+// bounds they use. Test support; header-only.
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
 #include "kernels/flash_attention.h"
+#include "tests/support/normalised_error.h"
 #include "tests/support/random.h"
 
 namespace h3::kernels::flash {
@@ -253,6 +255,48 @@ int CompareRows(const Inputs& in, const Chunk& c, const Operands& spread_of,
     }
   }
   return bad;
+}
+
+// The kernel's results for case `c` (`out`: [rows, d]; `k`, `v`: each
+// sequence's cache as the kernel left it) against the emulation's
+// (FlashAttentionEmulation on copies of the same inputs, `seqs` its
+// sequences), with the bounds kernels/cuda/flash_attention_test.cc states:
+// keys rotated in fp64 on both sides from the same fp32 angle (CUDA's
+// sin/cos may flip an fp32 rounding now and then: one ulp, < 6e-8 of the
+// scale), values copied, and each output within Bound of the emulation's.
+// Returns the largest error over its bound.
+inline double ExpectKernelMatchesEmulation(
+    const Case& c, const Inputs& in, const std::vector<Sequence>& seqs,
+    const std::vector<std::vector<float>>& k,
+    const std::vector<std::vector<float>>& v, const float* out,
+    const std::vector<std::vector<float>>& emu_k,
+    const std::vector<std::vector<float>>& emu_v, const float* emu_out) {
+  const int64_t d = in.shape.d_model();
+  const double u = UnitRoundoff(c.type);
+  double worst = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    SCOPED_TRACE(::testing::Message() << "sequence " << s);
+    const Chunk& ch = c.chunks[s];
+    EXPECT_LE(h3::testing::NormalisedError(k[s], emu_k[s]), 1e-6);
+    EXPECT_EQ(v[s], emu_v[s]);
+    const std::vector<float> chunk_qkv(
+        in.qkv.begin() + seqs[s].row * 3 * d,
+        in.qkv.begin() + (seqs[s].row + ch.length) * 3 * d);
+    const Operands rounded =
+        MakeOperands(in, ch, chunk_qkv, emu_k[s], emu_v[s], &c.type);
+    const int hd = c.head_dim;
+    EXPECT_EQ(0, CompareRows(
+                     in, ch, rounded, out + seqs[s].row * d,
+                     emu_out + seqs[s].row * d,
+                     [&](const RowSpread& r, int i, int64_t keys) {
+                       const double e = ScoreError(hd, r.max_abs_dot);
+                       const double delta = (1 + 2 * u) * (1 + e) * (1 + e) - 1;
+                       return Bound(delta, r.spread[i], r.mag[i], keys) +
+                              Bound(0, 0, r.mag[i], keys);
+                     },
+                     &worst));
+  }
+  return worst;
 }
 
 }  // namespace h3::kernels::flash
