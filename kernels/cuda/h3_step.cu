@@ -198,13 +198,13 @@ __global__ void __launch_bounds__(kThreads, 8)
 
   StepSequences<kVec, T>(
       p, l, c, row, active, lane, lanes, da, db, cc, skip_d,
-      [&](Slice<kVec>& cur, int newest) {
+      [&](Slice<kVec>& cur) {
         if constexpr (kLanes > 0) {
           return ExactShiftStep<kVec, kLanes>(cur.s, taps, shift_d, cur.k,
-                                              cur.pos, newest, lane);
+                                              cur.pos, cur.newest, lane);
         } else {
-          return ShiftStep<kVec>(cur.s, taps, shift_d, cur.k, cur.pos, newest,
-                                 n_state, lane, lanes);
+          return ShiftStep<kVec>(cur.s, taps, shift_d, cur.k, cur.pos,
+                                 cur.newest, n_state, lane, lanes);
         }
       });
 }

@@ -47,9 +47,9 @@ enum class H3StepKernel {
   // the general one; with N 64, the float4 kernel's instance that knows its
   // 16 lanes at compile time (ExactShiftStep: the ring's slots found from
   // two source lanes, not slot by slot). At the 1.3B shape (d 2048, N 64,
-  // fp16) on an H200 it took 46.9 us a layer at batch 64 and 4.6 us at
-  // batch 1, kRuntimeLanes 50.0 and 4.7 (h3_step_bench,
-  // bench/results/2026-11-27-h200-24b03d7_step.json). An octet kernel (8
+  // fp16) on an H200 it took 41.5 us a layer at batch 64 and 5.0 us at
+  // batch 1, kRuntimeLanes 45.9 and 5.0 (h3_step_bench,
+  // bench/results/2026-11-27-h200-0e387a3_step.json). An octet kernel (8
   // ring slots a lane, taps from shared memory), slower in every run
   // (79.7 and 13.1 us there), was removed after that run.
   kAuto,

@@ -115,14 +115,21 @@ __device__ __forceinline__ float GroupSum(float x, int width) {
   return x;
 }
 
+// A lane's rows of a sequence's state (its kVec ring and diagonal floats),
+// and whether both are aligned for vector access: where IssueSlice copies
+// them from and StoreStep writes them back to (RowsOf).
+struct StateRows {
+  float* shift = nullptr;
+  float* diag = nullptr;
+  bool aligned = false;
+};
+
 // One sequence's share of a p = 1 lane: its slice of the channel's shift
 // ring and diagonal state, the channel's q, k, v and the token's position.
 // Every lane of a block steps the same sequence, so `pos` is block-uniform.
 template <int kVec>
 struct Slice {
-  float* shift = nullptr;
-  float* diag = nullptr;
-  bool aligned = false;
+  StateRows rows{};  // where the state goes back (StoreStep)
   float s[kVec] = {};
   float x[kVec] = {};
   float q = 0, k = 0, v = 0;
@@ -202,6 +209,16 @@ __device__ __forceinline__ Sequence SequenceAt(const H3StepParams& p,
   return {state, s.pos[i], s.newest[i]};
 }
 
+// Sequence `seq`'s StateRows for the lane's `row`.
+template <int kVec>
+__device__ __forceinline__ StateRows RowsOf(const Sequence& seq, int64_t row) {
+  StateRows r{seq.state.shift + row, seq.state.diag + row, false};
+  r.aligned = ((reinterpret_cast<uintptr_t>(r.shift) |
+                reinterpret_cast<uintptr_t>(r.diag)) %
+               kVecAlignment<kVec>) == 0;
+  return r;
+}
+
 // A lane's two rows of one walk stage in the block's shared memory: its
 // kVec ring floats, then (ring + kThreads kVec) its kVec diagonal floats.
 template <int kVec>
@@ -219,23 +236,19 @@ __device__ __forceinline__ void IssueSlice(const H3StepParams& p,
                                            int first, int last, int b,
                                            int64_t row, bool active,
                                            float* ring) {
-  static_assert(kVec == 2 || kVec == 4);
+  static_assert(kVec == 2 || kVec == 4);  // a row is one copy when aligned
   if (active && b < last) {
-    const Sequence seq = SequenceAt(p, staged, first, b);
-    const float* shift = seq.state.shift + row;
-    const float* diag = seq.state.diag + row;
+    const StateRows r = RowsOf<kVec>(SequenceAt(p, staged, first, b), row);
     float* diag_stage = ring + kThreads * kVec;
-    constexpr int kBytes = sizeof(float) * kVec;
-    if (((reinterpret_cast<uintptr_t>(shift) |
-          reinterpret_cast<uintptr_t>(diag)) %
-         kBytes) == 0) {
-      CopyAsync<kBytes>(ring, shift);
-      CopyAsync<kBytes>(diag_stage, diag);
+    constexpr int kBytes = kVecAlignment<kVec>;
+    if (r.aligned) {
+      CopyAsync<kBytes>(ring, r.shift);
+      CopyAsync<kBytes>(diag_stage, r.diag);
     } else {
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
-        CopyAsync<sizeof(float)>(ring + i, shift + i);
-        CopyAsync<sizeof(float)>(diag_stage + i, diag + i);
+        CopyAsync<sizeof(float)>(ring + i, r.shift + i);
+        CopyAsync<sizeof(float)>(diag_stage + i, r.diag + i);
       }
     }
   }
@@ -273,11 +286,7 @@ __device__ __forceinline__ Slice<kVec> TakeSlice(const H3StepParams& p,
   t.pos = seq.pos;
   t.newest = seq.newest;
   if (!active) return t;
-  t.shift = seq.state.shift + row;
-  t.diag = seq.state.diag + row;
-  t.aligned = ((reinterpret_cast<uintptr_t>(t.shift) |
-                reinterpret_cast<uintptr_t>(t.diag)) %
-               kVecAlignment<kVec>) == 0;
+  t.rows = RowsOf<kVec>(seq, row);
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
     t.s[i] = ring[i];
@@ -312,10 +321,12 @@ __device__ __forceinline__ float DiagonalStep(const float (&da)[kVec],
 // updated diagonal state back, and out = q y from the channel's first lane.
 template <int kVec, typename T>
 __device__ __forceinline__ void StoreStep(const H3StepParams& p,
-                                          const Slice<kVec>& cur, int newest,
-                                          int lane, int b, int64_t c, float y) {
-  if (newest / kVec == lane) __stcs(cur.shift + newest % kVec, cur.k);
-  StoreVec<kVec>(cur.x, cur.aligned, cur.diag);
+                                          const Slice<kVec>& cur, int lane,
+                                          int b, int64_t c, float y) {
+  if (cur.newest / kVec == lane) {
+    __stcs(cur.rows.shift + cur.newest % kVec, cur.k);
+  }
+  StoreVec<kVec>(cur.x, cur.rows.aligned, cur.rows.diag);
   if (lane == 0) {
     static_cast<T*>(p.out)[int64_t{b} * p.w.shape.d_model + c] =
         io::FromFloat<T>(cur.q * y);
@@ -328,8 +339,8 @@ __device__ __forceinline__ void StoreStep(const H3StepParams& p,
 // sequences past the first kStages towards L2), asks for the first kStages
 // sequences' slices at once (IssueSlice), then for each sequence b: waits
 // for its slice, takes it from shared memory with the q, k, v loaded one
-// sequence ahead, kbar = shift(cur, newest) (the shift SSM, the new k put
-// in its ring slot), the diagonal SSM on the lane's modes, y summed over
+// sequence ahead, kbar = shift(cur) (the shift SSM at cur.newest, the new
+// k put in its ring slot), the diagonal SSM on the lane's modes, y summed over
 // the channel's lanes, StoreStep, and the copies of sequence b + kStages
 // into the stage b used. A lane reads only the shared memory its own
 // copies wrote, so the walk needs no barrier. The loop bounds are the same
@@ -361,11 +372,11 @@ __device__ __forceinline__ void StepSequences(
     Slice<kVec> cur =
         TakeSlice<kVec>(p, staged, first, b, row, active, ring, next);
     if (b + 1 < last) next = LoadInputs<T>(p, l, b + 1, c, active);
-    const float kv = shift(cur, cur.newest) * cur.v;
+    const float kv = shift(cur) * cur.v;
     const float y =
         2.0f * GroupSum(DiagonalStep(da, db, cc, kv, cur.x), lanes) +
         skip_d * kv;
-    if (active) StoreStep<kVec, T>(p, cur, cur.newest, lane, b, c, y);
+    if (active) StoreStep<kVec, T>(p, cur, lane, b, c, y);
     IssueSlice<kVec>(p, staged, first, last, b + kStages, row, active, ring);
   }
 }
