@@ -221,7 +221,10 @@ inline std::vector<float> DecodeY(const StreamCase& c,
 
 // Rows, n and k that reach every tail: one row and every row-tile count
 // (rows 8, 9, 17, 33, 64), n below, at and past a block's 16 columns, k
-// under one step, an unfinished step and unfinished rounds of 8 warps.
+// under one step, an unfinished step and unfinished rounds of 8 warps; and
+// warps of more steps than StreamGemmCuda keeps in flight (up to 8), so
+// its stages are refilled, with x's rows in shared memory (1 row) and in
+// global memory (9 and 33 rows).
 inline std::vector<StreamCase> StreamCases() {
   std::vector<StreamCase> cases;
   for (ElementType type : {ElementType::kF16, ElementType::kBF16}) {
@@ -232,7 +235,10 @@ inline std::vector<StreamCase> StreamCases() {
                                              {9, 33, 520},
                                              {17, 16, 4096},
                                              {33, 21, 64},
-                                             {64, 40, 2056}}) {
+                                             {64, 40, 2056},
+                                             {1, 24, 8200},
+                                             {9, 20, 4104},
+                                             {33, 21, 8200}}) {
       for (int variant = 0; variant < 4; ++variant) {
         StreamCase c{.w_type = type, .rows = rows, .n = n, .k = k};
         c.half_x = variant & 1;
