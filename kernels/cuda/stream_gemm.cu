@@ -83,6 +83,22 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// kKernel (a StreamGemmKernel) with `plan`'s stages and shared memory.
+template <auto kKernel>
+cudaError_t LaunchPlanned(const StreamGemmParams& p, int64_t steps,
+                          int64_t blocks, const StreamStagePlan& plan,
+                          const StreamDeviceLimits& limits, cudaStream_t stream,
+                          LaunchOrder order) {
+  if (const cudaError_t err =
+          stream_gemm::AllowDynamicShared<kKernel>(plan.dynamic_bytes, limits);
+      err != cudaSuccess) {
+    return err;
+  }
+  return LaunchInOrder(order, kKernel, dim3(static_cast<unsigned>(blocks)),
+                       dim3(kThreads), static_cast<size_t>(plan.dynamic_bytes),
+                       stream, p, steps, plan.stages);
+}
+
 template <typename T, typename X, int kTiles>
 cudaError_t Launch(const StreamGemmParams& p, cudaStream_t stream,
                    LaunchOrder order) {
@@ -102,18 +118,14 @@ cudaError_t Launch(const StreamGemmParams& p, cudaStream_t stream,
       blocks, steps, x_bytes, 0,
       sizeof(float) * (kStreamWarps - 1) * kTiles * 4 * 32, limits);
   if (plan.stages == 0) return cudaErrorInvalidValue;
-  auto* kernel = StreamGemmKernel<T, X, kTiles, false>;
   if constexpr (kTiles == 1) {
-    if (plan.x_shared) kernel = StreamGemmKernel<T, X, kTiles, true>;
+    if (plan.x_shared) {
+      return LaunchPlanned<StreamGemmKernel<T, X, 1, true>>(
+          p, steps, blocks, plan, limits, stream, order);
+    }
   }
-  if (const cudaError_t err =
-          stream_gemm::AllowDynamicShared(kernel, plan.dynamic_bytes, limits);
-      err != cudaSuccess) {
-    return err;
-  }
-  return LaunchInOrder(order, kernel, dim3(static_cast<unsigned>(blocks)),
-                       dim3(kThreads), static_cast<size_t>(plan.dynamic_bytes),
-                       stream, p, steps, plan.stages);
+  return LaunchPlanned<StreamGemmKernel<T, X, kTiles, false>>(
+      p, steps, blocks, plan, limits, stream, order);
 }
 
 template <typename T, typename X>

@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/cuda/async_copy.cuh"
@@ -69,15 +70,30 @@ inline cudaError_t CurrentLimits(StreamDeviceLimits* limits) {
 
 // Above the 48 KiB every kernel gets, dynamic shared memory needs an
 // opt-in: a host-side attribute, not a stream operation (so it may be set
-// during graph capture), set to the device's most so that any later plan
-// fits too.
-template <typename Kernel>
-cudaError_t AllowDynamicShared(Kernel* kernel, int64_t bytes,
+// during graph capture), set to the most the device allows next to the
+// kernel's static shared memory (the opt-in limit covers both), so that
+// any later plan fits too. cudaErrorInvalidValue when `bytes` does not.
+template <auto kKernel>
+cudaError_t AllowDynamicShared(int64_t bytes,
                                const StreamDeviceLimits& limits) {
   if (bytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+  const void* const kernel = reinterpret_cast<const void*>(kKernel);
+  static std::atomic<int64_t> static_bytes{-1};  // the kernel's, once known
+  int64_t own = static_bytes.load(std::memory_order_relaxed);
+  if (own < 0) {
+    cudaFuncAttributes attributes{};
+    if (const cudaError_t err = cudaFuncGetAttributes(&attributes, kernel);
+        err != cudaSuccess) {
+      return err;
+    }
+    own = static_cast<int64_t>(attributes.sharedSizeBytes);
+    static_bytes.store(own, std::memory_order_relaxed);
+  }
+  const int64_t most = limits.block_bytes - own;
+  if (bytes > most) return cudaErrorInvalidValue;
+  return cudaFuncSetAttribute(kernel,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(limits.block_bytes));
+                              static_cast<int>(most));
 }
 
 // x_row[r]: the x row lane group g takes in row tile r (row 8 r + g), or

@@ -131,12 +131,13 @@ cudaError_t Launch(const AddLayerNormParams& n, const StreamGemmParams& p,
       blocks, steps, 0, n.rows * (p.k + kStreamRowPad) * int64_t{sizeof(T)},
       static_bytes, limits);
   if (plan.stages == 0) return cudaErrorInvalidValue;
-  auto* kernel = AddNormStreamGemmKernel<T, kPer>;
   if (const cudaError_t err =
-          stream_gemm::AllowDynamicShared(kernel, plan.dynamic_bytes, limits);
+          stream_gemm::AllowDynamicShared<AddNormStreamGemmKernel<T, kPer>>(
+              plan.dynamic_bytes, limits);
       err != cudaSuccess) {
     return err;
   }
+  auto* kernel = AddNormStreamGemmKernel<T, kPer>;
   return LaunchInOrder(order, kernel, dim3(static_cast<unsigned>(blocks)),
                        dim3(kThreads), static_cast<size_t>(plan.dynamic_bytes),
                        stream, p, n, steps, plan.stages);
