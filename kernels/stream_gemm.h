@@ -66,51 +66,6 @@ H3_HOST_DEVICE constexpr int StreamElement(int t, int j, int half) {
 // 16-bit; x, w and y 16-byte aligned; y overlaps neither x, w nor bias.
 using StreamGemmParams = SkinnyGemmParams;
 
-// How far ahead StreamGemmCuda's warps read W (timing only: the sums above
-// are the same for any plan). Each warp copies its next `stages` steps of
-// W (2 KiB a step) into shared memory while it multiplies the current one,
-// so a block has kStreamStageBytes x stages in flight without holding them
-// in registers; x's rows go into shared memory too when they fit
-// (x_shared), read once a block instead of once a step.
-constexpr int kStreamMaxStages = 8;
-constexpr int64_t kStreamStageBytes = int64_t{kStreamWarps} * 32 * 4 * 16;
-// x's rows in shared memory are k + kStreamRowPad elements apart (64 bytes:
-// lane groups g and g + 1 read different halves of the banks).
-constexpr int64_t kStreamRowPad = 32;
-// The most shared memory x's rows may take.
-constexpr int64_t kStreamMaxSharedX = 96 * 1024;
-// Blocks a multiprocessor should hold at once: enough to cover a grid of up
-// to 4 blocks a multiprocessor in one wave.
-constexpr int kStreamResidentBlocks = 4;
-
-struct StreamStagePlan {
-  int stages = 0;             // steps of W a warp has in flight; 0: no launch
-  bool x_shared = false;      // x's rows in shared memory
-  int64_t dynamic_bytes = 0;  // the block's dynamic shared memory
-};
-
-// The device's limits the plan depends on.
-struct StreamDeviceLimits {
-  int multiprocessors = 1;
-  int64_t sm_bytes = 0;     // shared memory a multiprocessor has for blocks
-  int64_t block_bytes = 0;  // the most one block may have (opt-in)
-};
-
-// The plan for a grid of `blocks` blocks over `steps` steps of k, x of
-// `x_bytes` in shared memory (rows x (k + kStreamRowPad) elements of W's
-// type; 0 when x stays in global memory, or when the caller keeps it in
-// shared memory of its own, counted in `other_bytes`), each block using
-// `static_bytes` of static shared memory besides. x goes into shared
-// memory when x_bytes <= kStreamMaxSharedX; stages: the most, up to
-// min(kStreamMaxStages, a warp's steps), with which min(blocks /
-// multiprocessors rounded up, kStreamResidentBlocks) blocks fit a
-// multiprocessor, and at least 2 (1 for a warp of one step) when one block
-// fits. 0 stages when not even that fits a block.
-StreamStagePlan StreamStagePlanFor(int64_t blocks, int64_t steps,
-                                   int64_t x_bytes, int64_t other_bytes,
-                                   int64_t static_bytes,
-                                   const StreamDeviceLimits& limits);
-
 // "" when `p` meets the REQUIRES above (the pointers' alignment is checked
 // only when `check_alignment`: the emulation takes any), else the broken
 // rule with the field and its limit.

@@ -107,39 +107,6 @@ void StreamGemmEmulation(const StreamGemmParams& p) {
   }
 }
 
-StreamStagePlan StreamStagePlanFor(int64_t blocks, int64_t steps,
-                                   int64_t x_bytes, int64_t other_bytes,
-                                   int64_t static_bytes,
-                                   const StreamDeviceLimits& limits) {
-  // What the device keeps of a multiprocessor's shared memory per block.
-  constexpr int64_t kReservedPerBlock = 1024;
-  const int64_t per_warp = (steps + kStreamWarps - 1) / kStreamWarps;
-  const int most =
-      static_cast<int>(std::clamp<int64_t>(per_warp, 1, kStreamMaxStages));
-  const int least = std::min(2, most);
-  const int64_t mps = std::max(limits.multiprocessors, 1);
-  const int64_t want =
-      std::clamp<int64_t>((blocks + mps - 1) / mps, 1, kStreamResidentBlocks);
-  const bool x_fits = x_bytes > 0 && x_bytes <= kStreamMaxSharedX;
-  for (const bool x_shared : {x_fits, false}) {
-    const int64_t fixed = other_bytes + (x_shared ? x_bytes : 0);
-    const auto dynamic = [&](int stages) {
-      return fixed + stages * kStreamStageBytes;
-    };
-    const auto fits = [&](int stages, int64_t resident) {
-      return dynamic(stages) <= limits.block_bytes &&
-             resident * (dynamic(stages) + static_bytes + kReservedPerBlock) <=
-                 limits.sm_bytes;
-    };
-    for (int stages = most; stages >= least; --stages) {
-      if (fits(stages, want)) return {stages, x_shared, dynamic(stages)};
-    }
-    if (fits(least, 1)) return {least, x_shared, dynamic(least)};
-    if (!x_shared) break;
-  }
-  return {};
-}
-
 StreamSplitShape StreamSplitShapeFor(int64_t n, int64_t k,
                                      int multiprocessors) {
   StreamSplitShape shape;

@@ -75,45 +75,5 @@ TEST(StreamGemmCheckTest, NamesTheBrokenField) {
                "x, w and y: must be 16-byte aligned");
 }
 
-// The 1.3B shape's batch-1 products on an H100/H200's limits: the most
-// stages with which the grid fits in one wave of resident blocks.
-TEST(StreamStagePlanTest, FillsTheGridInOneWaveWhereItCan) {
-  const StreamDeviceLimits hopper{
-      .multiprocessors = 132, .sm_bytes = 233472, .block_bytes = 232448};
-  const int64_t partial = 7 * 4 * 32 * 4;  // one row tile's warp sums
-  const auto x_bytes = [](int64_t rows, int64_t k) {
-    return rows * (k + kStreamRowPad) * 2;
-  };
-  const auto plan = [&](int64_t n, int64_t k, int64_t rows) {
-    return StreamStagePlanFor((n + 15) / 16, (k + 63) / 64, x_bytes(rows, k), 0,
-                              partial, hopper);
-  };
-  // q|k|v: 384 blocks, 3 a multiprocessor; a warp's 4 steps all in flight.
-  StreamStagePlan p = plan(6144, 2048, 1);
-  EXPECT_EQ(p.stages, 4);
-  EXPECT_TRUE(p.x_shared);
-  EXPECT_EQ(p.dynamic_bytes, 4 * kStreamStageBytes + x_bytes(1, 2048));
-  EXPECT_LE(3 * (p.dynamic_bytes + partial + 1024), hopper.sm_bytes);
-  // fc1: 512 blocks, 4 a multiprocessor: 3 stages.
-  EXPECT_EQ(plan(8192, 2048, 1).stages, 3);
-  // fc2: 128 blocks, one a multiprocessor, 16 steps a warp: the most.
-  EXPECT_EQ(plan(2048, 8192, 1).stages, kStreamMaxStages);
-  // A warp of one step needs one stage; one of two, two.
-  EXPECT_EQ(plan(16, 512, 1).stages, 1);
-  EXPECT_EQ(plan(16, 1024, 1).stages, 2);
-  // x past kStreamMaxSharedX stays in global memory.
-  p = plan(2048, 8192, 8);
-  EXPECT_FALSE(p.x_shared);
-  EXPECT_EQ(p.stages, kStreamMaxStages);
-  EXPECT_EQ(p.dynamic_bytes, kStreamMaxStages * kStreamStageBytes);
-  // Less shared memory than two stages and x: x leaves, then nothing fits.
-  const StreamDeviceLimits small{
-      .multiprocessors = 1, .sm_bytes = 40000, .block_bytes = 40000};
-  p = StreamStagePlanFor(1, 128, 20000, 0, 0, small);
-  EXPECT_FALSE(p.x_shared);
-  EXPECT_EQ(p.stages, 2);
-  EXPECT_EQ(StreamStagePlanFor(1, 128, 0, 20000, 0, small).stages, 0);
-}
-
 }  // namespace
 }  // namespace h3::kernels

@@ -74,37 +74,6 @@ __device__ __forceinline__ void WaitCopies() {
 #endif
 }
 
-// WaitCopies with a count known only at run time: 0 to 7 (more waits as 7
-// does).
-__device__ __forceinline__ void WaitCopiesAtMost(int pending) {
-  switch (pending) {
-    case 0:
-      WaitCopies<0>();
-      break;
-    case 1:
-      WaitCopies<1>();
-      break;
-    case 2:
-      WaitCopies<2>();
-      break;
-    case 3:
-      WaitCopies<3>();
-      break;
-    case 4:
-      WaitCopies<4>();
-      break;
-    case 5:
-      WaitCopies<5>();
-      break;
-    case 6:
-      WaitCopies<6>();
-      break;
-    default:
-      WaitCopies<7>();
-      break;
-  }
-}
-
 }  // namespace h3::kernels
 
 #endif  // H3_KERNELS_CUDA_ASYNC_COPY_CUH_

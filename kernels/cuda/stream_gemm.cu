@@ -2,18 +2,18 @@
 //
 // A block owns 16 output columns and all rows; its 8 warps take the k steps
 // in turn (warp w: steps w, w + 8, ...), so at any moment the block reads
-// 8 x 128 contiguous bytes of each of its 16 W rows. Each warp keeps its
-// next `stages` steps of W in flight by cp.async into shared memory (2 KiB
-// a step, past L1), asking for the first ones before it waits for the
-// kernel before (which writes x: with LaunchOrder::kOverlapPrior the
-// weights stream while that kernel finishes), and refilling a step's stage
-// as soon as its MMAs have its values. x's rows go into shared memory once
-// a block after that wait (rounded to W's type there when fp32) where they
-// fit (StreamStagePlanFor; up to 8 rows), else a lane loads its x vectors of a
-// step from global memory (through L1/L2: every block reads x) as the step
-// starts. After the loop the warps' accumulators meet in shared memory and warp
-// 0 sums them in warp order, adds the bias, applies GELU and stores y.
-
+// 8 x 128 contiguous bytes of each of its 16 W rows. A lane loads its 16
+// elements of 2 W rows (4 x 16 bytes, streamed past L1) and of each of its
+// x rows (through L1/L2: every block reads x), kUnroll steps ahead of the
+// MMAs: 4, 2 or 1 steps (8, 4 or 2 KiB of W a warp in flight) as more x
+// rows take more registers. After the loop the
+// warps' accumulators meet in shared memory and warp 0 sums them in warp
+// order, adds the bias, applies GELU and stores y.
+//
+// Launched with LaunchOrder::kOverlapPrior, a warp issues its first steps'
+// W loads before it waits for the kernel before (which writes x): at k =
+// 2048 that is all of the block's W, so a product's weights stream while
+// the norm or the H3 step before it finishes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -21,7 +21,6 @@
 
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/mma_half.cuh"
-#include "kernels/cuda/shared_memory.cuh"
 #include "kernels/cuda/stream_gemm.h"
 #include "kernels/cuda/stream_gemm_device.cuh"
 
@@ -30,73 +29,24 @@ namespace {
 
 using stream_gemm::kThreads;
 using stream_gemm::LoadX;
+using stream_gemm::StreamBlock;
 
-// x's rows into shared memory `xs` as W's type, k + kStreamRowPad elements
-// apart, by the whole block.
-template <typename T, typename X>
-__device__ __forceinline__ void StageX(const StreamGemmParams& p, T* xs) {
-  const int64_t vectors = p.k / 8;  // of 8 elements a row
-  const X* x = static_cast<const X*>(p.x);
-  for (int64_t i = threadIdx.x; i < p.rows * vectors; i += kThreads) {
-    const int64_t row = i / vectors, e = i % vectors * 8;
-    *reinterpret_cast<uint4*>(xs + row * (p.k + kStreamRowPad) + e) =
-        LoadX<T>(x + row * p.k, e);
-  }
-  __syncthreads();
-}
-
-// T: W's type; X: x's (float or T); kTiles: tiles of 8 x rows; kSharedX:
-// x's rows in shared memory after the stages. Dynamic shared memory:
-// `stages` x kStreamStageBytes of W, then (kSharedX) x's rows.
-template <typename T, typename X, int kTiles, bool kSharedX>
+// T: W's type; X: x's (float or T); kTiles: tiles of 8 x rows.
+template <typename T, typename X, int kTiles>
 __global__ void __launch_bounds__(kThreads)
-    StreamGemmKernel(StreamGemmParams p, int64_t steps, int stages) {
+    StreamGemmKernel(StreamGemmParams p, int64_t steps) {
   __shared__ float partial[kStreamWarps - 1][kTiles][4][32];
-  H3_DYNAMIC_SHARED(uint4, shared, 16);
   const int g = threadIdx.x % 32 / 4;
+  const X* x_row[kTiles];
+  stream_gemm::XRows(p, g, x_row);
   LetNextKernelStart();
-  stream_gemm::CopyFirstSteps<T>(p, steps, stages, shared);
-  WaitForPriorKernel();  // x is the kernel before's output
-  if constexpr (kSharedX) {
-    T* const xs =
-        reinterpret_cast<T*>(shared + int64_t{stages} * kStreamStageBytes / 16);
-    StageX<T, X>(p, xs);
-    stream_gemm::StreamSteps<T, kTiles>(
-        p, steps, stages, shared,
-        [&](int r, int64_t e) {
-          const int64_t row = kStreamRowTile * r + g;
-          return row < p.rows ? *reinterpret_cast<const uint4*>(
-                                    xs + row * (p.k + kStreamRowPad) + e)
-                              : make_uint4(0, 0, 0, 0);
-        },
-        partial);
-  } else {
-    const X* x_row[kTiles];
-    stream_gemm::XRows(p, g, x_row);
-    stream_gemm::StreamSteps<T, kTiles>(
-        p, steps, stages, shared,
-        [&](int r, int64_t e) {
-          return x_row[r] != nullptr ? LoadX<T>(x_row[r], e)
-                                     : make_uint4(0, 0, 0, 0);
-        },
-        partial);
-  }
-}
-
-// kKernel (a StreamGemmKernel) with `plan`'s stages and shared memory.
-template <auto kKernel>
-cudaError_t LaunchPlanned(const StreamGemmParams& p, int64_t steps,
-                          int64_t blocks, const StreamStagePlan& plan,
-                          const StreamDeviceLimits& limits, cudaStream_t stream,
-                          LaunchOrder order) {
-  if (const cudaError_t err =
-          stream_gemm::AllowDynamicShared<kKernel>(plan.dynamic_bytes, limits);
-      err != cudaSuccess) {
-    return err;
-  }
-  return LaunchInOrder(order, kKernel, dim3(static_cast<unsigned>(blocks)),
-                       dim3(kThreads), static_cast<size_t>(plan.dynamic_bytes),
-                       stream, p, steps, plan.stages);
+  StreamBlock<T, kTiles>(
+      p, steps,
+      [&](int r, int64_t e) {
+        return x_row[r] != nullptr ? LoadX<T>(x_row[r], e)
+                                   : make_uint4(0, 0, 0, 0);
+      },
+      partial);
 }
 
 template <typename T, typename X, int kTiles>
@@ -105,27 +55,9 @@ cudaError_t Launch(const StreamGemmParams& p, cudaStream_t stream,
   const int64_t blocks = (p.n + kStreamCols - 1) / kStreamCols;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
   const int64_t steps = (p.k + kStreamStep - 1) / kStreamStep;
-  StreamDeviceLimits limits;
-  if (const cudaError_t err = stream_gemm::CurrentLimits(&limits);
-      err != cudaSuccess) {
-    return err;
-  }
-  // x's rows in shared memory only for one tile of rows (where the engine
-  // calls this kernel): each instance costs minutes of nvcc.
-  const int64_t x_bytes =
-      kTiles == 1 ? p.rows * (p.k + kStreamRowPad) * int64_t{sizeof(T)} : 0;
-  const StreamStagePlan plan = StreamStagePlanFor(
-      blocks, steps, x_bytes, 0,
-      sizeof(float) * (kStreamWarps - 1) * kTiles * 4 * 32, limits);
-  if (plan.stages == 0) return cudaErrorInvalidValue;
-  if constexpr (kTiles == 1) {
-    if (plan.x_shared) {
-      return LaunchPlanned<StreamGemmKernel<T, X, 1, true>>(
-          p, steps, blocks, plan, limits, stream, order);
-    }
-  }
-  return LaunchPlanned<StreamGemmKernel<T, X, kTiles, false>>(
-      p, steps, blocks, plan, limits, stream, order);
+  return LaunchInOrder(order, StreamGemmKernel<T, X, kTiles>,
+                       dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
+                       stream, p, steps);
 }
 
 template <typename T, typename X>

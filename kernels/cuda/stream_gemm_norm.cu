@@ -2,7 +2,7 @@
 // inside the product that reads the norm's output (kernels/cuda/
 // stream_gemm.h). Every block norms the (at most kNormStreamMaxRows) rows
 // itself, keeps them in shared memory as the product's x, and writes its
-// slice of the residual sum; the product is StreamGemmKernel's (StreamSteps).
+// slice of the residual sum; the product is StreamGemmKernel's (StreamBlock).
 //
 // Why: at batch 1 a norm is one block on one SM, a few microseconds of
 // launch, two reductions and a round trip through memory between two
@@ -21,6 +21,7 @@
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/layer_norm_device.cuh"
 #include "kernels/cuda/mma_half.cuh"
+#include "kernels/cuda/prefetch.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 #include "kernels/cuda/stream_gemm.h"
 #include "kernels/cuda/stream_gemm_device.cuh"
@@ -29,33 +30,51 @@ namespace h3::kernels {
 namespace {
 
 using layer_norm::kNormThreads;
-using layer_norm::kNormWarps;
 using stream_gemm::kThreads;
 static_assert(kThreads == kNormThreads,
               "the product's block computes the norm with the norm kernel's "
               "arithmetic: the same threads hold the same columns");
 
 constexpr int kRows = static_cast<int>(kNormStreamMaxRows);
+// A normed row in shared memory is k + kRowPad elements apart from the
+// next: 64 bytes of padding put the rows two lane groups read in one phase
+// of a 16-byte load (rows g and g + 1) in different halves of the banks.
+constexpr int64_t kRowPad = 32;
+
+// L2 prefetch of this warp's first kUnroll = 4 steps of W (16 rows of 128
+// bytes a step, one line each), issued before the wait: the weights stream
+// in while the kernel before finishes, without holding registers through
+// the norm.
+template <typename T>
+__device__ __forceinline__ void PrefetchFirstSteps(const StreamGemmParams& p,
+                                                   int64_t steps) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t col = int64_t{blockIdx.x} * kStreamCols + lane % 16;
+  if (col >= p.n) return;
+  const T* row = static_cast<const T*>(p.w) + col * p.k;
+#pragma unroll
+  for (int u = lane / 16; u < 4; u += 2) {
+    const int64_t s = warp + int64_t{kStreamWarps} * u;
+    if (s < steps) PrefetchL2(row + s * kStreamStep);
+  }
+}
 
 // T: W's type, and the normed rows'; kPer: columns a thread (cols <=
 // kPer * kNormThreads), as AddLayerNormCuda's row kernel takes them.
 template <typename T, int kPer>
 __global__ void __launch_bounds__(kThreads)
     AddNormStreamGemmKernel(StreamGemmParams p, AddLayerNormParams n,
-                            int64_t steps, int stages) {
+                            int64_t steps) {
   __shared__ float partial[kStreamWarps - 1][1][4][32];
   __shared__ float sums[kRows * layer_norm::kNormWarps];
-  // W's stages (stream_gemm::StreamSteps), then [rows][k + kStreamRowPad]
-  // of T: the normed rows.
-  H3_DYNAMIC_SHARED(uint4, shared, 16);
-  T* rows_x =
-      reinterpret_cast<T*>(shared + int64_t{stages} * kStreamStageBytes / 16);
-  const int64_t stride = p.k + kStreamRowPad;
+  H3_DYNAMIC_SHARED(uint4, shared_rows, 16);  // [rows][k + kRowPad] of T
+  T* rows_x = reinterpret_cast<T*>(shared_rows);
+  const int64_t stride = p.k + kRowPad;
   const int cols = static_cast<int>(n.cols);
   const int rows = static_cast<int>(n.rows);
 
   LetNextKernelStart();
-  stream_gemm::CopyFirstSteps<T>(p, steps, stages, shared);
+  PrefetchFirstSteps<T>(p, steps);
   float gamma[kPer], beta[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -104,8 +123,8 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
 
   const int g = threadIdx.x % 32 / 4;
-  stream_gemm::StreamSteps<T, 1>(
-      p, steps, stages, shared,
+  stream_gemm::StreamBlock<T, 1>(
+      p, steps,
       [&](int, int64_t e) {
         return g < rows
                    ? *reinterpret_cast<const uint4*>(rows_x + g * stride + e)
@@ -120,27 +139,10 @@ cudaError_t Launch(const AddLayerNormParams& n, const StreamGemmParams& p,
   const int64_t blocks = (p.n + kStreamCols - 1) / kStreamCols;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
   const int64_t steps = (p.k + kStreamStep - 1) / kStreamStep;
-  StreamDeviceLimits limits;
-  if (const cudaError_t err = stream_gemm::CurrentLimits(&limits);
-      err != cudaSuccess) {
-    return err;
-  }
-  const int64_t static_bytes =
-      sizeof(float) * ((kStreamWarps - 1) * 4 * 32 + kRows * kNormWarps);
-  const StreamStagePlan plan = StreamStagePlanFor(
-      blocks, steps, 0, n.rows * (p.k + kStreamRowPad) * int64_t{sizeof(T)},
-      static_bytes, limits);
-  if (plan.stages == 0) return cudaErrorInvalidValue;
-  if (const cudaError_t err =
-          stream_gemm::AllowDynamicShared<AddNormStreamGemmKernel<T, kPer>>(
-              plan.dynamic_bytes, limits);
-      err != cudaSuccess) {
-    return err;
-  }
-  auto* kernel = AddNormStreamGemmKernel<T, kPer>;
-  return LaunchInOrder(order, kernel, dim3(static_cast<unsigned>(blocks)),
-                       dim3(kThreads), static_cast<size_t>(plan.dynamic_bytes),
-                       stream, p, n, steps, plan.stages);
+  const size_t shared = n.rows * (p.k + kRowPad) * sizeof(T);
+  return LaunchInOrder(order, AddNormStreamGemmKernel<T, kPer>,
+                       dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                       shared, stream, p, n, steps);
 }
 
 template <typename T>

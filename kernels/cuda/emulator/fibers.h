@@ -40,7 +40,6 @@ namespace h3::emulator {
 // runtime.cc's cudaDeviceGetAttribute reports.
 inline constexpr unsigned kMaxThreadsPerBlock = 1024;
 inline constexpr size_t kMaxDynamicShared = 232448;
-inline constexpr size_t kSharedPerMultiprocessor = 233472;
 inline constexpr int kMultiProcessors = 132;
 
 enum class Order { kForward, kBackward };

@@ -73,9 +73,6 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute,
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
       *value = static_cast<int>(h3::emulator::kMaxDynamicShared);
       return cudaSuccess;
-    case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
-      *value = static_cast<int>(h3::emulator::kSharedPerMultiprocessor);
-      return cudaSuccess;
     default:
       return g_last = cudaErrorInvalidValue;
   }
