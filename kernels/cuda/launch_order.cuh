@@ -58,7 +58,8 @@ cudaError_t LaunchClustersInOrder(LaunchOrder order, unsigned cluster,
   (void)stream;
   return ::h3::emulator::Run(
              grid, block, shared, [&] { kernel(args...); },
-             ::h3::emulator::DefaultOrder(), cluster == 0 ? 1 : cluster) == ""
+             ::h3::emulator::DefaultOrder(), cluster == 0 ? 1 : cluster,
+             reinterpret_cast<const void*>(kernel)) == ""
              ? cudaSuccess
              : cudaErrorLaunchFailure;
 #else

@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -418,11 +420,40 @@ ScopedOrder::ScopedOrder(Order order) : previous_(g_default_order) {
 }
 ScopedOrder::~ScopedOrder() { g_default_order = previous_; }
 
+namespace {
+
+std::mutex g_limits_mutex;
+std::map<const void*, size_t>& Limits() {
+  static std::map<const void*, size_t> limits;
+  return limits;
+}
+
+}  // namespace
+
+size_t DynamicSharedLimit(const void* kernel_id) {
+  const std::lock_guard<std::mutex> lock(g_limits_mutex);
+  const auto it = Limits().find(kernel_id);
+  return it == Limits().end() ? kDefaultDynamicShared : it->second;
+}
+
+void SetDynamicSharedLimit(const void* kernel_id, size_t bytes) {
+  const std::lock_guard<std::mutex> lock(g_limits_mutex);
+  Limits()[kernel_id] = bytes;
+}
+
 std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
                 const std::function<void()>& kernel, Order order,
-                unsigned cluster) {
+                unsigned cluster, const void* kernel_id) {
   if (g_launch != nullptr) return "Run called inside a Run";
   g_last_error = CheckConfiguration(grid, block, dynamic_shared_bytes, cluster);
+  if (g_last_error.empty() && kernel_id != nullptr &&
+      dynamic_shared_bytes > DynamicSharedLimit(kernel_id)) {
+    g_last_error = "dynamic shared memory " +
+                   std::to_string(dynamic_shared_bytes) +
+                   " bytes past the kernel's limit " +
+                   std::to_string(DynamicSharedLimit(kernel_id)) +
+                   " (cudaFuncAttributeMaxDynamicSharedMemorySize)";
+  }
   if (!g_last_error.empty()) return g_last_error;
   const size_t threads = size_t{block.x} * block.y * block.z;
   Launch l;

@@ -40,6 +40,8 @@ namespace h3::emulator {
 // runtime.cc's cudaDeviceGetAttribute reports.
 inline constexpr unsigned kMaxThreadsPerBlock = 1024;
 inline constexpr size_t kMaxDynamicShared = 232448;
+// Without the opt-in.
+inline constexpr size_t kDefaultDynamicShared = 48 * 1024;
 inline constexpr int kMultiProcessors = 132;
 
 enum class Order { kForward, kBackward };
@@ -67,10 +69,20 @@ class ScopedOrder {
 // "" when every thread returned, else what went wrong (an H100 would
 // refuse the configuration; or the rest of the launch is abandoned). Not
 // reentrant: one Run at a time a process (static __shared__ variables are
-// plain statics).
+// plain statics). kernel_id, when given, is the kernel function: a launch
+// asking for more than 48 KiB of dynamic shared memory needs its opt-in
+// (cudaFuncAttributeMaxDynamicSharedMemorySize, runtime.cc), as on a GPU.
+// The kernel's static shared memory is not counted: the emulator does not
+// know it (docs/cuda-emulator.md).
 std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
                 const std::function<void()>& kernel,
-                Order order = DefaultOrder(), unsigned cluster = 1);
+                Order order = DefaultOrder(), unsigned cluster = 1,
+                const void* kernel_id = nullptr);
+
+// The dynamic shared memory a launch of the kernel function `kernel_id` may
+// ask for: 48 KiB, or what cudaFuncSetAttribute last opted it in to.
+size_t DynamicSharedLimit(const void* kernel_id);
+void SetDynamicSharedLimit(const void* kernel_id, size_t bytes);
 
 // What the last Run on this thread returned: for the tests of host code
 // that launches through LaunchInOrder (kernels/cuda/launch_order.cuh),

@@ -7,6 +7,8 @@
 // first, so the small kernels here are CUDA source.
 #include "kernels/cuda/emulator/fibers.h"
 
+#include <cuda_runtime_api.h>
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -273,6 +275,31 @@ TEST(EmulatorTest, RefusesWhatAnH100Refuses) {
   EXPECT_THAT(emulator::Run(dim3(1), dim3(32), 0,
                             [] { __shfl_sync(0xffffffffu, 1, 0, 12); }),
               HasSubstr("power of two"));
+}
+
+void AKernel() {}
+
+// As on a GPU: past 48 KiB of dynamic shared memory a launch needs the
+// kernel's opt-in, and the opt-in stops at the device's most.
+TEST(EmulatorTest, DynamicSharedMemoryPast48KiBNeedsTheOptIn) {
+  const void* id = reinterpret_cast<const void*>(&AKernel);
+  const auto run = [&](size_t bytes) {
+    return emulator::Run(dim3(1), dim3(32), bytes, AKernel,
+                         emulator::DefaultOrder(), 1, id);
+  };
+  EXPECT_EQ(run(48 * 1024), "");
+  EXPECT_THAT(run(64 * 1024), HasSubstr("past the kernel's limit 49152"));
+  EXPECT_EQ(cudaFuncSetAttribute(
+                id, cudaFuncAttributeMaxDynamicSharedMemorySize, 232449),
+            cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  ASSERT_EQ(cudaFuncSetAttribute(
+                id, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024),
+            cudaSuccess);
+  EXPECT_EQ(run(64 * 1024), "");
+  EXPECT_THAT(run(64 * 1024 + 16), HasSubstr("past the kernel's limit 65536"));
+  // Without a kernel to check against, only the device's limit.
+  EXPECT_EQ(emulator::Run(dim3(1), dim3(32), 100 * 1024, AKernel), "");
 }
 
 TEST(EmulatorTest, ScopedOrderSetsTheDefault) {

@@ -87,9 +87,19 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes,
   return cudaSuccess;
 }
 
-cudaError_t cudaFuncSetAttribute(const void* /*func*/,
-                                 cudaFuncAttribute /*attribute*/,
-                                 int /*value*/) {
+// The dynamic shared memory opt-in, up to the H100's 227 KiB (the static
+// shared memory it must leave room for is not known here); other
+// attributes are accepted and ignored.
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attribute,
+                                 int value) {
+  if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    return cudaSuccess;
+  }
+  if (value < 0 ||
+      static_cast<size_t>(value) > h3::emulator::kMaxDynamicShared) {
+    return g_last = cudaErrorInvalidValue;
+  }
+  h3::emulator::SetDynamicSharedLimit(func, static_cast<size_t>(value));
   return cudaSuccess;
 }
 
