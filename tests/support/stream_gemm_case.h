@@ -222,9 +222,9 @@ inline std::vector<float> DecodeY(const StreamCase& c,
 // Rows, n and k that reach every tail: one row and every row-tile count
 // (rows 8, 9, 17, 33, 64), n below, at and past a block's 16 columns, k
 // under one step, an unfinished step and unfinished rounds of 8 warps; and
-// warps of more steps than StreamGemmCuda keeps in flight (up to 8), so
-// its stages are refilled, with x's rows in shared memory (1 row) and in
-// global memory (9 and 33 rows).
+// k of 4104 and 8200, warps of 9 and 17 steps: many rounds of
+// StreamGemmCuda's loads (4 steps a round at one row tile, 2 at two, 1
+// from three), each with a partial last round, at 1, 9 and 33 rows.
 inline std::vector<StreamCase> StreamCases() {
   std::vector<StreamCase> cases;
   for (ElementType type : {ElementType::kF16, ElementType::kBF16}) {

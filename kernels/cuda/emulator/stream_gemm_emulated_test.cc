@@ -151,14 +151,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, StreamGemmSumOrderEmulatedTest,
 
 // Every tail case, each kernel: for the split kernel also several column
 // blocks of 128 with a partial last one and a k split 8 ways, and not the
-// cases of 8200 columns (there for StreamGemmCuda's refilled stages; the
-// split kernel has none, and its batches of 64 take seconds each here).
+// cases of k 8200 (there for StreamGemmCuda's warps of many load rounds;
+// the split kernel's batches of 64 at that depth take seconds each here).
 std::vector<std::tuple<Kernel, StreamCase>> EmulatedCases() {
   std::vector<std::tuple<Kernel, StreamCase>> cases;
   for (const Kernel kernel : {Kernel::kStream, Kernel::kSplit}) {
     for (const StreamCase& c : h3::testing::StreamCases()) {
-      if (kernel == Kernel::kStream || c.k <= 4104)
+      if (kernel == Kernel::kStream || c.k <= 4104) {
         cases.emplace_back(kernel, c);
+      }
     }
     for (const ElementType type : {ElementType::kF16, ElementType::kBF16}) {
       cases.emplace_back(
