@@ -62,7 +62,8 @@ std::string ThreadGrowth(const std::map<std::string, int>& before,
   for (const auto& [name, count] : after) {
     const auto it = before.find(name);
     const int was = it == before.end() ? 0 : it->second;
-    const bool grpc_pool = name == "default-executo" || name == "event_engine";
+    const bool grpc_pool = name == "default-executo" ||
+                           name == "event_engine" || name == "grpc_global_tim";
     const int allowed = grpc_pool ? std::max(was, pool_bound) : was;
     if (count > allowed) {
       growth += name + ": " + std::to_string(was) + " -> " +
