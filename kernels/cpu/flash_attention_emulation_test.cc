@@ -41,16 +41,7 @@ TEST_P(FlashAttentionEmulationTest, MatchesAttentionCpu) {
 
   // The emulation over all sequences at once, on its own copy of the caches.
   std::vector<std::vector<float>> emu_k = in.k, emu_v = in.v;
-  std::vector<Sequence> seqs;
-  int64_t row = 0;
-  for (size_t s = 0; s < c.chunks.size(); ++s) {
-    const Chunk& ch = c.chunks[s];
-    seqs.push_back({ch.prefix,
-                    ch.length,
-                    row,
-                    {emu_k[s].data(), emu_v[s].data(), in.Capacity(ch)}});
-    row += ch.length;
-  }
+  const std::vector<Sequence> seqs = SequencesOver(c, in, emu_k, emu_v);
   std::vector<float> emu_out(in.rows * d);
   FlashAttentionEmulation({in.shape, c.type, static_cast<int>(seqs.size()),
                            seqs.data(), in.qkv.data(), in.freq(),

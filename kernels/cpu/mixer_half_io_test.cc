@@ -156,17 +156,10 @@ TEST_P(MixerHalfIoTest, FlashEmulationIsRoundedFp32Result) {
   const HalfInput qkv(in.qkv, type);
   std::vector<std::vector<float>> k32 = in.k, v32 = in.v, k16 = in.k,
                                   v16 = in.v;
-  std::vector<flash::Sequence> seq32, seq16;
-  int64_t row = 0;
-  for (size_t i = 0; i < c.chunks.size(); ++i) {
-    const flash::Chunk& ch = c.chunks[i];
-    const int64_t cap = in.Capacity(ch);
-    seq32.push_back(
-        {ch.prefix, ch.length, row, {k32[i].data(), v32[i].data(), cap}});
-    seq16.push_back(
-        {ch.prefix, ch.length, row, {k16[i].data(), v16[i].data(), cap}});
-    row += ch.length;
-  }
+  const std::vector<flash::Sequence> seq32 =
+      flash::SequencesOver(c, in, k32, v32);
+  const std::vector<flash::Sequence> seq16 =
+      flash::SequencesOver(c, in, k16, v16);
   std::vector<float> want(in.rows * d);
   flash::FlashAttentionEmulation({in.shape, c.type, 2, seq32.data(),
                                   qkv.values.data(), in.freq(), want.data()});

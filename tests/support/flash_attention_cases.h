@@ -83,6 +83,24 @@ struct Inputs {
   int64_t Capacity(const Chunk& c) const { return c.prefix + c.length + 3; }
 };
 
+// Case c's sequences, packed in order, over fp32 caches `k` and `v` (one
+// per sequence, each of in.Capacity(chunk) positions: copies of in.k, in.v).
+inline std::vector<Sequence> SequencesOver(const Case& c, const Inputs& in,
+                                           std::vector<std::vector<float>>& k,
+                                           std::vector<std::vector<float>>& v) {
+  std::vector<Sequence> seqs;
+  int64_t row = 0;
+  for (size_t s = 0; s < c.chunks.size(); ++s) {
+    const Chunk& ch = c.chunks[s];
+    seqs.push_back({ch.prefix,
+                    ch.length,
+                    row,
+                    {k[s].data(), v[s].data(), in.Capacity(ch)}});
+    row += ch.length;
+  }
+  return seqs;
+}
+
 inline Inputs MakeInputs(const Case& c, uint32_t seed) {
   Inputs in;
   in.shape = {c.heads, c.head_dim, c.rotary_dim};

@@ -446,13 +446,14 @@ std::string Run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
                 unsigned cluster, const void* kernel_id) {
   if (g_launch != nullptr) return "Run called inside a Run";
   g_last_error = CheckConfiguration(grid, block, dynamic_shared_bytes, cluster);
-  if (g_last_error.empty() && kernel_id != nullptr &&
-      dynamic_shared_bytes > DynamicSharedLimit(kernel_id)) {
-    g_last_error = "dynamic shared memory " +
-                   std::to_string(dynamic_shared_bytes) +
-                   " bytes past the kernel's limit " +
-                   std::to_string(DynamicSharedLimit(kernel_id)) +
-                   " (cudaFuncAttributeMaxDynamicSharedMemorySize)";
+  if (g_last_error.empty() && kernel_id != nullptr) {
+    const size_t limit = DynamicSharedLimit(kernel_id);
+    if (dynamic_shared_bytes > limit) {
+      g_last_error = "dynamic shared memory " +
+                     std::to_string(dynamic_shared_bytes) +
+                     " bytes past the kernel's limit " + std::to_string(limit) +
+                     " (cudaFuncAttributeMaxDynamicSharedMemorySize)";
+    }
   }
   if (!g_last_error.empty()) return g_last_error;
   const size_t threads = size_t{block.x} * block.y * block.z;

@@ -25,22 +25,12 @@ class FlashAttentionEmulatedTest : public ::testing::TestWithParam<Case> {};
 void CheckCase(const Case& c) {
   const Inputs in = MakeInputs(c, 7);
   const int64_t d = in.shape.d_model();
-  const size_t n = c.chunks.size();
   // The emulator's device memory is the host's: each side its own caches.
   std::vector<std::vector<float>> k = in.k, v = in.v, emu_k = in.k,
                                   emu_v = in.v;
-  std::vector<Sequence> seqs, emu_seqs;
-  int64_t row = 0;
-  for (size_t s = 0; s < n; ++s) {
-    const Chunk& ch = c.chunks[s];
-    const int64_t cap = in.Capacity(ch);
-    seqs.push_back(
-        {ch.prefix, ch.length, row, {k[s].data(), v[s].data(), cap}});
-    emu_seqs.push_back(
-        {ch.prefix, ch.length, row, {emu_k[s].data(), emu_v[s].data(), cap}});
-    row += ch.length;
-  }
-  const int count = static_cast<int>(n);
+  const std::vector<Sequence> seqs = SequencesOver(c, in, k, v);
+  const std::vector<Sequence> emu_seqs = SequencesOver(c, in, emu_k, emu_v);
+  const int count = static_cast<int>(c.chunks.size());
   std::vector<float> out(in.rows * d), emu_out(in.rows * d);
   ASSERT_EQ(FlashAttentionPrefillCuda({in.shape, c.type, count, seqs.data(),
                                        in.qkv.data(), in.freq(), out.data()},

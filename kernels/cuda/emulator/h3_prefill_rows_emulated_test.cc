@@ -109,12 +109,13 @@ class RowsCall {
         w_,          setup_.data(),   toeplitz_.data(),    3 * d,       d,
         qkv_.data(), qkv_.data() + d, qkv_.data() + 2 * d, out_.data(), {}};
     FillSegments(a.seg);
-    // The kernels' shared-memory opt-in, as the chunked prefill's Create
-    // asks for it before any launch.
-    int max_shared = 0;
-    if (RowsKernelSetUp(&max_shared) != cudaSuccess) {
-      return "RowsKernelSetUp failed";
-    }
+    // The kernels' shared-memory opt-in, once a process, as the chunked
+    // prefill's Create asks for it before any launch.
+    static const cudaError_t set_up = [] {
+      int max_shared = 0;
+      return RowsKernelSetUp(&max_shared);
+    }();
+    if (set_up != cudaSuccess) return "RowsKernelSetUp failed";
     const emulator::ScopedOrder scoped(order);
     if (LaunchRows(ElementTypeOf<T>(), kShiftMma, a,
                    static_cast<unsigned>(segments_.size()),
