@@ -3,8 +3,9 @@
 // LinearCuda (cuBLASLt, the default path; "cublaslt_pinned", one
 // algorithm per shape for every row count: LinearCuda::Options::
 // pinned_algorithms; "cublaslt_tuned", the fastest of the heuristic's first
-// few algorithms, timed at the first call: Options::tune_algorithms, which
-// the untimed calls below trigger) and by StreamGemmCuda ("stream": the decode
+// few algorithms and their split-K variants, timed at the first call:
+// Options::tune_algorithms, which the untimed calls below trigger; its
+// record's "tuning" says what was timed and kept) and by StreamGemmCuda ("stream": the decode
 // product on tensor cores, kernels/stream_gemm.h), against the device-to-device
 // copy bandwidth measured in the same run, with fp32 activations (x and y fp32:
 // LinearCuda first rounds x to W's type) and with 16-bit ones (x in W's type,
@@ -273,7 +274,17 @@ int Run(const Flags& f) {
           }
           const std::vector<double> cublas = time_lt(*lt);
           const std::vector<double> cublas_pinned = time_lt(*pinned);
+          const kernels::LinearCuda::TuneStats before = tuned->tune_stats();
           const std::vector<double> cublas_tuned = time_lt(*tuned);
+          const kernels::LinearCuda::TuneStats after = tuned->tune_stats();
+          // What tuning this product's plan did (nothing if an earlier
+          // configuration timed the same plan).
+          const Json tuning = {
+              {"timed", after.timed - before.timed},
+              {"kept_other", after.changed - before.changed},
+              {"split_candidates",
+               after.split_candidates - before.split_candidates},
+              {"kept_split", after.split_kept - before.split_kept}};
           const double bytes =
               w_bytes +
               rows * (p.k * ElementSize(x_type) + p.n * ElementSize(y_type)) +
@@ -348,6 +359,7 @@ int Run(const Flags& f) {
                                {"bytes", call_bytes},
                                {"gb_per_s", gbps},
                                {"fraction_of_copy", gbps * 1e9 / bw.measured}});
+            if (name == "cublaslt_tuned") records.back()["tuning"] = tuning;
             if (fp32_bias || with_norm) continue;  // two products: no step
             const std::string key = type_name + "_rows" + std::to_string(rows) +
                                     "_" + kernel + (half ? "_half" : "");

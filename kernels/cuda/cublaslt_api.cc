@@ -31,7 +31,10 @@ Loaded Load() {
   H3_RESOLVE(cublasLtCreate) && H3_RESOLVE(cublasLtDestroy) &&
       H3_RESOLVE(cublasLtGetStatusName) &&
       H3_RESOLVE(cublasLtGetStatusString) && H3_RESOLVE(cublasLtMatmul) &&
+      H3_RESOLVE(cublasLtMatmulAlgoCapGetAttribute) &&
       H3_RESOLVE(cublasLtMatmulAlgoCheck) &&
+      H3_RESOLVE(cublasLtMatmulAlgoConfigGetAttribute) &&
+      H3_RESOLVE(cublasLtMatmulAlgoConfigSetAttribute) &&
       H3_RESOLVE(cublasLtMatmulAlgoGetHeuristic) &&
       H3_RESOLVE(cublasLtMatmulDescCreate) &&
       H3_RESOLVE(cublasLtMatmulDescDestroy) &&

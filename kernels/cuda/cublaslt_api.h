@@ -22,7 +22,13 @@ struct CublasLtApi {
   decltype(&::cublasLtGetStatusName) cublasLtGetStatusName;
   decltype(&::cublasLtGetStatusString) cublasLtGetStatusString;
   decltype(&::cublasLtMatmul) cublasLtMatmul;
+  decltype(&::cublasLtMatmulAlgoCapGetAttribute)
+      cublasLtMatmulAlgoCapGetAttribute;
   decltype(&::cublasLtMatmulAlgoCheck) cublasLtMatmulAlgoCheck;
+  decltype(&::cublasLtMatmulAlgoConfigGetAttribute)
+      cublasLtMatmulAlgoConfigGetAttribute;
+  decltype(&::cublasLtMatmulAlgoConfigSetAttribute)
+      cublasLtMatmulAlgoConfigSetAttribute;
   decltype(&::cublasLtMatmulAlgoGetHeuristic) cublasLtMatmulAlgoGetHeuristic;
   decltype(&::cublasLtMatmulDescCreate) cublasLtMatmulDescCreate;
   decltype(&::cublasLtMatmulDescDestroy) cublasLtMatmulDescDestroy;

@@ -114,6 +114,8 @@ std::string LinearCuda::State::Tune(Plan* plan, const void* w, const void* x_in,
   const std::vector<cublasLtMatmulAlgo_t> candidates =
       std::move(plan->candidates);
   plan->candidates.clear();
+  // Candidates from this index on are split-K variants.
+  const size_t first_split = candidates.size() - plan->split_candidates;
   size_t best = 0;
   float best_ms = -1.0f;
   for (size_t c = 0; c < candidates.size(); ++c) {
@@ -131,6 +133,8 @@ std::string LinearCuda::State::Tune(Plan* plan, const void* w, const void* x_in,
   if (best_ms >= 0) plan->algo = candidates[best];
   ++tune_stats.timed;
   if (best != 0) ++tune_stats.changed;
+  tune_stats.split_candidates += plan->split_candidates;
+  if (best >= first_split) ++tune_stats.split_kept;
   return "";
 }
 
@@ -213,7 +217,8 @@ std::string LinearCuda::Create(const Options& options,
   state->plans = std::make_unique<PlanCache>(
       state->handle, state->preference, state->pinned_preference,
       options.allow_tf32,
-      options.tune_algorithms && !options.pinned_algorithms ? kTuneRows : 0);
+      options.tune_algorithms && !options.pinned_algorithms ? kTuneRows : 0,
+      kWorkspaceBytes);
   H3_RETURN_IF_NOT_EMPTY(CudaError(state->workspace.Reserve(kWorkspaceBytes),
                                    "cudaMalloc (cuBLASLt workspace)"));
   if (options.max_rows_times_k > 0) {

@@ -80,7 +80,9 @@ class LinearCuda {
     bool pinned_algorithms = false;
     // Products of up to kTuneRows rows (decode steps), not pinned: the
     // first uncaptured call of each plan times the cuBLASLt heuristic's
-    // first few algorithms (up to 8) on the call's own operands, the L2
+    // first few algorithms (up to 8), and the first two's variants with k
+    // split 2 to 16 ways that cuBLASLt accepts, on the call's own operands,
+    // the L2
     // cache flushed before each timed call as a decode step finds it, and
     // keeps the fastest (median of 5 calls each); every later call of the
     // plan runs it. A call under graph capture leaves the plan untimed (on
@@ -94,11 +96,12 @@ class LinearCuda {
   // The most rows a tuned product has (Options::tune_algorithms).
   static constexpr int64_t kTuneRows = 64;
 
-  // What tuning did so far: plans timed, and of those, how many kept an
-  // algorithm other than the heuristic's first.
+  // What tuning did so far.
   struct TuneStats {
-    int timed = 0;
-    int changed = 0;
+    int timed = 0;    // plans timed
+    int changed = 0;  // of those, kept another than the heuristic's first
+    int split_candidates = 0;  // split-K variants timed, over all plans
+    int split_kept = 0;        // plans that kept a split-K variant
   };
   TuneStats tune_stats() const;
 

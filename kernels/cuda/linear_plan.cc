@@ -1,6 +1,7 @@
 // LinearCuda's cuBLASLt plans (linear_plan.h).
 #include "kernels/cuda/linear_plan.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace h3::kernels::linear_plan {
@@ -39,6 +40,24 @@ cudaDataType_t CudaType(ElementType type) {
 bool HasBias(cublasLtEpilogue_t epilogue) {
   return epilogue == CUBLASLT_EPILOGUE_BIAS ||
          epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
+}
+
+std::vector<int32_t> SplitsFor(int64_t k, int32_t current) {
+  std::vector<int32_t> splits;
+  for (const int32_t s : PlanCache::kSplits) {
+    if (s != current && k / s >= PlanCache::kMinSplitK) splits.push_back(s);
+  }
+  return splits;
+}
+
+cublasLtReductionScheme_t SplitScheme(uint32_t mask) {
+  for (const cublasLtReductionScheme_t scheme :
+       {CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
+        CUBLASLT_REDUCTION_SCHEME_INPLACE,
+        CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE}) {
+    if ((mask & scheme) != 0) return scheme;
+  }
+  return CUBLASLT_REDUCTION_SCHEME_NONE;
 }
 
 // The key's pointer alignments, which the heuristic may assume.
@@ -153,7 +172,59 @@ std::string PlanCache::Build(const PlanKey& key, const void* bias, Plan* plan) {
   }
   plan->has_algo = !plan->candidates.empty();
   if (plan->has_algo) plan->algo = plan->candidates.front();
+  if (wanted > 1) H3_RETURN_IF_NOT_EMPTY(AddSplits(key, plan));
   if (plan->candidates.size() < 2) plan->candidates.clear();  // nothing to time
+  return "";
+}
+
+std::string PlanCache::AddSplits(const PlanKey& key, Plan* plan) {
+  // The heuristic rarely splits k at a decode step's few rows, where a
+  // product of few output tiles leaves most multiprocessors idle
+  // (docs/cuda-engine.md, "Split-K candidates").
+  const size_t sources =
+      std::min(plan->candidates.size(), static_cast<size_t>(kSplitSources));
+  for (size_t i = 0; i < sources; ++i) {
+    const cublasLtMatmulAlgo_t source = plan->candidates[i];
+    int32_t supported = 0;
+    uint32_t mask = 0;
+    int32_t current = 1;
+    size_t written = 0;
+    if (Lt().cublasLtMatmulAlgoCapGetAttribute(
+            &source, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &supported,
+            sizeof(supported), &written) != CUBLAS_STATUS_SUCCESS ||
+        supported == 0 ||
+        Lt().cublasLtMatmulAlgoCapGetAttribute(
+            &source, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &mask,
+            sizeof(mask), &written) != CUBLAS_STATUS_SUCCESS ||
+        Lt().cublasLtMatmulAlgoConfigGetAttribute(
+            &source, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &current,
+            sizeof(current), &written) != CUBLAS_STATUS_SUCCESS) {
+      continue;
+    }
+    const uint32_t scheme = SplitScheme(mask);
+    if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE) continue;
+    for (const int32_t splits : SplitsFor(key.k, current)) {
+      cublasLtMatmulAlgo_t algo = source;
+      if (Lt().cublasLtMatmulAlgoConfigSetAttribute(
+              &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+              sizeof(splits)) != CUBLAS_STATUS_SUCCESS ||
+          Lt().cublasLtMatmulAlgoConfigSetAttribute(
+              &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+              sizeof(scheme)) != CUBLAS_STATUS_SUCCESS) {
+        continue;
+      }
+      cublasLtMatmulHeuristicResult_t check{};
+      const cublasStatus_t status = Lt().cublasLtMatmulAlgoCheck(
+          handle_, plan->desc, plan->w_layout, plan->x_layout, plan->y_layout,
+          plan->y_layout, &algo, &check);
+      if (status == CUBLAS_STATUS_SUCCESS &&
+          check.state == CUBLAS_STATUS_SUCCESS &&
+          check.workspaceSize <= workspace_bytes_) {
+        plan->candidates.push_back(algo);
+        ++plan->split_candidates;
+      }
+    }
+  }
   return "";
 }
 

@@ -73,6 +73,16 @@ constexpr int64_t kPinnedRows = 64;
 // load, and what Hopper's tensor copies need).
 constexpr uint32_t kPinnedAlignment = 16;
 
+// The split counts a tuned plan of `k` tries besides an answer's own
+// `current` (ascending): PlanCache::kSplits with at least kMinSplitK
+// elements a split.
+std::vector<int32_t> SplitsFor(int64_t k, int32_t current);
+
+// The reduction scheme a split-K variant asks for, of those in `mask`
+// (CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK): fp32 partials in the workspace
+// first, then in place, then partials of the output type; NONE if none.
+cublasLtReductionScheme_t SplitScheme(uint32_t mask);
+
 // The descriptors and algorithm for one key. has_algo is false when the
 // heuristic found none (e.g. an epilogue unsupported for these types).
 struct Plan {
@@ -87,9 +97,12 @@ struct Plan {
   // them); fits, whether cublasLtMatmulAlgoCheck accepts it for key.rows.
   bool fits = true;
   // Tuned plans (PlanCache's tune_rows): the heuristic's answers in its
-  // order, algo the first, until LinearCuda times them on the plan's first
+  // order, algo the first, then split-K variants of its first answers
+  // (PlanCache::AddSplits), until LinearCuda times them on the plan's first
   // uncaptured call and keeps the fastest in algo; then empty.
   std::vector<cublasLtMatmulAlgo_t> candidates;
+  // Of candidates, the split-K variants (at its end).
+  int split_candidates = 0;
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -113,20 +126,28 @@ class PlanCache {
 
   // The heuristic's answers a tuned plan keeps as candidates.
   static constexpr int kTuneCandidates = 8;
+  // Of those, the first ones that also get split-K variants, and the
+  // splits tried (SplitsFor).
+  static constexpr int kSplitSources = 2;
+  static constexpr int32_t kSplits[] = {2, 3, 4, 6, 8, 12, 16};
+  // The fewest k elements a split may take.
+  static constexpr int64_t kMinSplitK = 256;
 
   // handle and the preferences (which hold the workspace limits) are the
   // caller's and must outlive the cache. pinned_preference: no workspace and
   // no reduction scheme, so no split-K or stream-K algorithm. tune_rows:
   // plans of keys of up to this many rows (not pinned) keep the heuristic's
-  // first kTuneCandidates answers as Plan::candidates; 0, none.
+  // first kTuneCandidates answers and their split-K variants that need at
+  // most workspace_bytes as Plan::candidates; 0, none.
   PlanCache(cublasLtHandle_t handle, cublasLtMatmulPreference_t preference,
             cublasLtMatmulPreference_t pinned_preference, bool allow_tf32,
-            int64_t tune_rows = 0)
+            int64_t tune_rows = 0, size_t workspace_bytes = 0)
       : handle_(handle),
         preference_(preference),
         pinned_preference_(pinned_preference),
         allow_tf32_(allow_tf32),
-        tune_rows_(tune_rows) {}
+        tune_rows_(tune_rows),
+        workspace_bytes_(workspace_bytes) {}
 
   // The plan of `key`; `bias` (its alignment) is read when the key's
   // epilogue has one. *out stays valid until the next Find.
@@ -142,12 +163,16 @@ class PlanCache {
   std::string Pinned(const PlanKey& key, Plan* plan);
   // Makes room when plans_ holds kMaxPlans (see the class comment).
   void Evict();
+  // Appends to plan->candidates the split-K variants of its first
+  // kSplitSources answers that cuBLASLt accepts for `key`.
+  std::string AddSplits(const PlanKey& key, Plan* plan);
 
   cublasLtHandle_t handle_;
   cublasLtMatmulPreference_t preference_;
   cublasLtMatmulPreference_t pinned_preference_;
   bool allow_tf32_;
   int64_t tune_rows_;
+  size_t workspace_bytes_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   // By key with rows 0; nullopt: the heuristic had none.
   std::map<PlanKey, std::optional<cublasLtMatmulAlgo_t>> pinned_;

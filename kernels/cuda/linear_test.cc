@@ -218,6 +218,42 @@ TEST_F(LinearCudaTest, TunedAlgorithmsComputeTheProduct) {
   }
 }
 
+// Few column tiles over a deep k at a decode step's 64 rows: where the
+// heuristic's answers leave most multiprocessors idle, tuning also times
+// their split-K variants, and whichever it keeps computes the product
+// (fused bias and GELU: the epilogue after the reduction).
+TEST_F(LinearCudaTest, TuningTimesSplitKVariants) {
+  int split_candidates = 0;
+  for (const Case& c : {Case{ElementType::kF16, 64, 256, 8192, true, true, true},
+                        Case{ElementType::kBF16, 8, 128, 4096, true, false,
+                             true}}) {
+    SCOPED_TRACE(CaseName({c, 0}));
+    const Problem p = MakeProblem(c, 37);
+    Operands o(c, p);
+    std::unique_ptr<LinearCuda> linear;
+    LinearCuda::Options options = OptionsFor(c);
+    options.tune_algorithms = true;
+    ASSERT_EQ(LinearCuda::Create(options, &linear), "");
+    ASSERT_EQ(linear->Run(o.params, nullptr), "");
+    ASSERT_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> got(c.rows * c.n);
+    ASSERT_CUDA_OK(cudaMemcpy(got.data(), o.y.get(), got.size() * sizeof(float),
+                              cudaMemcpyDeviceToHost));
+    EXPECT_LE(NormalisedError(got, p.want), Tolerance(c));
+    const LinearCuda::TuneStats stats = linear->tune_stats();
+    RecordProperty("split_candidates_" + TypeName(c.type),
+                   stats.split_candidates);
+    RecordProperty("split_kept_" + TypeName(c.type), stats.split_kept);
+    EXPECT_EQ(stats.timed, 1);
+    EXPECT_LE(stats.split_kept, stats.timed);
+    split_candidates += stats.split_candidates;
+  }
+  if (split_candidates == 0) {
+    GTEST_SKIP() << "cuBLASLt offered no split-K variant of its first "
+                    "answers on this device";
+  }
+}
+
 // A plan first met under graph capture is not timed there (no
 // synchronisation inside a capture); the captured call runs the heuristic's
 // first algorithm and replays right. Its first uncaptured call times it,

@@ -6,7 +6,8 @@
 // elements of 2 W rows (4 x 16 bytes, streamed past L1) and of each of its
 // x rows (through L1/L2: every block reads x), kUnroll steps ahead of the
 // MMAs: 4, 2 or 1 steps (8, 4 or 2 KiB of W a warp in flight) as more x
-// rows take more registers. After the loop the
+// rows take more registers, 2 for one row tile where the grid is built to
+// fit 3 blocks a multiprocessor (StreamGemmMinBlocks). After the loop the
 // warps' accumulators meet in shared memory and warp 0 sums them in warp
 // order, adds the bias, applies GELU and stores y.
 //
@@ -18,7 +19,9 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
+#include "kernels/cuda/device_major.h"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/mma_half.cuh"
 #include "kernels/cuda/stream_gemm.h"
@@ -31,16 +34,17 @@ using stream_gemm::kThreads;
 using stream_gemm::LoadX;
 using stream_gemm::StreamBlock;
 
-// T: W's type; X: x's (float or T); kTiles: tiles of 8 x rows.
-template <typename T, typename X, int kTiles>
-__global__ void __launch_bounds__(kThreads)
-    StreamGemmKernel(StreamGemmParams p, int64_t steps) {
+// T: W's type; X: x's (float or T); kTiles: tiles of 8 x rows; kUnroll:
+// the steps a warp loads ahead (StreamUnroll).
+template <typename T, typename X, int kTiles, int kUnroll>
+__device__ __forceinline__ void StreamGemmBody(const StreamGemmParams& p,
+                                               int64_t steps) {
   __shared__ float partial[kStreamWarps - 1][kTiles][4][32];
   const int g = threadIdx.x % 32 / 4;
   const X* x_row[kTiles];
   stream_gemm::XRows(p, g, x_row);
   LetNextKernelStart();
-  StreamBlock<T, kTiles>(
+  StreamBlock<T, kTiles, kUnroll>(
       p, steps,
       [&](int r, int64_t e) {
         return x_row[r] != nullptr ? LoadX<T>(x_row[r], e)
@@ -49,20 +53,53 @@ __global__ void __launch_bounds__(kThreads)
       partial);
 }
 
+// The registers decide the blocks a multiprocessor (ptxas keeps one tile
+// at 128: 2 blocks; naming a minimum of 1 would let it take more).
 template <typename T, typename X, int kTiles>
+__global__ void __launch_bounds__(kThreads)
+    StreamGemmKernel(StreamGemmParams p, int64_t steps) {
+  StreamGemmBody<T, X, kTiles, stream_gemm::StreamUnroll(kTiles)>(p, steps);
+}
+
+// Built to fit kMinBlocks blocks a multiprocessor (StreamGemmMinBlocks).
+template <typename T, typename X, int kTiles, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    StreamGemmKernelFitting(StreamGemmParams p, int64_t steps) {
+  StreamGemmBody<T, X, kTiles, stream_gemm::StreamUnroll(kTiles, kMinBlocks)>(
+      p, steps);
+}
+
+template <typename T, typename X, int kTiles, int kMinBlocks = 0>
 cudaError_t Launch(const StreamGemmParams& p, cudaStream_t stream,
                    LaunchOrder order) {
   const int64_t blocks = (p.n + kStreamCols - 1) / kStreamCols;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
   const int64_t steps = (p.k + kStreamStep - 1) / kStreamStep;
-  return LaunchInOrder(order, StreamGemmKernel<T, X, kTiles>,
-                       dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
-                       stream, p, steps);
+  const dim3 grid(static_cast<unsigned>(blocks));
+  if constexpr (kMinBlocks > 0) {
+    return LaunchInOrder(order,
+                         StreamGemmKernelFitting<T, X, kTiles, kMinBlocks>,
+                         grid, dim3(kThreads), 0, stream, p, steps);
+  } else {
+    return LaunchInOrder(order, StreamGemmKernel<T, X, kTiles>, grid,
+                         dim3(kThreads), 0, stream, p, steps);
+  }
 }
 
 template <typename T, typename X>
 cudaError_t LaunchForRows(const StreamGemmParams& p, cudaStream_t stream,
                           LaunchOrder order) {
+  if constexpr (!std::is_same_v<X, float>) {
+    int sms = 0;
+    if (const cudaError_t err = CurrentDeviceMultiprocessors(&sms);
+        err != cudaSuccess) {
+      return err;
+    }
+    const int64_t blocks = (p.n + kStreamCols - 1) / kStreamCols;
+    if (StreamGemmMinBlocks(p.rows, true, blocks, sms) == 3) {
+      return Launch<T, X, 1, 3>(p, stream, order);
+    }
+  }
   if (p.rows <= 8) return Launch<T, X, 1>(p, stream, order);
   if (p.rows <= 16) return Launch<T, X, 2>(p, stream, order);
   if (p.rows <= 32) return Launch<T, X, 4>(p, stream, order);

@@ -18,6 +18,18 @@ namespace h3::kernels {
 cudaError_t StreamGemmCuda(const StreamGemmParams& params, cudaStream_t stream,
                            LaunchOrder order = LaunchOrder::kAfterPrior);
 
+// The blocks a multiprocessor StreamGemmCuda's kernel is built to fit for
+// `rows` rows of x of W's type (x_half) and a grid of `blocks` (n / 16
+// rounded up) on `sms` multiprocessors: 3 for one row tile (at most 8 rows)
+// when the grid fits 3 a multiprocessor but not 2, so that it runs in one
+// wave instead of one and a half (the 1.3B q|k|v: 384 blocks on 132); a
+// warp then loads 2 steps ahead instead of 4. Otherwise 1: the registers
+// decide (2 blocks for one tile). The sums, and so the bits, are the same.
+constexpr int StreamGemmMinBlocks(int64_t rows, bool x_half, int64_t blocks,
+                                  int64_t sms) {
+  return rows <= 8 && x_half && blocks > 2 * sms && blocks <= 3 * sms ? 3 : 1;
+}
+
 // The product of a decode step's first rows after their norm, in one kernel
 // (stream_gemm_norm.cu): AddLayerNormCuda(norm), then StreamGemmCuda(product)
 // on the norm's output, except that every block norms the rows itself

@@ -21,6 +21,14 @@ namespace h3::kernels::stream_gemm {
 
 constexpr int kThreads = kStreamWarps * 32;
 
+// The steps a warp loads ahead with kTiles row tiles: 4, 2 or 1 (8, 4 or 2
+// KiB of W a warp in flight) as more x rows take more registers; 2 for one
+// tile when the kernel must fit min_blocks >= 3 blocks a multiprocessor.
+H3_HOST_DEVICE constexpr int StreamUnroll(int tiles, int min_blocks = 1) {
+  if (tiles == 1) return min_blocks >= 3 ? 2 : 4;
+  return tiles == 2 ? 2 : 1;
+}
+
 // The 8 elements [e, e + 8) of a 16-bit row as 4 fragment registers.
 template <typename T>
 __device__ __forceinline__ uint4 LoadStreamed(const T* row, int64_t e) {
@@ -132,13 +140,14 @@ __device__ inline void Finish(const StreamGemmParams& p, int64_t row,
 // zeros past the rows. Each warp issues a group of steps' W loads, then
 // waits for the kernel before (LaunchOrder: x may be its output; a no-op
 // once waited, or when launched in stream order), then loads x. `partial`:
-// the block's shared memory for the warps' sums.
-template <typename T, int kTiles, typename LoadXFn>
+// the block's shared memory for the warps' sums. kUnroll: the steps a warp
+// loads before the first of them is multiplied (W's registers); the sums'
+// order does not depend on it.
+template <typename T, int kTiles, int kUnroll = StreamUnroll(kTiles),
+          typename LoadXFn>
 __device__ __forceinline__ void StreamBlock(
     const StreamGemmParams& p, int64_t steps, LoadXFn load_x,
     float (&partial)[kStreamWarps - 1][kTiles][4][32]) {
-  // Steps loaded before the first of them is multiplied.
-  constexpr int kUnroll = kTiles == 1 ? 4 : kTiles == 2 ? 2 : 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int64_t col0 = int64_t{blockIdx.x} * kStreamCols;

@@ -92,8 +92,8 @@ TEST_P(StreamGemmGpuTest, ARowGetsTheSameBitsInAnyBatch) {
           std::vector<uint8_t>* y) { RunOnDevice(kernel(), c, o, y); });
 }
 
-// StreamCases, and for the split kernel's column blocks of 128 and its
-// clusters: several blocks with a partial last one, 5 and 8 splits of
+// StreamCases, the 1.3B q|k|v, and for the split kernel's column blocks of
+// 128 and its clusters: several blocks with a partial last one, 5 and 8 splits of
 // unequal shares (on 132 multiprocessors), an LM-head-like width.
 std::vector<StreamCase> GpuCases() {
   std::vector<StreamCase> cases = h3::testing::StreamCases();
@@ -110,6 +110,21 @@ std::vector<StreamCase> GpuCases() {
                      .k = 2048});
     cases.push_back(
         {.w_type = type, .half_x = true, .rows = 16, .n = 2048, .k = 8192});
+    // The 1.3B q|k|v at 1 and 8 rows: built for 3 blocks a multiprocessor
+    // (StreamGemmMinBlocks) on 132 to 198 of them.
+    cases.push_back({.w_type = type,
+                     .half_x = true,
+                     .bias = true,
+                     .rows = 1,
+                     .n = 6144,
+                     .k = 2048});
+    cases.push_back({.w_type = type,
+                     .half_x = true,
+                     .half_y = true,
+                     .bias = true,
+                     .rows = 8,
+                     .n = 6144,
+                     .k = 2048});
     cases.push_back(
         {.w_type = type, .half_x = true, .rows = 5, .n = 50264, .k = 512});
   }

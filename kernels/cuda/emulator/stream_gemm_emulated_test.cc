@@ -143,8 +143,45 @@ TEST_P(StreamGemmSumOrderEmulatedTest, GivesTheBitsOfItsSumOrder) {
   }
 }
 
+// StreamCases, and one row of a grid that StreamGemmMinBlocks builds for 3
+// blocks a multiprocessor (265 blocks on the emulator's 132), where a warp
+// loads 2 steps ahead, not 4: the same sums.
+std::vector<StreamCase> SumOrderCases() {
+  std::vector<StreamCase> cases = h3::testing::StreamCases();
+  for (const ElementType type : {ElementType::kF16, ElementType::kBF16}) {
+    cases.push_back({.w_type = type,
+                     .half_x = true,
+                     .bias = true,
+                     .rows = 1,
+                     .n = 4240,
+                     .k = 1032});
+    cases.push_back({.w_type = type,
+                     .half_x = true,
+                     .half_y = true,
+                     .bias = true,
+                     .gelu = true,
+                     .rows = 8,
+                     .n = 4240,
+                     .k = 1032});
+  }
+  return cases;
+}
+
+TEST(StreamGemmMinBlocksTest, ThreeWhereTheGridFitsThreeButNotTwo) {
+  // The 1.3B products on 132 multiprocessors: q|k|v (384 blocks) only.
+  EXPECT_EQ(StreamGemmMinBlocks(1, true, 384, 132), 3);
+  EXPECT_EQ(StreamGemmMinBlocks(8, true, 265, 132), 3);
+  EXPECT_EQ(StreamGemmMinBlocks(1, true, 396, 132), 3);
+  EXPECT_EQ(StreamGemmMinBlocks(1, true, 264, 132), 1);  // fits 2
+  EXPECT_EQ(StreamGemmMinBlocks(1, true, 397, 132), 1);  // not 3
+  EXPECT_EQ(StreamGemmMinBlocks(1, true, 512, 132), 1);  // fc1
+  EXPECT_EQ(StreamGemmMinBlocks(1, true, 128, 132), 1);  // out, fc2
+  EXPECT_EQ(StreamGemmMinBlocks(9, true, 384, 132), 1);  // two row tiles
+  EXPECT_EQ(StreamGemmMinBlocks(1, false, 384, 132), 1);  // fp32 x
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, StreamGemmSumOrderEmulatedTest,
-                         ::testing::ValuesIn(h3::testing::StreamCases()),
+                         ::testing::ValuesIn(SumOrderCases()),
                          [](const ::testing::TestParamInfo<StreamCase>& info) {
                            return h3::testing::StreamCaseName(info.param);
                          });
