@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/linear_plan.h"
 #include "kernels/cuda/linear_test_support.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/normalised_error.h"
@@ -216,6 +217,28 @@ TEST_F(LinearCudaTest, TunedAlgorithmsComputeTheProduct) {
     options.tune_algorithms = true;
     EXPECT_LE(NormalisedError(RunCase(c, p, options), p.want), Tolerance(c));
   }
+}
+
+// Host-only: the split counts and reduction schemes tuning asks for.
+TEST(LinearPlanTest, SplitsLeaveEachSplitAtLeastItsMinimum) {
+  using linear_plan::SplitsFor;
+  EXPECT_EQ(SplitsFor(8192, 1), (std::vector<int32_t>{2, 3, 4, 6, 8, 12, 16}));
+  EXPECT_EQ(SplitsFor(2048, 1), (std::vector<int32_t>{2, 3, 4, 6, 8}));
+  EXPECT_EQ(SplitsFor(2048, 4), (std::vector<int32_t>{2, 3, 6, 8}));
+  EXPECT_EQ(SplitsFor(511, 1), std::vector<int32_t>{});
+  EXPECT_EQ(SplitsFor(512, 1), std::vector<int32_t>{2});
+}
+
+TEST(LinearPlanTest, SplitSchemePrefersFp32Partials) {
+  using linear_plan::SplitScheme;
+  EXPECT_EQ(SplitScheme(CUBLASLT_REDUCTION_SCHEME_MASK),
+            CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
+  EXPECT_EQ(SplitScheme(CUBLASLT_REDUCTION_SCHEME_INPLACE |
+                        CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
+            CUBLASLT_REDUCTION_SCHEME_INPLACE);
+  EXPECT_EQ(SplitScheme(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
+            CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
+  EXPECT_EQ(SplitScheme(0), CUBLASLT_REDUCTION_SCHEME_NONE);
 }
 
 // Few column tiles over a deep k at a decode step's 64 rows: where the
