@@ -5,27 +5,27 @@
 // pinned_algorithms; "cublaslt_tuned", the fastest of the heuristic's first
 // few algorithms and their split-K variants, timed at the first call:
 // Options::tune_algorithms, which the untimed calls below trigger; its
-// record's "tuning" says what was timed and kept) and by StreamGemmCuda ("stream": the decode
-// product on tensor cores, kernels/stream_gemm.h), against the device-to-device
-// copy bandwidth measured in the same run, with fp32 activations (x and y fp32:
-// LinearCuda first rounds x to W's type) and with 16-bit ones (x in W's type,
-// and y too where the model's half activations keep it 16-bit: the qkv and
-// fc1 outputs, whose bias is then of y's type, as the model stores it).
-// "half-fp32-bias" times qkv and fc1 with half activations but an fp32 bias
-// (LinearCuda's route through fp32 D and a rounding kernel), for comparison.
-// "stream_pdl" is "stream" launched with LaunchOrder::kOverlapPrior (--pdl:
-// each call may start while the one before finishes). On compute capability
-// 9.0 and later, "stream_split" (and "stream_split_pdl") times
-// StreamSplitGemmCuda (kernels/stream_split_gemm.h: k split across a
-// thread-block cluster, x read once per 128 columns). With half activations
-// and at most kNormStreamMaxRows rows, qkv and fc1 are also timed with the
-// norm before them: "norm+stream" (AddLayerNormCuda, then StreamGemmCuda:
-// what a decode step runs), "fused_norm" (AddNormStreamGemmCuda: the norm
-// inside the product, which no step runs), each also "_pdl"; their bytes
-// count the norm's too (x and two residual rows in fp32, gamma, beta; the
-// normed rows twice where they exist). H3_CUDA_FALLBACKS leaves out the records
-// of the paths it names (pdl: every "_pdl"; stream-split). JSON on stdout, or
-// in --out.
+// record's "tuning" says what was timed and kept) and by StreamGemmCuda
+// ("stream": the decode product on tensor cores, kernels/stream_gemm.h),
+// against the device-to-device copy bandwidth measured in the same run, with
+// fp32 activations (x and y fp32: LinearCuda first rounds x to W's type) and
+// with 16-bit ones (x in W's type, and y too where the model's half activations
+// keep it 16-bit: the qkv and fc1 outputs, whose bias is then of y's type, as
+// the model stores it). "half-fp32-bias" times qkv and fc1 with half
+// activations but an fp32 bias (LinearCuda's route through fp32 D and a
+// rounding kernel), for comparison. "stream_pdl" is "stream" launched with
+// LaunchOrder::kOverlapPrior (--pdl: each call may start while the one before
+// finishes). On compute capability 9.0 and later, "stream_split" (and
+// "stream_split_pdl") times StreamSplitGemmCuda (kernels/stream_split_gemm.h: k
+// split across a thread-block cluster, x read once per 128 columns). With half
+// activations and at most kNormStreamMaxRows rows, qkv and fc1 are also timed
+// with the norm before them: "norm+stream" (AddLayerNormCuda, then
+// StreamGemmCuda: what a decode step runs), "fused_norm"
+// (AddNormStreamGemmCuda: the norm inside the product, which no step runs),
+// each also "_pdl"; their bytes count the norm's too (x and two residual rows
+// in fp32, gamma, beta; the normed rows twice where they exist).
+// H3_CUDA_FALLBACKS leaves out the records of the paths it names (pdl: every
+// "_pdl"; stream-split). JSON on stdout, or in --out.
 //
 //   h3_linear_bench [--types fp16,bf16] [--rows 1,8,64] [--vocab 50264]
 //       [--activations fp32,half,half-fp32-bias]
@@ -279,12 +279,19 @@ int Run(const Flags& f) {
           const kernels::LinearCuda::TuneStats after = tuned->tune_stats();
           // What tuning this product's plan did (nothing if an earlier
           // configuration timed the same plan).
-          const Json tuning = {
-              {"timed", after.timed - before.timed},
-              {"kept_other", after.changed - before.changed},
-              {"split_candidates",
-               after.split_candidates - before.split_candidates},
-              {"kept_split", after.split_kept - before.split_kept}};
+          Json tuning = {{"timed", after.timed - before.timed},
+                         {"kept_other", after.changed - before.changed},
+                         {"split_candidates",
+                          after.split_candidates - before.split_candidates},
+                         {"kept_split", after.split_kept - before.split_kept}};
+          if (after.timed > before.timed) {
+            Json candidates = Json::array();
+            for (const auto& [algo, ms] : after.last_timings) {
+              candidates.push_back({{"algo", algo}, {"median_ms", ms}});
+            }
+            tuning["candidates"] = candidates;
+            tuning["kept"] = after.last_kept;
+          }
           const double bytes =
               w_bytes +
               rows * (p.k * ElementSize(x_type) + p.n * ElementSize(y_type)) +

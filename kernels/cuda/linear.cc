@@ -118,6 +118,7 @@ std::string LinearCuda::State::Tune(Plan* plan, const void* w, const void* x_in,
   const size_t first_split = candidates.size() - plan->split_candidates;
   size_t best = 0;
   float best_ms = -1.0f;
+  tune_stats.last_timings.clear();
   for (size_t c = 0; c < candidates.size(); ++c) {
     float median = -1.0f;
     // A candidate cuBLASLt refuses at run time drops out.
@@ -125,12 +126,15 @@ std::string LinearCuda::State::Tune(Plan* plan, const void* w, const void* x_in,
         stream, flush,
         [&] { return Matmul(plan, candidates[c], w, x_in, d, stream).empty(); },
         &median));
+    tune_stats.last_timings.emplace_back(
+        linear_plan::DescribeAlgo(candidates[c]), median);
     if (median >= 0 && (best_ms < 0 || median < best_ms)) {
       best = c;
       best_ms = median;
     }
   }
   if (best_ms >= 0) plan->algo = candidates[best];
+  tune_stats.last_kept = best_ms >= 0 ? static_cast<int>(best) : -1;
   ++tune_stats.timed;
   if (best != 0) ++tune_stats.changed;
   tune_stats.split_candidates += plan->split_candidates;

@@ -30,6 +30,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/element_type.h"
 
@@ -102,6 +104,11 @@ class LinearCuda {
     int changed = 0;  // of those, kept another than the heuristic's first
     int split_candidates = 0;  // split-K variants timed, over all plans
     int split_kept = 0;        // plans that kept a split-K variant
+    // The last timed plan's candidates in order: cuBLASLt's configuration
+    // of each ("id I tile T stages S splits K scheme R cluster C") and its
+    // median ms (-1: refused), and the index of the one kept.
+    std::vector<std::pair<std::string, float>> last_timings;
+    int last_kept = -1;
   };
   TuneStats tune_stats() const;
 

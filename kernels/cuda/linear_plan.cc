@@ -50,14 +50,44 @@ std::vector<int32_t> SplitsFor(int64_t k, int32_t current) {
   return splits;
 }
 
-cublasLtReductionScheme_t SplitScheme(uint32_t mask) {
+std::vector<cublasLtReductionScheme_t> SplitSchemes(uint32_t mask) {
+  std::vector<cublasLtReductionScheme_t> schemes;
   for (const cublasLtReductionScheme_t scheme :
-       {CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
-        CUBLASLT_REDUCTION_SCHEME_INPLACE,
-        CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE}) {
-    if ((mask & scheme) != 0) return scheme;
+       {CUBLASLT_REDUCTION_SCHEME_INPLACE,
+        CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}) {
+    if ((mask & scheme) != 0) schemes.push_back(scheme);
   }
-  return CUBLASLT_REDUCTION_SCHEME_NONE;
+  if (schemes.empty() && (mask & CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE) != 0) {
+    schemes.push_back(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
+  }
+  return schemes;
+}
+
+std::string DescribeAlgo(const cublasLtMatmulAlgo_t& algo) {
+  // Each attribute's size as cuBLASLt declares it; -1 where it will not say.
+  const auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attribute,
+                       auto value) -> int64_t {
+    size_t written = 0;
+    if (Lt().cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value,
+                                                  sizeof(value), &written) !=
+        CUBLAS_STATUS_SUCCESS) {
+      return -1;
+    }
+    return static_cast<int64_t>(value);
+  };
+  return "id " + std::to_string(get(CUBLASLT_ALGO_CONFIG_ID, int32_t{0})) +
+         " tile " +
+         std::to_string(get(CUBLASLT_ALGO_CONFIG_TILE_ID, uint32_t{0})) +
+         " stages " +
+         std::to_string(get(CUBLASLT_ALGO_CONFIG_STAGES_ID, uint32_t{0})) +
+         " splits " +
+         std::to_string(get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, int32_t{0})) +
+         " scheme " +
+         std::to_string(
+             get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, uint32_t{0})) +
+         " cluster " +
+         std::to_string(
+             get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t{0}));
 }
 
 // The key's pointer alignments, which the heuristic may assume.
@@ -197,31 +227,31 @@ std::string PlanCache::AddSplits(const PlanKey& key, Plan* plan) {
             &source, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &mask,
             sizeof(mask), &written) != CUBLAS_STATUS_SUCCESS ||
         Lt().cublasLtMatmulAlgoConfigGetAttribute(
-            &source, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &current,
-            sizeof(current), &written) != CUBLAS_STATUS_SUCCESS) {
+            &source, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &current, sizeof(current),
+            &written) != CUBLAS_STATUS_SUCCESS) {
       continue;
     }
-    const uint32_t scheme = SplitScheme(mask);
-    if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE) continue;
-    for (const int32_t splits : SplitsFor(key.k, current)) {
-      cublasLtMatmulAlgo_t algo = source;
-      if (Lt().cublasLtMatmulAlgoConfigSetAttribute(
-              &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
-              sizeof(splits)) != CUBLAS_STATUS_SUCCESS ||
-          Lt().cublasLtMatmulAlgoConfigSetAttribute(
-              &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-              sizeof(scheme)) != CUBLAS_STATUS_SUCCESS) {
-        continue;
-      }
-      cublasLtMatmulHeuristicResult_t check{};
-      const cublasStatus_t status = Lt().cublasLtMatmulAlgoCheck(
-          handle_, plan->desc, plan->w_layout, plan->x_layout, plan->y_layout,
-          plan->y_layout, &algo, &check);
-      if (status == CUBLAS_STATUS_SUCCESS &&
-          check.state == CUBLAS_STATUS_SUCCESS &&
-          check.workspaceSize <= workspace_bytes_) {
-        plan->candidates.push_back(algo);
-        ++plan->split_candidates;
+    for (const uint32_t scheme : SplitSchemes(mask)) {
+      for (const int32_t splits : SplitsFor(key.k, current)) {
+        cublasLtMatmulAlgo_t algo = source;
+        if (Lt().cublasLtMatmulAlgoConfigSetAttribute(
+                &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                sizeof(splits)) != CUBLAS_STATUS_SUCCESS ||
+            Lt().cublasLtMatmulAlgoConfigSetAttribute(
+                &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                sizeof(scheme)) != CUBLAS_STATUS_SUCCESS) {
+          continue;
+        }
+        cublasLtMatmulHeuristicResult_t check{};
+        const cublasStatus_t status = Lt().cublasLtMatmulAlgoCheck(
+            handle_, plan->desc, plan->w_layout, plan->x_layout, plan->y_layout,
+            plan->y_layout, &algo, &check);
+        if (status == CUBLAS_STATUS_SUCCESS &&
+            check.state == CUBLAS_STATUS_SUCCESS &&
+            check.workspaceSize <= workspace_bytes_) {
+          plan->candidates.push_back(algo);
+          ++plan->split_candidates;
+        }
       }
     }
   }

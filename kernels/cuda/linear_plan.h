@@ -78,10 +78,15 @@ constexpr uint32_t kPinnedAlignment = 16;
 // elements a split.
 std::vector<int32_t> SplitsFor(int64_t k, int32_t current);
 
-// The reduction scheme a split-K variant asks for, of those in `mask`
-// (CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK): fp32 partials in the workspace
-// first, then in place, then partials of the output type; NONE if none.
-cublasLtReductionScheme_t SplitScheme(uint32_t mask);
+// The reduction schemes split-K variants ask for, of those in `mask`
+// (CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK): in place (no second kernel)
+// and fp32 partials in the workspace (a reduction kernel after); partials
+// of the output type only where neither is offered.
+std::vector<cublasLtReductionScheme_t> SplitSchemes(uint32_t mask);
+
+// An algorithm's configuration, for reports: "id I tile T stages S splits
+// K scheme R cluster C" (cuBLASLt's enum values).
+std::string DescribeAlgo(const cublasLtMatmulAlgo_t& algo);
 
 // The descriptors and algorithm for one key. has_algo is false when the
 // heuristic found none (e.g. an epilogue unsupported for these types).
@@ -125,10 +130,10 @@ class PlanCache {
   static constexpr size_t kMaxPlans = 256;
 
   // The heuristic's answers a tuned plan keeps as candidates.
-  static constexpr int kTuneCandidates = 8;
+  static constexpr int kTuneCandidates = 16;
   // Of those, the first ones that also get split-K variants, and the
-  // splits tried (SplitsFor).
-  static constexpr int kSplitSources = 2;
+  // splits tried (SplitsFor), each with every scheme of SplitSchemes.
+  static constexpr int kSplitSources = 4;
   static constexpr int32_t kSplits[] = {2, 3, 4, 6, 8, 12, 16};
   // The fewest k elements a split may take.
   static constexpr int64_t kMinSplitK = 256;

@@ -229,16 +229,18 @@ TEST(LinearPlanTest, SplitsLeaveEachSplitAtLeastItsMinimum) {
   EXPECT_EQ(SplitsFor(512, 1), std::vector<int32_t>{2});
 }
 
-TEST(LinearPlanTest, SplitSchemePrefersFp32Partials) {
-  using linear_plan::SplitScheme;
-  EXPECT_EQ(SplitScheme(CUBLASLT_REDUCTION_SCHEME_MASK),
-            CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
-  EXPECT_EQ(SplitScheme(CUBLASLT_REDUCTION_SCHEME_INPLACE |
-                        CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
-            CUBLASLT_REDUCTION_SCHEME_INPLACE);
-  EXPECT_EQ(SplitScheme(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
-            CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
-  EXPECT_EQ(SplitScheme(0), CUBLASLT_REDUCTION_SCHEME_NONE);
+TEST(LinearPlanTest, SplitSchemesInPlaceThenFp32Partials) {
+  using linear_plan::SplitSchemes;
+  using Schemes = std::vector<cublasLtReductionScheme_t>;
+  EXPECT_EQ(SplitSchemes(CUBLASLT_REDUCTION_SCHEME_MASK),
+            (Schemes{CUBLASLT_REDUCTION_SCHEME_INPLACE,
+                     CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}));
+  EXPECT_EQ(SplitSchemes(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                         CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
+            Schemes{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE});
+  EXPECT_EQ(SplitSchemes(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
+            Schemes{CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE});
+  EXPECT_EQ(SplitSchemes(0), Schemes{});
 }
 
 // Few column tiles over a deep k at a decode step's 64 rows: where the
@@ -247,9 +249,9 @@ TEST(LinearPlanTest, SplitSchemePrefersFp32Partials) {
 // (fused bias and GELU: the epilogue after the reduction).
 TEST_F(LinearCudaTest, TuningTimesSplitKVariants) {
   int split_candidates = 0;
-  for (const Case& c : {Case{ElementType::kF16, 64, 256, 8192, true, true, true},
-                        Case{ElementType::kBF16, 8, 128, 4096, true, false,
-                             true}}) {
+  for (const Case& c :
+       {Case{ElementType::kF16, 64, 256, 8192, true, true, true},
+        Case{ElementType::kBF16, 8, 128, 4096, true, false, true}}) {
     SCOPED_TRACE(CaseName({c, 0}));
     const Problem p = MakeProblem(c, 37);
     Operands o(c, p);

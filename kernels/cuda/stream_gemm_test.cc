@@ -93,8 +93,8 @@ TEST_P(StreamGemmGpuTest, ARowGetsTheSameBitsInAnyBatch) {
 }
 
 // StreamCases, the 1.3B q|k|v, and for the split kernel's column blocks of
-// 128 and its clusters: several blocks with a partial last one, 5 and 8 splits of
-// unequal shares (on 132 multiprocessors), an LM-head-like width.
+// 128 and its clusters: several blocks with a partial last one, 5 and 8 splits
+// of unequal shares (on 132 multiprocessors), an LM-head-like width.
 std::vector<StreamCase> GpuCases() {
   std::vector<StreamCase> cases = h3::testing::StreamCases();
   for (const ElementType type : {ElementType::kF16, ElementType::kBF16}) {

@@ -172,11 +172,11 @@ TEST(StreamGemmMinBlocksTest, ThreeWhereTheGridFitsThreeButNotTwo) {
   EXPECT_EQ(StreamGemmMinBlocks(1, true, 384, 132), 3);
   EXPECT_EQ(StreamGemmMinBlocks(8, true, 265, 132), 3);
   EXPECT_EQ(StreamGemmMinBlocks(1, true, 396, 132), 3);
-  EXPECT_EQ(StreamGemmMinBlocks(1, true, 264, 132), 1);  // fits 2
-  EXPECT_EQ(StreamGemmMinBlocks(1, true, 397, 132), 1);  // not 3
-  EXPECT_EQ(StreamGemmMinBlocks(1, true, 512, 132), 1);  // fc1
-  EXPECT_EQ(StreamGemmMinBlocks(1, true, 128, 132), 1);  // out, fc2
-  EXPECT_EQ(StreamGemmMinBlocks(9, true, 384, 132), 1);  // two row tiles
+  EXPECT_EQ(StreamGemmMinBlocks(1, true, 264, 132), 1);   // fits 2
+  EXPECT_EQ(StreamGemmMinBlocks(1, true, 397, 132), 1);   // not 3
+  EXPECT_EQ(StreamGemmMinBlocks(1, true, 512, 132), 1);   // fc1
+  EXPECT_EQ(StreamGemmMinBlocks(1, true, 128, 132), 1);   // out, fc2
+  EXPECT_EQ(StreamGemmMinBlocks(9, true, 384, 132), 1);   // two row tiles
   EXPECT_EQ(StreamGemmMinBlocks(1, false, 384, 132), 1);  // fp32 x
 }
 
