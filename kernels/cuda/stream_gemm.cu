@@ -6,8 +6,9 @@
 // elements of 2 W rows (4 x 16 bytes, streamed past L1) and of each of its
 // x rows (through L1/L2: every block reads x), kUnroll steps ahead of the
 // MMAs: 4, 2 or 1 steps (8, 4 or 2 KiB of W a warp in flight) as more x
-// rows take more registers, 2 for one row tile where the grid is built to
-// fit 3 blocks a multiprocessor (StreamGemmMinBlocks). After the loop the
+// rows take more registers; for one row tile StreamGemmFitFor may build it
+// to fit 3 or 4 blocks a multiprocessor (2 or 1 steps ahead) or to take 8
+// steps ahead in one block a multiprocessor. After the loop the
 // warps' accumulators meet in shared memory and warp 0 sums them in warp
 // order, adds the bias, applies GELU and stores y.
 //
@@ -61,15 +62,16 @@ __global__ void __launch_bounds__(kThreads)
   StreamGemmBody<T, X, kTiles, stream_gemm::StreamUnroll(kTiles)>(p, steps);
 }
 
-// Built to fit kMinBlocks blocks a multiprocessor (StreamGemmMinBlocks).
-template <typename T, typename X, int kTiles, int kMinBlocks>
+// Built to fit kMinBlocks blocks a multiprocessor, kUnroll steps ahead
+// (StreamGemmFitFor).
+template <typename T, typename X, int kTiles, int kMinBlocks, int kUnroll>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     StreamGemmKernelFitting(StreamGemmParams p, int64_t steps) {
-  StreamGemmBody<T, X, kTiles, stream_gemm::StreamUnroll(kTiles, kMinBlocks)>(
-      p, steps);
+  StreamGemmBody<T, X, kTiles, kUnroll>(p, steps);
 }
 
-template <typename T, typename X, int kTiles, int kMinBlocks = 0>
+template <typename T, typename X, int kTiles, int kMinBlocks = 0,
+          int kUnroll = 0>
 cudaError_t Launch(const StreamGemmParams& p, cudaStream_t stream,
                    LaunchOrder order) {
   const int64_t blocks = (p.n + kStreamCols - 1) / kStreamCols;
@@ -77,9 +79,9 @@ cudaError_t Launch(const StreamGemmParams& p, cudaStream_t stream,
   const int64_t steps = (p.k + kStreamStep - 1) / kStreamStep;
   const dim3 grid(static_cast<unsigned>(blocks));
   if constexpr (kMinBlocks > 0) {
-    return LaunchInOrder(order,
-                         StreamGemmKernelFitting<T, X, kTiles, kMinBlocks>,
-                         grid, dim3(kThreads), 0, stream, p, steps);
+    return LaunchInOrder(
+        order, StreamGemmKernelFitting<T, X, kTiles, kMinBlocks, kUnroll>, grid,
+        dim3(kThreads), 0, stream, p, steps);
   } else {
     return LaunchInOrder(order, StreamGemmKernel<T, X, kTiles>, grid,
                          dim3(kThreads), 0, stream, p, steps);
@@ -95,10 +97,15 @@ cudaError_t LaunchForRows(const StreamGemmParams& p, cudaStream_t stream,
         err != cudaSuccess) {
       return err;
     }
-    const int64_t blocks = (p.n + kStreamCols - 1) / kStreamCols;
-    if (StreamGemmMinBlocks(p.rows, true, blocks, sms) == 3) {
-      return Launch<T, X, 1, 3>(p, stream, order);
-    }
+    const StreamGemmFit fit =
+        StreamGemmFitFor(p.rows, true, (p.n + kStreamCols - 1) / kStreamCols,
+                         (p.k + kStreamStep - 1) / kStreamStep, sms);
+    if (fit == StreamGemmFit{3, 2})
+      return Launch<T, X, 1, 3, 2>(p, stream, order);
+    if (fit == StreamGemmFit{4, 1})
+      return Launch<T, X, 1, 4, 1>(p, stream, order);
+    if (fit == StreamGemmFit{1, 8})
+      return Launch<T, X, 1, 1, 8>(p, stream, order);
   }
   if (p.rows <= 8) return Launch<T, X, 1>(p, stream, order);
   if (p.rows <= 16) return Launch<T, X, 2>(p, stream, order);

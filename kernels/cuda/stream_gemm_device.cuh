@@ -21,11 +21,11 @@ namespace h3::kernels::stream_gemm {
 
 constexpr int kThreads = kStreamWarps * 32;
 
-// The steps a warp loads ahead with kTiles row tiles: 4, 2 or 1 (8, 4 or 2
-// KiB of W a warp in flight) as more x rows take more registers; 2 for one
-// tile when the kernel must fit min_blocks >= 3 blocks a multiprocessor.
-H3_HOST_DEVICE constexpr int StreamUnroll(int tiles, int min_blocks = 1) {
-  if (tiles == 1) return min_blocks >= 3 ? 2 : 4;
+// The steps a warp loads ahead with kTiles row tiles in the default
+// instances: 4, 2 or 1 (8, 4 or 2 KiB of W a warp in flight) as more x rows
+// take more registers (StreamGemmFitFor gives the others).
+H3_HOST_DEVICE constexpr int StreamUnroll(int tiles) {
+  if (tiles == 1) return 4;
   return tiles == 2 ? 2 : 1;
 }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -110,8 +111,8 @@ std::vector<StreamCase> GpuCases() {
                      .k = 2048});
     cases.push_back(
         {.w_type = type, .half_x = true, .rows = 16, .n = 2048, .k = 8192});
-    // The 1.3B q|k|v at 1 and 8 rows: built for 3 blocks a multiprocessor
-    // (StreamGemmMinBlocks) on 132 to 198 of them.
+    // The 1.3B q|k|v, fc1 and fc2 at 1 and 8 rows: built for 3 and 4
+    // blocks a multiprocessor and 8 steps ahead (StreamGemmFitFor) on 132.
     cases.push_back({.w_type = type,
                      .half_x = true,
                      .bias = true,
@@ -125,6 +126,18 @@ std::vector<StreamCase> GpuCases() {
                      .rows = 8,
                      .n = 6144,
                      .k = 2048});
+    for (const auto& [n, k] :
+         {std::pair<int64_t, int64_t>{8192, 2048}, {2048, 8192}}) {
+      cases.push_back({.w_type = type,
+                       .half_x = true,
+                       .bias = n > k,
+                       .gelu = n > k,
+                       .rows = 1,
+                       .n = n,
+                       .k = k});
+      cases.push_back(
+          {.w_type = type, .half_x = true, .rows = 8, .n = n, .k = k});
+    }
     cases.push_back(
         {.w_type = type, .half_x = true, .rows = 5, .n = 50264, .k = 512});
   }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/element_type.h"
@@ -143,41 +144,56 @@ TEST_P(StreamGemmSumOrderEmulatedTest, GivesTheBitsOfItsSumOrder) {
   }
 }
 
-// StreamCases, and one row of a grid that StreamGemmMinBlocks builds for 3
-// blocks a multiprocessor (265 blocks on the emulator's 132), where a warp
-// loads 2 steps ahead, not 4: the same sums.
+// StreamCases, and 1 and 8 rows of x in W's type in each band of
+// StreamGemmFitFor on the emulator's 132 multiprocessors (3 blocks a
+// multiprocessor, 2 steps ahead: 265 blocks; 4 and 1 step: 400 blocks; one
+// block and 8 steps ahead: 5 blocks over 129 steps): the same sums.
 std::vector<StreamCase> SumOrderCases() {
   std::vector<StreamCase> cases = h3::testing::StreamCases();
   for (const ElementType type : {ElementType::kF16, ElementType::kBF16}) {
-    cases.push_back({.w_type = type,
-                     .half_x = true,
-                     .bias = true,
-                     .rows = 1,
-                     .n = 4240,
-                     .k = 1032});
-    cases.push_back({.w_type = type,
-                     .half_x = true,
-                     .half_y = true,
-                     .bias = true,
-                     .gelu = true,
-                     .rows = 8,
-                     .n = 4240,
-                     .k = 1032});
+    for (const auto& [n, k] :
+         {std::pair<int64_t, int64_t>{4240, 1032}, {6400, 520}, {80, 8200}}) {
+      cases.push_back({.w_type = type,
+                       .half_x = true,
+                       .bias = true,
+                       .rows = 1,
+                       .n = n,
+                       .k = k});
+      cases.push_back({.w_type = type,
+                       .half_x = true,
+                       .half_y = true,
+                       .bias = true,
+                       .gelu = true,
+                       .rows = 8,
+                       .n = n,
+                       .k = k});
+    }
   }
   return cases;
 }
 
-TEST(StreamGemmMinBlocksTest, ThreeWhereTheGridFitsThreeButNotTwo) {
-  // The 1.3B products on 132 multiprocessors: q|k|v (384 blocks) only.
-  EXPECT_EQ(StreamGemmMinBlocks(1, true, 384, 132), 3);
-  EXPECT_EQ(StreamGemmMinBlocks(8, true, 265, 132), 3);
-  EXPECT_EQ(StreamGemmMinBlocks(1, true, 396, 132), 3);
-  EXPECT_EQ(StreamGemmMinBlocks(1, true, 264, 132), 1);   // fits 2
-  EXPECT_EQ(StreamGemmMinBlocks(1, true, 397, 132), 1);   // not 3
-  EXPECT_EQ(StreamGemmMinBlocks(1, true, 512, 132), 1);   // fc1
-  EXPECT_EQ(StreamGemmMinBlocks(1, true, 128, 132), 1);   // out, fc2
-  EXPECT_EQ(StreamGemmMinBlocks(9, true, 384, 132), 1);   // two row tiles
-  EXPECT_EQ(StreamGemmMinBlocks(1, false, 384, 132), 1);  // fp32 x
+TEST(StreamGemmFitTest, OneWaveWithTheMostBytesInFlight) {
+  using Fit = StreamGemmFit;
+  // The 1.3B products on 132 multiprocessors, one row: q|k|v (384 blocks,
+  // 32 steps), fc1 (512, 32), fc2 (128, 128), out (128, 32), LM head (3142).
+  EXPECT_EQ(StreamGemmFitFor(1, true, 384, 32, 132), (Fit{3, 2}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 512, 32, 132), (Fit{4, 1}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 128, 128, 132), (Fit{1, 8}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 128, 32, 132), Fit{});
+  EXPECT_EQ(StreamGemmFitFor(1, true, 3142, 32, 132), Fit{});
+  // The bands' edges.
+  EXPECT_EQ(StreamGemmFitFor(8, true, 265, 1, 132), (Fit{3, 2}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 264, 1, 132), Fit{});  // fits 2
+  EXPECT_EQ(StreamGemmFitFor(1, true, 396, 1, 132), (Fit{3, 2}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 397, 1, 132), (Fit{4, 1}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 528, 1, 132), (Fit{4, 1}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 529, 1, 132), Fit{});
+  EXPECT_EQ(StreamGemmFitFor(1, true, 132, 64, 132), (Fit{1, 8}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 133, 64, 132), Fit{});
+  EXPECT_EQ(StreamGemmFitFor(1, true, 132, 63, 132), Fit{});
+  // Two row tiles, or fp32 x: the default instances.
+  EXPECT_EQ(StreamGemmFitFor(9, true, 384, 32, 132), Fit{});
+  EXPECT_EQ(StreamGemmFitFor(1, false, 384, 32, 132), Fit{});
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, StreamGemmSumOrderEmulatedTest,
