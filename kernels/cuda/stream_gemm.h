@@ -35,7 +35,10 @@ cudaError_t StreamGemmCuda(const StreamGemmParams& params, cudaStream_t stream,
 struct StreamGemmFit {
   int min_blocks = 0;
   int unroll = 0;
-  constexpr bool operator==(const StreamGemmFit&) const = default;
+  // (nvcc compiles this header as C++17: no defaulted comparison.)
+  constexpr bool operator==(const StreamGemmFit& o) const {
+    return min_blocks == o.min_blocks && unroll == o.unroll;
+  }
 };
 constexpr StreamGemmFit StreamGemmFitFor(int64_t rows, bool x_half,
                                          int64_t blocks, int64_t steps,
