@@ -7,8 +7,8 @@
 // x rows (through L1/L2: every block reads x), kUnroll steps ahead of the
 // MMAs: 4, 2 or 1 steps (8, 4 or 2 KiB of W a warp in flight) as more x
 // rows take more registers; for one row tile StreamGemmFitFor may build it
-// to fit 3 or 4 blocks a multiprocessor (2 or 1 steps ahead) or to take 8
-// steps ahead in one block a multiprocessor. After the loop the
+// to fit 3 or 4 blocks a multiprocessor (2 or 1 steps ahead). After the
+// loop the
 // warps' accumulators meet in shared memory and warp 0 sums them in warp
 // order, adds the bias, applies GELU and stores y.
 //
@@ -97,15 +97,14 @@ cudaError_t LaunchForRows(const StreamGemmParams& p, cudaStream_t stream,
         err != cudaSuccess) {
       return err;
     }
-    const StreamGemmFit fit =
-        StreamGemmFitFor(p.rows, true, (p.n + kStreamCols - 1) / kStreamCols,
-                         (p.k + kStreamStep - 1) / kStreamStep, sms);
-    if (fit == StreamGemmFit{3, 2})
+    const StreamGemmFit fit = StreamGemmFitFor(
+        p.rows, true, (p.n + kStreamCols - 1) / kStreamCols, sms);
+    if (fit == StreamGemmFit{3, 2}) {
       return Launch<T, X, 1, 3, 2>(p, stream, order);
-    if (fit == StreamGemmFit{4, 1})
+    }
+    if (fit == StreamGemmFit{4, 1}) {
       return Launch<T, X, 1, 4, 1>(p, stream, order);
-    if (fit == StreamGemmFit{1, 8})
-      return Launch<T, X, 1, 1, 8>(p, stream, order);
+    }
   }
   if (p.rows <= 8) return Launch<T, X, 1>(p, stream, order);
   if (p.rows <= 16) return Launch<T, X, 2>(p, stream, order);

@@ -19,19 +19,19 @@ cudaError_t StreamGemmCuda(const StreamGemmParams& params, cudaStream_t stream,
                            LaunchOrder order = LaunchOrder::kAfterPrior);
 
 // How StreamGemmCuda builds its kernel for `rows` rows of x of W's type
-// (x_half), a grid of `blocks` (n / 16 rounded up) and `steps` (k / 64
-// rounded up) on `sms` multiprocessors: the blocks a multiprocessor it must
+// (x_half) and a grid of `blocks` (n / 16 rounded up) on `sms`
+// multiprocessors: the blocks a multiprocessor it must
 // fit (min_blocks, through __launch_bounds__) and the steps a warp loads
 // ahead (unroll). For one row tile (at most 8 rows), so that the grid runs
-// in one wave with as many bytes in flight as the registers allow:
+// in one wave:
 //   - fits 3 a multiprocessor but not 2 (the 1.3B q|k|v: 384 blocks on
 //     132): 3 blocks, 2 steps ahead;
-//   - fits 4 but not 3 (fc1: 512 blocks): 4 blocks, 1 step ahead;
-//   - at most one a multiprocessor over a deep k (at least 64 steps, 8 a
-//     warp: fc2 at k 8192): 1 block, 8 steps ahead.
+//   - fits 4 but not 3 (fc1: 512 blocks): 4 blocks, 1 step ahead.
 // Otherwise {0, 0}: the default instances (the registers decide; one tile
 // loads 4 steps ahead, 2 blocks a multiprocessor). The sums, and so the
-// bits, are the same in every instance.
+// bits, are the same in every instance. (A third band, 8 steps ahead in one
+// block a multiprocessor for grids of at most one a multiprocessor over k
+// >= 4096, was measured and dropped: docs/cuda-engine.md.)
 struct StreamGemmFit {
   int min_blocks = 0;
   int unroll = 0;
@@ -41,12 +41,10 @@ struct StreamGemmFit {
   }
 };
 constexpr StreamGemmFit StreamGemmFitFor(int64_t rows, bool x_half,
-                                         int64_t blocks, int64_t steps,
-                                         int64_t sms) {
+                                         int64_t blocks, int64_t sms) {
   if (rows > 8 || !x_half) return {};
   if (blocks > 2 * sms && blocks <= 3 * sms) return {3, 2};
   if (blocks > 3 * sms && blocks <= 4 * sms) return {4, 1};
-  if (blocks <= sms && steps >= 64) return {1, 8};
   return {};
 }
 

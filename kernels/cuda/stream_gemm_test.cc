@@ -112,7 +112,8 @@ std::vector<StreamCase> GpuCases() {
     cases.push_back(
         {.w_type = type, .half_x = true, .rows = 16, .n = 2048, .k = 8192});
     // The 1.3B q|k|v, fc1 and fc2 at 1 and 8 rows: built for 3 and 4
-    // blocks a multiprocessor and 8 steps ahead (StreamGemmFitFor) on 132.
+    // blocks a multiprocessor (StreamGemmFitFor) on 132, and fc2 on the
+    // default instance.
     cases.push_back({.w_type = type,
                      .half_x = true,
                      .bias = true,

@@ -146,8 +146,8 @@ TEST_P(StreamGemmSumOrderEmulatedTest, GivesTheBitsOfItsSumOrder) {
 
 // StreamCases, and 1 and 8 rows of x in W's type in each band of
 // StreamGemmFitFor on the emulator's 132 multiprocessors (3 blocks a
-// multiprocessor, 2 steps ahead: 265 blocks; 4 and 1 step: 400 blocks; one
-// block and 8 steps ahead: 5 blocks over 129 steps): the same sums.
+// multiprocessor, 2 steps ahead: 265 blocks; 4 and 1 step: 400 blocks),
+// and under one block a multiprocessor over a deep k: the same sums.
 std::vector<StreamCase> SumOrderCases() {
   std::vector<StreamCase> cases = h3::testing::StreamCases();
   for (const ElementType type : {ElementType::kF16, ElementType::kBF16}) {
@@ -172,28 +172,24 @@ std::vector<StreamCase> SumOrderCases() {
   return cases;
 }
 
-TEST(StreamGemmFitTest, OneWaveWithTheMostBytesInFlight) {
+TEST(StreamGemmFitTest, OneWaveWhereTheGridFitsThreeOrFour) {
   using Fit = StreamGemmFit;
-  // The 1.3B products on 132 multiprocessors, one row: q|k|v (384 blocks,
-  // 32 steps), fc1 (512, 32), fc2 (128, 128), out (128, 32), LM head (3142).
-  EXPECT_EQ(StreamGemmFitFor(1, true, 384, 32, 132), (Fit{3, 2}));
-  EXPECT_EQ(StreamGemmFitFor(1, true, 512, 32, 132), (Fit{4, 1}));
-  EXPECT_EQ(StreamGemmFitFor(1, true, 128, 128, 132), (Fit{1, 8}));
-  EXPECT_EQ(StreamGemmFitFor(1, true, 128, 32, 132), Fit{});
-  EXPECT_EQ(StreamGemmFitFor(1, true, 3142, 32, 132), Fit{});
+  // The 1.3B products on 132 multiprocessors, one row: q|k|v (384 blocks),
+  // fc1 (512), out and fc2 (128), LM head (3142).
+  EXPECT_EQ(StreamGemmFitFor(1, true, 384, 132), (Fit{3, 2}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 512, 132), (Fit{4, 1}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 128, 132), Fit{});
+  EXPECT_EQ(StreamGemmFitFor(1, true, 3142, 132), Fit{});
   // The bands' edges.
-  EXPECT_EQ(StreamGemmFitFor(8, true, 265, 1, 132), (Fit{3, 2}));
-  EXPECT_EQ(StreamGemmFitFor(1, true, 264, 1, 132), Fit{});  // fits 2
-  EXPECT_EQ(StreamGemmFitFor(1, true, 396, 1, 132), (Fit{3, 2}));
-  EXPECT_EQ(StreamGemmFitFor(1, true, 397, 1, 132), (Fit{4, 1}));
-  EXPECT_EQ(StreamGemmFitFor(1, true, 528, 1, 132), (Fit{4, 1}));
-  EXPECT_EQ(StreamGemmFitFor(1, true, 529, 1, 132), Fit{});
-  EXPECT_EQ(StreamGemmFitFor(1, true, 132, 64, 132), (Fit{1, 8}));
-  EXPECT_EQ(StreamGemmFitFor(1, true, 133, 64, 132), Fit{});
-  EXPECT_EQ(StreamGemmFitFor(1, true, 132, 63, 132), Fit{});
+  EXPECT_EQ(StreamGemmFitFor(8, true, 265, 132), (Fit{3, 2}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 264, 132), Fit{});  // fits 2
+  EXPECT_EQ(StreamGemmFitFor(1, true, 396, 132), (Fit{3, 2}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 397, 132), (Fit{4, 1}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 528, 132), (Fit{4, 1}));
+  EXPECT_EQ(StreamGemmFitFor(1, true, 529, 132), Fit{});
   // Two row tiles, or fp32 x: the default instances.
-  EXPECT_EQ(StreamGemmFitFor(9, true, 384, 32, 132), Fit{});
-  EXPECT_EQ(StreamGemmFitFor(1, false, 384, 32, 132), Fit{});
+  EXPECT_EQ(StreamGemmFitFor(9, true, 384, 132), Fit{});
+  EXPECT_EQ(StreamGemmFitFor(1, false, 384, 132), Fit{});
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, StreamGemmSumOrderEmulatedTest,
