@@ -395,7 +395,8 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 // others (on an H200 the stream kernel took a batch-1 step from 1.39 to
 // 1.34 ms, and cuBLASLt is faster from 8 rows up in stream order:
 // docs/cuda-engine.md, "Decode products"). kCublasLtTuned: cuBLASLt with each
-// product's algorithm timed among the heuristic's first few at its first
+// product's algorithm timed among the heuristic's first few and their split-K
+// variants at its first
 // uncaptured call (kernels/cuda/linear.h, Options::tune_algorithms; on an H200
 // within 3% of the heuristic's choice). kStreamSplit: as kAuto for the products
 // kAuto gives StreamGemmCuda, StreamSplitGemmCuda (kernels/stream_split_gemm.h:

@@ -82,9 +82,8 @@ class LinearCuda {
     bool pinned_algorithms = false;
     // Products of up to kTuneRows rows (decode steps), not pinned: the
     // first uncaptured call of each plan times the cuBLASLt heuristic's
-    // first few algorithms (up to 8), and the first two's variants with k
-    // split 2 to 16 ways that cuBLASLt accepts, on the call's own operands,
-    // the L2
+    // first answers (up to 16) and the first four's variants with k split 2
+    // to 16 ways that cuBLASLt accepts, on the call's own operands, the L2
     // cache flushed before each timed call as a decode step finds it, and
     // keeps the fastest (median of 5 calls each); every later call of the
     // plan runs it. A call under graph capture leaves the plan untimed (on
