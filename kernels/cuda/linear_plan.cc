@@ -208,9 +208,10 @@ std::string PlanCache::Build(const PlanKey& key, const void* bias, Plan* plan) {
 }
 
 std::string PlanCache::AddSplits(const PlanKey& key, Plan* plan) {
-  // The heuristic rarely splits k at a decode step's few rows, where a
-  // product of few output tiles leaves most multiprocessors idle
-  // (docs/cuda-engine.md, "Split-K candidates").
+  // For products of few output tiles at a decode step's few rows, where
+  // the heuristic's answers leave multiprocessors idle. On an H200 they won
+  // only where the heuristic's own answer already split k
+  // (docs/cuda-engine.md, "Tuned cuBLASLt algorithms").
   const size_t sources =
       std::min(plan->candidates.size(), static_cast<size_t>(kSplitSources));
   for (size_t i = 0; i < sources; ++i) {

@@ -8,9 +8,8 @@
 // MMAs: 4, 2 or 1 steps (8, 4 or 2 KiB of W a warp in flight) as more x
 // rows take more registers; for one row tile StreamGemmFitFor may build it
 // to fit 3 or 4 blocks a multiprocessor (2 or 1 steps ahead). After the
-// loop the
-// warps' accumulators meet in shared memory and warp 0 sums them in warp
-// order, adds the bias, applies GELU and stores y.
+// loop the warps' accumulators meet in shared memory and warp 0 sums them
+// in warp order, adds the bias, applies GELU and stores y.
 //
 // Launched with LaunchOrder::kOverlapPrior, a warp issues its first steps'
 // W loads before it waits for the kernel before (which writes x): at k =

@@ -20,10 +20,9 @@ cudaError_t StreamGemmCuda(const StreamGemmParams& params, cudaStream_t stream,
 
 // How StreamGemmCuda builds its kernel for `rows` rows of x of W's type
 // (x_half) and a grid of `blocks` (n / 16 rounded up) on `sms`
-// multiprocessors: the blocks a multiprocessor it must
-// fit (min_blocks, through __launch_bounds__) and the steps a warp loads
-// ahead (unroll). For one row tile (at most 8 rows), so that the grid runs
-// in one wave:
+// multiprocessors: the blocks a multiprocessor it must fit (min_blocks,
+// through __launch_bounds__) and the steps a warp loads ahead (unroll). For
+// one row tile (at most 8 rows), so that the grid runs in one wave:
 //   - fits 3 a multiprocessor but not 2 (the 1.3B q|k|v: 384 blocks on
 //     132): 3 blocks, 2 steps ahead;
 //   - fits 4 but not 3 (fc1: 512 blocks): 4 blocks, 1 step ahead.
