@@ -87,8 +87,10 @@ cudaError_t Launch(const StreamGemmParams& p, cudaStream_t stream,
   }
 }
 
+// At most 8 rows: the default one-tile instance, or for x of W's type the
+// one StreamGemmFitFor builds for this grid on this device.
 template <typename T, typename X>
-cudaError_t LaunchForRows(const StreamGemmParams& p, cudaStream_t stream,
+cudaError_t LaunchOneTile(const StreamGemmParams& p, cudaStream_t stream,
                           LaunchOrder order) {
   if constexpr (!std::is_same_v<X, float>) {
     int sms = 0;
@@ -105,7 +107,13 @@ cudaError_t LaunchForRows(const StreamGemmParams& p, cudaStream_t stream,
       return Launch<T, X, 1, 4, 1>(p, stream, order);
     }
   }
-  if (p.rows <= 8) return Launch<T, X, 1>(p, stream, order);
+  return Launch<T, X, 1>(p, stream, order);
+}
+
+template <typename T, typename X>
+cudaError_t LaunchForRows(const StreamGemmParams& p, cudaStream_t stream,
+                          LaunchOrder order) {
+  if (p.rows <= 8) return LaunchOneTile<T, X>(p, stream, order);
   if (p.rows <= 16) return Launch<T, X, 2>(p, stream, order);
   if (p.rows <= 32) return Launch<T, X, 4>(p, stream, order);
   return Launch<T, X, 8>(p, stream, order);
