@@ -10,9 +10,9 @@
 //       [--attention auto|fma|flash]
 //       [--h3-prefill auto|fft|chunked|chunked-mma]
 //       [--graphs on|off] [--batch-invariant]
-//       [--batch-invariant-kernel skinny|cublaslt|stream|stream-split]
+//       [--batch-invariant-kernel skinny|cublaslt|stream|stream-split|tile]
 //       [--decode-products auto|cublaslt|stream|cublaslt-tuned|stream-split|
-//                          measured]
+//                          measured|tile]
 //       [--half-activations | --fp32-activations] [--pdl on|off]
 //       [--reps 5]
 //       [--prompt-len 512] [--prefill-chunk 1024] [--step-tokens 0]
@@ -272,13 +272,14 @@ int main(int argc, char** argv) {
   app.add_option("--batch-invariant-kernel",
                  flags.backend.batch_invariant_kernel,
                  "with --batch-invariant: skinny, cublaslt (one pinned "
-                 "algorithm per shape), stream or stream-split (tensor cores, "
+                 "algorithm per shape), stream, stream-split or tile (tensor "
+                 "cores, "
                  "16-bit --dtype; BackendOptions::batch_invariant_kernel)")
       ->check(CLI::IsMember(h3::engine::BatchInvariantKernelNames()));
   app.add_option("--decode-products", flags.backend.decode_products,
                  "CUDA without --batch-invariant: products of at most 64 rows "
-                 "by auto, cublaslt, stream, cublaslt-tuned, stream-split or "
-                 "measured (BackendOptions::decode_products; JSON "
+                 "by auto, cublaslt, stream, cublaslt-tuned, stream-split, "
+                 "measured or tile (BackendOptions::decode_products; JSON "
                  "product_choices says what measured chose)")
       ->check(CLI::IsMember(h3::engine::DecodeProductsNames()));
   CLI::Option* half = app.add_flag(

@@ -17,7 +17,10 @@
 // LaunchOrder::kOverlapPrior (--pdl: each call may start while the one before
 // finishes). On compute capability 9.0 and later, "stream_split" (and
 // "stream_split_pdl") times StreamSplitGemmCuda (kernels/stream_split_gemm.h: k
-// split across a thread-block cluster, x read once per 128 columns). With half
+// split across a thread-block cluster, x read once per 128 columns), and with
+// half activations "tile" (and "tile_pdl") times TileGemmCuda
+// (kernels/tile_gemm.h: W and x through shared memory in 64 x 64 tiles; its
+// records say the product's "splits"). With half
 // activations and at most kNormStreamMaxRows rows, qkv and fc1 are also timed
 // with the norm before them: "norm+stream" (AddLayerNormCuda, then
 // StreamGemmCuda: what a decode step runs), "fused_norm"
@@ -25,7 +28,7 @@
 // each also "_pdl"; their bytes count the norm's too (x and two residual rows
 // in fp32, gamma, beta; the normed rows twice where they exist).
 // H3_CUDA_FALLBACKS leaves out the records of the paths it names (pdl: every
-// "_pdl"; stream-split). JSON on stdout, or in --out.
+// "_pdl"; stream-split; tile). JSON on stdout, or in --out.
 //
 //   h3_linear_bench [--types fp16,bf16] [--rows 1,8,64] [--vocab 50264]
 //       [--activations fp32,half,half-fp32-bias]
@@ -66,6 +69,7 @@
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/cuda/stream_gemm.h"
 #include "kernels/cuda/stream_split_gemm.h"
+#include "kernels/cuda/tile_gemm.h"
 #include "kernels/fallbacks.h"
 #include "nlohmann/json.hpp"
 
@@ -115,6 +119,7 @@ int Run(const Flags& f) {
   // left out, so a faulting kernel does not end the run.
   const bool no_pdl = kernels::KernelFallback("pdl");
   const bool no_split = kernels::KernelFallback("stream-split");
+  const bool no_tile = kernels::KernelFallback("tile");
   std::vector<kernels::LaunchOrder> orders = {
       kernels::LaunchOrder::kAfterPrior};
   if (!no_pdl) orders.push_back(kernels::LaunchOrder::kOverlapPrior);
@@ -272,6 +277,33 @@ int Run(const Flags& f) {
                                    stream_params, stream, order));
                              })});
           }
+          // The tile kernel where it takes the product (x of W's type, on
+          // 9.0 and later), as the cluster kernel's.
+          kernels::TileGemmShape tile_shape;
+          const bool tiled =
+              clusters && !no_tile &&
+              kernels::TileGemmCheck(stream_params, true)[0] == '\0' &&
+              kernels::TileGemmCudaShape(p.n, p.k, &tile_shape) == cudaSuccess;
+          for (const auto order : orders) {
+            if (!tiled) break;
+            const char* name = order == kernels::LaunchOrder::kAfterPrior
+                                   ? "tile"
+                                   : "tile_pdl";
+            stream_params.w = w[0].get();
+            if (const cudaError_t err =
+                    kernels::TileGemmCuda(stream_params, stream, order);
+                err != cudaSuccess) {
+              std::cerr << "h3_linear_bench: " << name << " on " << p.name
+                        << " rows " << rows << ": " << cudaGetErrorString(err)
+                        << "; left out\n";
+              continue;
+            }
+            extra.push_back({name, TimeRounds(f, copies, stream, [&](int c) {
+                               stream_params.w = w[c].get();
+                               H3_BENCH_CUDA_CHECK(kernels::TileGemmCuda(
+                                   stream_params, stream, order));
+                             })});
+          }
           const std::vector<double> cublas = time_lt(*lt);
           const std::vector<double> cublas_pinned = time_lt(*pinned);
           const kernels::LinearCuda::TuneStats before = tuned->tune_stats();
@@ -367,6 +399,9 @@ int Run(const Flags& f) {
                                {"gb_per_s", gbps},
                                {"fraction_of_copy", gbps * 1e9 / bw.measured}});
             if (name == "cublaslt_tuned") records.back()["tuning"] = tuning;
+            if (name.rfind("tile", 0) == 0) {
+              records.back()["splits"] = tile_shape.splits;
+            }
             if (fp32_bias || with_norm) continue;  // two products: no step
             const std::string key = type_name + "_rows" + std::to_string(rows) +
                                     "_" + kernel + (half ? "_half" : "");

@@ -85,7 +85,7 @@ absl::StatusOr<H3PrefillKernel> ParseH3PrefillKernel(const std::string& name) {
 
 const std::vector<std::string>& BatchInvariantKernelNames() {
   static const auto* names = new std::vector<std::string>{
-      "skinny", "cublaslt", "stream", "stream-split"};
+      "skinny", "cublaslt", "stream", "stream-split", "tile"};
   return *names;
 }
 
@@ -99,8 +99,8 @@ const std::string& DecodeProductsName(DecodeProducts products) {
 
 const std::vector<std::string>& DecodeProductsNames() {
   static const auto* names = new std::vector<std::string>{
-      "auto",           "cublaslt",     "stream",
-      "cublaslt-tuned", "stream-split", "measured"};
+      "auto",         "cublaslt", "stream", "cublaslt-tuned",
+      "stream-split", "measured", "tile"};
   return *names;
 }
 
@@ -110,15 +110,17 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
   if (name == "cublaslt") return BatchInvariantKernel::kCublasLt;
   if (name == "stream") return BatchInvariantKernel::kStream;
   if (name == "stream-split") return BatchInvariantKernel::kStreamSplit;
+  if (name == "tile") return BatchInvariantKernel::kTile;
   return absl::InvalidArgumentError(
       "unknown batch-invariant kernel \"" + name +
-      "\"; use skinny, cublaslt, stream or stream-split");
+      "\"; use skinny, cublaslt, stream, stream-split or tile");
 }
 
 int64_t StreamProductRows(DecodeProducts products) {
   switch (products) {
     case DecodeProducts::kAuto:
     case DecodeProducts::kStreamSplit:
+    case DecodeProducts::kTile:
       return kAutoStreamRows;
     case DecodeProducts::kStream:
       return kernels::kStreamMaxRows;
@@ -131,6 +133,10 @@ int64_t SplitProductRows(DecodeProducts products) {
   return products == DecodeProducts::kStreamSplit ? kernels::kStreamMaxRows : 0;
 }
 
+int64_t TileProductRows(DecodeProducts products) {
+  return products == DecodeProducts::kTile ? kernels::kStreamMaxRows : 0;
+}
+
 absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name) {
   if (name == "auto") return DecodeProducts::kAuto;
   if (name == "cublaslt") return DecodeProducts::kCublasLt;
@@ -138,10 +144,11 @@ absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name) {
   if (name == "cublaslt-tuned") return DecodeProducts::kCublasLtTuned;
   if (name == "stream-split") return DecodeProducts::kStreamSplit;
   if (name == "measured") return DecodeProducts::kMeasured;
+  if (name == "tile") return DecodeProducts::kTile;
   return absl::InvalidArgumentError(
       "unknown decode-products kernel \"" + name +
-      "\"; use auto, cublaslt, stream, cublaslt-tuned, stream-split or "
-      "measured");
+      "\"; use auto, cublaslt, stream, cublaslt-tuned, stream-split, "
+      "measured or tile");
 }
 
 H3PrefillKernel ResolveH3Prefill(H3PrefillKernel kernel, ElementType type) {

@@ -369,8 +369,18 @@ bool IsChunkedH3Prefill(H3PrefillKernel kernel);
 // StreamSplitGemmCuda (kernels/stream_split_gemm.h), the same on
 // thread-block clusters with k split across a cluster's blocks, invariant by
 // construction, in pieces of 64 rows; 16-bit weights and compute capability
-// 9.0 or later only; on an H200 1.3 to 4.3 times cuBLASLt's time.
-enum class BatchInvariantKernel { kSkinny, kCublasLt, kStream, kStreamSplit };
+// 9.0 or later only; on an H200 1.3 to 4.3 times cuBLASLt's time. kTile:
+// TileGemmCuda (kernels/tile_gemm.h), W and x through shared memory in 64 x
+// 64 tiles, k split across a cluster, invariant by construction, in pieces
+// of 64 rows; 16-bit weights and activations (half activations) and compute
+// capability 9.0 or later only; not yet run on a GPU.
+enum class BatchInvariantKernel {
+  kSkinny,
+  kCublasLt,
+  kStream,
+  kStreamSplit,
+  kTile
+};
 
 // The names of the BatchInvariantKernel and DecodeProducts values, as the
 // programs' flags take them (and list them in their help).
@@ -380,8 +390,8 @@ const std::vector<std::string>& DecodeProductsNames();
 // The name of `kernel` in BatchInvariantKernelNames.
 const std::string& BatchInvariantKernelName(BatchInvariantKernel kernel);
 
-// "skinny", "cublaslt", "stream" or "stream-split"; InvalidArgument for
-// anything else.
+// "skinny", "cublaslt", "stream", "stream-split" or "tile"; InvalidArgument
+// for anything else.
 absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
     const std::string& name);
 
@@ -410,14 +420,21 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 // at its first call outside graph capture, timed then on the device
 // (engine/product_choices.h; the cuBLASLt candidate is kCublasLtTuned's fastest
 // algorithm); the kAuto rule before that. On an H200 it chose what kAuto takes
-// (StreamGemmCuda at one row, cuBLASLt at 64).
+// (StreamGemmCuda at one row, cuBLASLt at 64); with 16-bit activations on
+// 9.0 and later TileGemmCuda is a candidate too. kTile: as kAuto for the
+// products kAuto gives StreamGemmCuda, TileGemmCuda (kernels/tile_gemm.h: W
+// and x through shared memory in tiles of 64 columns and 64 rows, k split
+// across a cluster as far as one wave allows) from there to 64 rows, for
+// 16-bit activations on compute capability 9.0 and later (cuBLASLt
+// elsewhere); not yet run on a GPU.
 enum class DecodeProducts {
   kAuto,
   kCublasLt,
   kStream,
   kCublasLtTuned,
   kStreamSplit,
-  kMeasured
+  kMeasured,
+  kTile
 };
 constexpr int64_t kAutoStreamRows = 4;
 // kAuto's bound, whatever the launch order. A rule of 8 rows where the
@@ -437,11 +454,16 @@ int64_t StreamProductRows(DecodeProducts products);
 // kStreamMaxRows for kStreamSplit, else 0.
 int64_t SplitProductRows(DecodeProducts products);
 
+// The most rows of a product `products` sends to TileGemmCuda when
+// StreamGemmCuda does not take it (without batch invariance):
+// kStreamMaxRows for kTile, else 0.
+int64_t TileProductRows(DecodeProducts products);
+
 // The name of `products` in DecodeProductsNames.
 const std::string& DecodeProductsName(DecodeProducts products);
 
-// "auto", "cublaslt", "stream", "cublaslt-tuned", "stream-split" or
-// "measured"; InvalidArgument for anything else.
+// "auto", "cublaslt", "stream", "cublaslt-tuned", "stream-split",
+// "measured" or "tile"; InvalidArgument for anything else.
 absl::StatusOr<DecodeProducts> ParseDecodeProducts(const std::string& name);
 
 struct BackendOptions {

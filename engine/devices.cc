@@ -127,17 +127,22 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
         "--half-activations keeps activations in the weights' 16-bit type: "
         "use --dtype fp16 or bf16");
   }
+  const BatchInvariantKernel invariant = options.batch_invariant_kernel;
   if (options.batch_invariant &&
-      (options.batch_invariant_kernel == BatchInvariantKernel::kStream ||
-       options.batch_invariant_kernel == BatchInvariantKernel::kStreamSplit) &&
+      (invariant == BatchInvariantKernel::kStream ||
+       invariant == BatchInvariantKernel::kStreamSplit ||
+       invariant == BatchInvariantKernel::kTile) &&
       type == ElementType::kF32) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--batch-invariant-kernel ",
-        options.batch_invariant_kernel == BatchInvariantKernel::kStream
-            ? "stream"
-            : "stream-split",
+        "--batch-invariant-kernel ", BatchInvariantKernelName(invariant),
         " streams 16-bit weights: use --dtype fp16 or bf16, or "
         "--batch-invariant-kernel skinny with fp32"));
+  }
+  if (options.batch_invariant && invariant == BatchInvariantKernel::kTile &&
+      !ResolveHalfActivations(options.half_activations, type)) {
+    return absl::InvalidArgumentError(
+        "--batch-invariant-kernel tile multiplies activations in the "
+        "weights' 16-bit type: drop --fp32-activations");
   }
 #if H3_WITH_CUDA
   return cuda::MakeCudaBackend(device, type, options);

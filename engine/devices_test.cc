@@ -113,6 +113,7 @@ TEST(MakeBackendTest, ParsesBatchInvariantKernels) {
             BatchInvariantKernel::kStream);
   EXPECT_EQ(*ParseBatchInvariantKernel("stream-split"),
             BatchInvariantKernel::kStreamSplit);
+  EXPECT_EQ(*ParseBatchInvariantKernel("tile"), BatchInvariantKernel::kTile);
   // Each name parses back to its kernel.
   for (const std::string& name : BatchInvariantKernelNames()) {
     EXPECT_EQ(BatchInvariantKernelName(*ParseBatchInvariantKernel(name)), name);
@@ -152,6 +153,16 @@ TEST(MakeBackendTest, ParsesDecodeProducts) {
   EXPECT_EQ(*ParseDecodeProducts("measured"), DecodeProducts::kMeasured);
   EXPECT_EQ(StreamProductRows(DecodeProducts::kMeasured), 0);
   EXPECT_EQ(SplitProductRows(DecodeProducts::kMeasured), 0);
+  // tile: auto's stream kernel for the smallest, the tile kernel up to 64
+  // rows; no other kind gives it any.
+  EXPECT_EQ(*ParseDecodeProducts("tile"), DecodeProducts::kTile);
+  EXPECT_EQ(StreamProductRows(DecodeProducts::kTile), kAutoStreamRows);
+  EXPECT_EQ(TileProductRows(DecodeProducts::kTile), 64);
+  EXPECT_EQ(SplitProductRows(DecodeProducts::kTile), 0);
+  for (const std::string& name : DecodeProductsNames()) {
+    if (name == "tile") continue;
+    EXPECT_EQ(TileProductRows(*ParseDecodeProducts(name)), 0) << name;
+  }
 }
 
 // auto takes the chunked kernel where the weights are 16-bit, the cuFFT
@@ -280,7 +291,8 @@ TEST(MakeBackendTest, RefusesTheStreamInvariantKernelWithFp32Weights) {
   if (ListCudaDevices().devices.empty()) GTEST_SKIP() << "no GPU";
   for (const auto& [kernel, name] :
        {std::pair{BatchInvariantKernel::kStream, "stream "},
-        std::pair{BatchInvariantKernel::kStreamSplit, "stream-split "}}) {
+        std::pair{BatchInvariantKernel::kStreamSplit, "stream-split "},
+        std::pair{BatchInvariantKernel::kTile, "tile "}}) {
     BackendOptions options{.device = "cuda", .weight_type = ElementType::kF32};
     options.batch_invariant = true;
     options.batch_invariant_kernel = kernel;
@@ -291,6 +303,21 @@ TEST(MakeBackendTest, RefusesTheStreamInvariantKernelWithFp32Weights) {
         absl::string_view::npos)
         << status;
   }
+}
+
+// The tile kernel multiplies 16-bit activations: with fp32 ones it is
+// refused, naming the flag to drop.
+TEST(MakeBackendTest, RefusesTheTileInvariantKernelWithFp32Activations) {
+  if (ListCudaDevices().devices.empty()) GTEST_SKIP() << "no GPU";
+  BackendOptions options{.device = "cuda", .weight_type = ElementType::kF16};
+  options.batch_invariant = true;
+  options.batch_invariant_kernel = BatchInvariantKernel::kTile;
+  options.half_activations = false;
+  const absl::Status status = MakeBackend(options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("--fp32-activations"),
+            absl::string_view::npos)
+      << status;
 }
 
 }  // namespace

@@ -12,6 +12,8 @@ const char* ProductKernelName(ProductKernel kernel) {
       return "stream";
     case ProductKernel::kSplit:
       return "stream-split";
+    case ProductKernel::kTile:
+      return "tile";
     default:
       return "cublaslt";
   }

@@ -25,6 +25,7 @@ enum class ProductKernel {
   kCublasLt,  // LinearCuda: cuBLASLt's heuristic's algorithm
   kStream,    // StreamGemmCuda
   kSplit,     // StreamSplitGemmCuda
+  kTile,      // TileGemmCuda
 };
 const char* ProductKernelName(ProductKernel kernel);
 

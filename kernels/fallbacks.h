@@ -13,6 +13,9 @@
 //                    stream-split and measured -> cuBLASLt (as before
 //                    compute capability 9.0; --batch-invariant-kernel
 //                    stream-split is an explicit choice and stays)
+//   tile             TileGemmCuda under --decode-products tile and
+//                    measured -> cuBLASLt (--batch-invariant-kernel tile
+//                    is an explicit choice and stays)
 //   pdl              --pdl on -> launches in stream order (--pdl off)
 //
 // Names not in this list are ignored. docs/cuda-engine.md, "Fallbacks".

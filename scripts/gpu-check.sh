@@ -427,6 +427,7 @@ elif kind == "linear":
         st, sth = step.get(f"fp16_rows{rows}_stream"), step.get(f"fp16_rows{rows}_stream_half")
         pdl = step.get(f"fp16_rows{rows}_stream_pdl_half")
         split = step.get(f"fp16_rows{rows}_stream_split_half")
+        tile = step.get(f"fp16_rows{rows}_tile_half")
         if s and c:
             parts.append(f"fp16 rows {rows}: products of a step {s:.3f} ms skinny, "
                          f"{c:.3f} ms cuBLASLt" +
@@ -435,7 +436,8 @@ elif kind == "linear":
                          (f", {st:.3f} ms stream" if st else "") +
                          (f" ({sth:.3f} ms half" + (f", {pdl:.3f} ms with --pdl" if pdl else "") +
                           ")" if sth else "") +
-                         (f", {split:.3f} ms stream-split (half)" if split else ""))
+                         (f", {split:.3f} ms stream-split (half)" if split else "") +
+                         (f", {tile:.3f} ms tile (half)" if tile else ""))
     print("; ".join(parts) or "no fp16 timings")
 elif kind.startswith("serve"):
     print("; ".join(
@@ -608,6 +610,8 @@ triage_cases=(
   "rows kernels_cuda_test *H3PrefillRowsGpuTest.*"
   "stream-split kernels_cuda_test *StreamGemmGpuTest.*/split_*"
   "stream-split kernels_cuda_test StreamSplitGpuTest.*"
+  "tile kernels_cuda_test *StreamGemmGpuTest.*/tile_*"
+  "tile kernels_cuda_test *LaunchOrderGpuTest.*tile*"
   "pdl kernels_cuda_test *LaunchOrderGpuTest.*"
   "pdl engine_cuda_test CudaPdlTest.*"
 )

@@ -229,9 +229,10 @@ int main(int argc, char** argv) {
   app.add_option("--batch-invariant-kernel", backend.batch_invariant_kernel,
                  "with --batch-invariant: skinny (CUDA-core kernel, slow at "
                  "large batches), cublaslt (one pinned cuBLASLt algorithm per "
-                 "shape), stream (tensor-core decode kernel, 16-bit --dtype) "
-                 "or stream-split (the same on thread-block clusters, compute "
-                 "capability 9.0+)")
+                 "shape), stream (tensor-core decode kernel, 16-bit --dtype)"
+                 ", stream-split (the same on thread-block clusters, compute "
+                 "capability 9.0+) or tile (64 x 64 tiles through shared "
+                 "memory, 16-bit activations, 9.0+; not yet run on a GPU)")
       ->check(CLI::IsMember(h3::engine::BatchInvariantKernelNames()))
       ->capture_default_str();
   app.add_option("--decode-products", backend.decode_products,
@@ -241,9 +242,11 @@ int main(int argc, char** argv) {
                  "weights), cublaslt-tuned (cuBLASLt's fastest of a few "
                  "algorithms, timed at first use), stream-split (stream up "
                  "to 4 rows, its cluster variant above; compute capability "
-                 "9.0+) or measured (the fastest of those kernels per "
-                 "product, timed at first use); docs/cuda-engine.md, "
-                 "\"Decode products\"")
+                 "9.0+), measured (the fastest of those kernels per "
+                 "product, timed at first use) or tile (stream up to 4 rows, "
+                 "64 x 64 tiles through shared memory above; 16-bit "
+                 "activations, 9.0+; not yet run on a GPU); "
+                 "docs/cuda-engine.md, \"Decode products\"")
       ->check(CLI::IsMember(h3::engine::DecodeProductsNames()))
       ->capture_default_str();
   CLI::Option* half_flag = app.add_flag(

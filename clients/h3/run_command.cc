@@ -261,13 +261,13 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--batch-invariant-kernel",
                   flags->backend.batch_invariant_kernel,
                   "with --batch-invariant: skinny, cublaslt (pinned cuBLASLt "
-                  "algorithms), stream or stream-split (16-bit --dtype)")
+                  "algorithms), stream, stream-split or tile (16-bit --dtype)")
       ->check(CLI::IsMember(engine::BatchInvariantKernelNames()))
       ->capture_default_str();
   cmd->add_option("--decode-products", flags->backend.decode_products,
                   "GPU: products of at most 64 rows by auto (stream up to 4 "
-                  "rows), cublaslt, stream, cublaslt-tuned, stream-split or "
-                  "measured (docs/cuda-engine.md)")
+                  "rows), cublaslt, stream, cublaslt-tuned, stream-split, "
+                  "measured or tile (docs/cuda-engine.md)")
       ->check(CLI::IsMember(engine::DecodeProductsNames()))
       ->capture_default_str();
   CLI::Option* half = cmd->add_flag(

@@ -22,6 +22,7 @@
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/cuda/stream_gemm.h"
 #include "kernels/cuda/stream_split_gemm.h"
+#include "kernels/cuda/tile_gemm.h"
 #include "kernels/fallbacks.h"
 #include "loader/dtype.h"
 
@@ -77,11 +78,14 @@ class CudaBackend final : public Backend {
     sm90_ = kernels::CurrentImageTakesSm90();
     pdl_ = pdl_requested_ && sm90_ && !kernels::KernelFallback("pdl");
     if (batch_invariant_ &&
-        invariant_kernel_ == BatchInvariantKernel::kStreamSplit && !sm90_) {
+        (invariant_kernel_ == BatchInvariantKernel::kStreamSplit ||
+         invariant_kernel_ == BatchInvariantKernel::kTile) &&
+        !sm90_) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "--batch-invariant-kernel stream-split runs on thread-block "
-          "clusters: a device of compute capability 9.0 or later and a "
-          "build for it (",
+          "--batch-invariant-kernel ",
+          BatchInvariantKernelName(invariant_kernel_),
+          " runs on thread-block clusters: a device of compute capability 9.0 "
+          "or later and a build for it (",
           name(), " is ", major,
           ".x; CMAKE_CUDA_ARCHITECTURES must hold 90a); use "
           "--batch-invariant-kernel stream or cublaslt"));
@@ -216,6 +220,16 @@ class CudaBackend final : public Backend {
       // cuBLASLt serves instead.
       const cudaError_t err =
           kernels::StreamSplitGemmCuda(params, stream_, Order());
+      if (err != cudaErrorNotSupported) {
+        H3_CUDA_RETURN_IF_ERROR(err);
+        return absl::OkStatus();
+      }
+    }
+    if (kernels::SkinnyGemmParams params;
+        !kernels::KernelFallback("tile") &&
+        OnTileKernel(p, TileProductRows(decode_products_), &params)) {
+      // As the split kernel's: NotSupported before any launch.
+      const cudaError_t err = kernels::TileGemmCuda(params, stream_, Order());
       if (err != cudaErrorNotSupported) {
         H3_CUDA_RETURN_IF_ERROR(err);
         return absl::OkStatus();
@@ -402,6 +416,14 @@ class CudaBackend final : public Backend {
     return kernels::StreamGemmCheck(*params, true)[0] == '\0';
   }
 
+  // The same for TileGemmCuda (max_rows TileProductRows): x of W's type.
+  bool OnTileKernel(const LinearParams& p, int64_t max_rows,
+                    kernels::SkinnyGemmParams* params) const {
+    if (batch_invariant_ || p.rows > max_rows) return false;
+    *params = ProductParams(p);
+    return kernels::TileGemmCheck(*params, true)[0] == '\0';
+  }
+
   // A product under --decode-products measured (one the stream kernels
   // take, at most 64 rows): on the kernel choices_ holds for its key; at the
   // key's first call outside graph capture, each candidate (cuBLASLt,
@@ -427,6 +449,10 @@ class CudaBackend final : public Backend {
                                              ProductKernel::kStream};
     if (sm90_ && !kernels::KernelFallback("stream-split")) {
       candidates.push_back(ProductKernel::kSplit);
+    }
+    if (sm90_ && !kernels::KernelFallback("tile") &&
+        kernels::TileGemmCheck(params, true)[0] == '\0') {
+      candidates.push_back(ProductKernel::kTile);
     }
     const kernels::DeviceBuffer flush = kernels::L2FlushBuffer();
     std::vector<KernelTime> times;
@@ -456,6 +482,10 @@ class CudaBackend final : public Backend {
         H3_CUDA_RETURN_IF_ERROR(
             kernels::StreamSplitGemmCuda(params, stream_, Order()));
         return absl::OkStatus();
+      case ProductKernel::kTile:
+        H3_CUDA_RETURN_IF_ERROR(
+            kernels::TileGemmCuda(params, stream_, Order()));
+        return absl::OkStatus();
       default:
         return CublasLtLinear(p);
     }
@@ -479,16 +509,22 @@ class CudaBackend final : public Backend {
     return params;
   }
 
-  // The batch-invariant product by SkinnyGemmCuda, StreamGemmCuda or
-  // StreamSplitGemmCuda (`kernel`), rows in pieces of 64 (kSkinnyMaxRows =
-  // kStreamMaxRows), each row's result the same whatever the piece holds.
-  // InvalidArgument, naming the product and the rule, where the kernel does
-  // not take it.
+  // The batch-invariant product by SkinnyGemmCuda, StreamGemmCuda,
+  // StreamSplitGemmCuda or TileGemmCuda (`kernel`), rows in pieces of 64
+  // (kSkinnyMaxRows = kStreamMaxRows), each row's result the same whatever the
+  // piece holds. InvalidArgument, naming the product and the rule, where the
+  // kernel does not take it.
   absl::Status PiecewiseLinear(const LinearParams& p,
                                BatchInvariantKernel kernel) {
     static_assert(kernels::kSkinnyMaxRows == kernels::kStreamMaxRows);
     const bool stream = kernel != BatchInvariantKernel::kSkinny;
     kernels::SkinnyGemmParams params = ProductParams(p);
+    // fp32 x, which the tile kernel does not take, goes to StreamGemmCuda:
+    // by its types alone, whatever the rows.
+    if (kernel == BatchInvariantKernel::kTile &&
+        params.x_type != params.w_type) {
+      kernel = BatchInvariantKernel::kStream;
+    }
     const int64_t x_size = ElementSize(p.x_type),
                   y_size = ElementSize(p.y_type);
     for (int64_t first = 0; first < p.rows; first += kernels::kSkinnyMaxRows) {
@@ -507,6 +543,8 @@ class CudaBackend final : public Backend {
               ? kernels::SkinnyGemmCuda(params, stream_)
           : kernel == BatchInvariantKernel::kStream
               ? kernels::StreamGemmCuda(params, stream_, Order())
+          : kernel == BatchInvariantKernel::kTile
+              ? kernels::TileGemmCuda(params, stream_, Order())
               : kernels::StreamSplitGemmCuda(params, stream_, Order()));
     }
     return absl::OkStatus();

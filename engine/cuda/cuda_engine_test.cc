@@ -101,9 +101,11 @@ TEST_F(CudaEngineTest, FlashAttentionStaysCloseToTheCpu) {
 // summation order; the baseline names kCublasLt, since kAuto also takes
 // StreamGemmCuda for a step of one row), which shows the kernel ran. With
 // stream-split (compute capability 9.0 and later) the prompt's 48 rows run
-// on StreamSplitGemmCuda; with measured, each product on whichever kernel
-// was fastest here (it may be cuBLASLt everywhere, so no difference is
-// asked of it), and the backend reports its choices for both row buckets.
+// on StreamSplitGemmCuda, with tile (9.0 and later, half activations only:
+// it takes x of the weights' type) on TileGemmCuda; with measured, each
+// product on whichever kernel was fastest here (it may be cuBLASLt
+// everywhere, so no difference is asked of it), and the backend reports its
+// choices for both row buckets.
 TEST_F(CudaEngineTest, StreamDecodeProductsStayCloseToTheCpu) {
   Open(1);
   const std::vector<int32_t> prompt = Tokens(48, 4, config_.vocab_size);
@@ -117,8 +119,11 @@ TEST_F(CudaEngineTest, StreamDecodeProductsStayCloseToTheCpu) {
     for (bool half : {false, true}) {
       for (DecodeProducts products :
            {DecodeProducts::kStream, DecodeProducts::kStreamSplit,
-            DecodeProducts::kMeasured}) {
+            DecodeProducts::kMeasured, DecodeProducts::kTile}) {
         if (products == DecodeProducts::kStreamSplit && major < 9) continue;
+        if (products == DecodeProducts::kTile && (major < 9 || !half)) {
+          continue;
+        }
         BackendOptions options{.device = "cuda", .weight_type = type};
         options.half_activations = half;
         options.decode_products = DecodeProducts::kCublasLt;
@@ -310,8 +315,8 @@ TEST_F(CudaEngineTest, WarmUpCapturesEveryBucketAndChangesNoSequence) {
 // --batch-invariant (BackendOptions::batch_invariant): every product is the
 // skinny kernel (or, with batch_invariant_kernel kCublasLt, cuBLASLt on one
 // pinned algorithm per shape; with kStream, StreamGemmCuda; with
-// kStreamSplit, StreamSplitGemmCuda where the device has clusters), and the
-// other ops
+// kStreamSplit, StreamSplitGemmCuda, and with kTile TileGemmCuda, where the
+// device has clusters), and the other ops
 // of a decode step are per row already (docs/cuda-engine.md), so a sequence's
 // logits are bitwise those it gets alone, in a batch of 7 or 64 (buckets 8 and
 // 64, graphs on) at any row; with 16-bit activations too (--half-activations).
@@ -331,13 +336,16 @@ TEST_F(CudaEngineTest, BatchInvariantLogitsAreBitwiseTheSameInAnyBatch) {
         std::tuple{ElementType::kBF16, true, BatchInvariantKernel::kStream},
         std::tuple{ElementType::kF16, true, BatchInvariantKernel::kStreamSplit},
         std::tuple{ElementType::kBF16, false,
-                   BatchInvariantKernel::kStreamSplit}}) {
+                   BatchInvariantKernel::kStreamSplit},
+        std::tuple{ElementType::kF16, true, BatchInvariantKernel::kTile},
+        std::tuple{ElementType::kBF16, true, BatchInvariantKernel::kTile}}) {
     auto backend = MakeBackend({.device = "cuda",
                                 .weight_type = type,
                                 .batch_invariant = true,
                                 .batch_invariant_kernel = kernel,
                                 .half_activations = half});
-    if (kernel == BatchInvariantKernel::kStreamSplit &&
+    if ((kernel == BatchInvariantKernel::kStreamSplit ||
+         kernel == BatchInvariantKernel::kTile) &&
         backend.status().code() == absl::StatusCode::kFailedPrecondition) {
       continue;  // a device without thread-block clusters
     }
@@ -390,7 +398,8 @@ TEST_F(CudaEngineTest, BatchInvariantMixedStepEqualsEachSequenceAloneBitwise) {
                                 .weight_type = ElementType::kF16,
                                 .batch_invariant = true,
                                 .batch_invariant_kernel = kernel});
-    if (kernel == BatchInvariantKernel::kStreamSplit &&
+    if ((kernel == BatchInvariantKernel::kStreamSplit ||
+         kernel == BatchInvariantKernel::kTile) &&
         backend.status().code() == absl::StatusCode::kFailedPrecondition) {
       return;  // a device without thread-block clusters
     }
@@ -430,7 +439,8 @@ TEST_F(CudaEngineTest, BatchInvariantMixedStepEqualsEachSequenceAloneBitwise) {
   };
   for (BatchInvariantKernel kernel :
        {BatchInvariantKernel::kSkinny, BatchInvariantKernel::kCublasLt,
-        BatchInvariantKernel::kStream, BatchInvariantKernel::kStreamSplit}) {
+        BatchInvariantKernel::kStream, BatchInvariantKernel::kStreamSplit,
+        BatchInvariantKernel::kTile}) {
     SCOPED_TRACE(BatchInvariantKernelName(kernel));
     check(kernel);
   }

@@ -1,7 +1,8 @@
 // LaunchOrder::kOverlapPrior (label gpu: skipped without a device; on a
 // device before sm_90 the launches fall back to stream order and the test
 // still holds). A long product writes y1, a norm launched overlapped reads
-// it, and a short product launched overlapped reads the norm's output: each
+// it, and a short product launched overlapped (StreamGemmCuda, or
+// TileGemmCuda from compute capability 9.0) reads the norm's output: each
 // overlapped kernel starts while the one before still runs, and must still
 // read that one's finished output. Every buffer the chain writes is poisoned
 // before each run, so a read that came too early shows in the result, which
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/half_float.h"
@@ -24,6 +26,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/kernel_image.h"
 #include "kernels/cuda/stream_gemm.h"
+#include "kernels/cuda/tile_gemm.h"
 #include "tests/support/gpu_test.h"
 
 namespace h3::kernels {
@@ -44,12 +47,19 @@ std::vector<uint16_t> RandomHalves(size_t n, float scale, uint32_t seed) {
   return v;
 }
 
-class LaunchOrderGpuTest : public h3::testing::GpuTestWithParam<int64_t> {
+// The rows, and whether the short product runs on TileGemmCuda.
+using OrderCase = std::tuple<int64_t, bool>;
+
+class LaunchOrderGpuTest : public h3::testing::GpuTestWithParam<OrderCase> {
  protected:
   void SetUp() override {
-    h3::testing::GpuTestWithParam<int64_t>::SetUp();
+    h3::testing::GpuTestWithParam<OrderCase>::SetUp();
     if (IsSkipped()) return;
-    rows_ = GetParam();
+    rows_ = std::get<0>(GetParam());
+    tile_ = std::get<1>(GetParam());
+    if (tile_ && !CurrentImageTakesSm90()) {
+      GTEST_SKIP() << "the tile kernel needs compute capability 9.0";
+    }
     ASSERT_CUDA_OK(CopyToDevice(RandomHalves(rows_ * kK, 1.0f, 1), &x0_));
     ASSERT_CUDA_OK(CopyToDevice(RandomHalves(kWide * kK, 1.0f / 181, 2), &w1_));
     ASSERT_CUDA_OK(
@@ -116,7 +126,8 @@ class LaunchOrderGpuTest : public h3::testing::GpuTestWithParam<int64_t> {
                               .rows = rows_,
                               .n = kNarrow,
                               .k = kWide};
-    return StreamGemmCuda(p2, stream_, order);
+    return tile_ ? TileGemmCuda(p2, stream_, order)
+                 : StreamGemmCuda(p2, stream_, order);
   }
 
   // y2, residual and normed after the stream drains, as bytes.
@@ -132,6 +143,7 @@ class LaunchOrderGpuTest : public h3::testing::GpuTestWithParam<int64_t> {
   }
 
   int64_t rows_ = 0;
+  bool tile_ = false;
   DeviceBuffer x0_, w1_, w2_, gamma_, beta_, y1_, residual_, normed_, y2_;
   cudaStream_t stream_ = nullptr;
 };
@@ -182,9 +194,14 @@ TEST_P(LaunchOrderGpuTest, OverlapsWhereTheDeviceAndImageTakeIt) {
   EXPECT_TRUE(CurrentImageTakesSm90());
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, LaunchOrderGpuTest, ::testing::Values(1, 4),
-                         [](const ::testing::TestParamInfo<int64_t>& info) {
-                           return "rows" + std::to_string(info.param);
+INSTANTIATE_TEST_SUITE_P(Rows, LaunchOrderGpuTest,
+                         ::testing::Values(OrderCase{1, false},
+                                           OrderCase{4, false},
+                                           OrderCase{16, true}),
+                         [](const ::testing::TestParamInfo<OrderCase>& info) {
+                           return "rows" +
+                                  std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_tile" : "");
                          });
 
 }  // namespace

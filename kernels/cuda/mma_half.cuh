@@ -28,6 +28,24 @@ inline cudaError_t CheckMmaDevice() {
   return major >= 8 ? cudaSuccess : cudaErrorNotSupported;
 }
 
+// Four 8 x 8 matrices of 16-bit elements from shared memory
+// (ldmatrix.x4, sm_80 and later): lane l gives the address of row l % 8 of
+// matrix l / 8 (16 bytes, 16-byte aligned), and receives in r[i] the
+// elements 2 (l % 4) and 2 (l % 4) + 1 of row l / 4 of matrix i, the first
+// in the low half: an MMA fragment register's layout.
+__device__ __forceinline__ void LdMatrixX4(const void* row, uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#elif defined(H3_CUDA_EMULATOR)
+  ::h3::emulator::LdMatrixX4(row, r);
+#else
+  __trap();    // the host entry refuses devices before sm_80
+#endif
+}
+
 template <typename T>
 struct HalfOps;
 

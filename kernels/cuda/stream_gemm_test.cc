@@ -1,9 +1,9 @@
-// StreamGemmCuda and StreamSplitGemmCuda (label gpu: skipped without a
-// device; the split kernel also before compute capability 9.0) against the
-// plain product, and a row's bits alone against the same row in batches of
-// 7 and 64 at the first, a middle and the last position; the split kernel's
-// two kernels (16-bit x from 17 rows, fp32 x) against each other, bit for
-// bit.
+// StreamGemmCuda, StreamSplitGemmCuda and TileGemmCuda (label gpu: skipped
+// without a device; the split and tile kernels also before compute
+// capability 9.0) against the plain product, and a row's bits alone against
+// the same row in batches of 7 and 64 at the first, a middle and the last
+// position; the split kernel's two kernels (16-bit x from 17 rows, fp32 x)
+// against each other, bit for bit.
 #include "kernels/cuda/stream_gemm.h"
 
 #include <cuda_runtime.h>
@@ -19,6 +19,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/device_major.h"
 #include "kernels/cuda/stream_split_gemm.h"
+#include "kernels/cuda/tile_gemm.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/normalised_error.h"
 #include "tests/support/stream_gemm_case.h"
@@ -31,7 +32,7 @@ using h3::testing::StreamOperands;
 
 #define ASSERT_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess)
 
-enum class Kernel { kStream, kSplit };
+enum class Kernel { kStream, kSplit, kTile };
 
 // y's bytes for case c (c.rows rows of o.x) from the device.
 void RunOnDevice(Kernel kernel, const StreamCase& c, const StreamOperands& o,
@@ -52,9 +53,10 @@ void RunOnDevice(Kernel kernel, const StreamCase& c, const StreamOperands& o,
   ASSERT_CUDA_OK(cudaMemset(dy.get(), 0xff, y->size()));  // NaNs
   const StreamGemmParams params =
       h3::testing::StreamParams(c, dx.get(), dw.get(), db.get(), dy.get());
-  ASSERT_CUDA_OK(kernel == Kernel::kStream
-                     ? StreamGemmCuda(params, nullptr)
-                     : StreamSplitGemmCuda(params, nullptr));
+  ASSERT_CUDA_OK(kernel == Kernel::kStream ? StreamGemmCuda(params, nullptr)
+                 : kernel == Kernel::kSplit
+                     ? StreamSplitGemmCuda(params, nullptr)
+                     : TileGemmCuda(params, nullptr));
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
   ASSERT_CUDA_OK(
       cudaMemcpy(y->data(), dy.get(), y->size(), cudaMemcpyDeviceToHost));
@@ -68,7 +70,7 @@ class StreamGemmGpuTest
     if (IsSkipped()) return;
     int major = 0;
     ASSERT_CUDA_OK(CurrentDeviceMajor(&major));
-    if (kernel() == Kernel::kSplit && major < 9) {
+    if (kernel() != Kernel::kStream && major < 9) {
       GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
     }
   }
@@ -95,7 +97,8 @@ TEST_P(StreamGemmGpuTest, ARowGetsTheSameBitsInAnyBatch) {
 
 // StreamCases, the 1.3B q|k|v, and for the split kernel's column blocks of
 // 128 and its clusters: several blocks with a partial last one, 5 and 8 splits
-// of unequal shares (on 132 multiprocessors), an LM-head-like width.
+// of unequal shares (on 132 multiprocessors), an LM-head-like width; the
+// 1.3B products at 1, 8 and a batch's rows.
 std::vector<StreamCase> GpuCases() {
   std::vector<StreamCase> cases = h3::testing::StreamCases();
   for (const ElementType type : {ElementType::kF16, ElementType::kBF16}) {
@@ -141,18 +144,39 @@ std::vector<StreamCase> GpuCases() {
     }
     cases.push_back(
         {.w_type = type, .half_x = true, .rows = 5, .n = 50264, .k = 512});
+    // The 1.3B out and fc2 at a batch's rows: the tile kernel's 8 splits
+    // (on 132 multiprocessors), with 64 and 32 rows of x.
+    cases.push_back({.w_type = type,
+                     .half_x = true,
+                     .half_y = true,
+                     .bias = true,
+                     .rows = 64,
+                     .n = 2048,
+                     .k = 2048});
+    cases.push_back(
+        {.w_type = type, .half_x = true, .rows = 24, .n = 2048, .k = 8192});
+  }
+  return cases;
+}
+
+// Each kernel with every case it takes (the tile kernel: x of W's type).
+std::vector<std::tuple<Kernel, StreamCase>> KernelCases() {
+  std::vector<std::tuple<Kernel, StreamCase>> cases;
+  for (const Kernel kernel : {Kernel::kStream, Kernel::kSplit, Kernel::kTile}) {
+    for (const StreamCase& c : GpuCases()) {
+      if (kernel != Kernel::kTile || c.half_x) cases.emplace_back(kernel, c);
+    }
   }
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Cases, StreamGemmGpuTest,
-    ::testing::Combine(::testing::Values(Kernel::kStream, Kernel::kSplit),
-                       ::testing::ValuesIn(GpuCases())),
+    Cases, StreamGemmGpuTest, ::testing::ValuesIn(KernelCases()),
     [](const ::testing::TestParamInfo<std::tuple<Kernel, StreamCase>>& info) {
-      return std::string(std::get<0>(info.param) == Kernel::kStream
-                             ? "stream_"
-                             : "split_") +
+      const Kernel kernel = std::get<0>(info.param);
+      return std::string(kernel == Kernel::kStream  ? "stream_"
+                         : kernel == Kernel::kSplit ? "split_"
+                                                    : "tile_") +
              h3::testing::StreamCaseName(std::get<1>(info.param));
     });
 
@@ -178,6 +202,7 @@ TEST(StreamGemmRefusalTest, RefusesWithoutEnqueuing) {
   StreamGemmParams p{.x = x, .w = w, .y = y, .rows = 1, .n = 1, .k = 12};
   EXPECT_EQ(StreamGemmCuda(p, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(StreamSplitGemmCuda(p, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(TileGemmCuda(p, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace

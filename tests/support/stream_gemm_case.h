@@ -124,13 +124,14 @@ inline double StreamTolerance(const StreamCase& c) {
 
 // Every element is one product, once: with W = e_i (a one at column i of
 // its one row) and x[e] = e, run(params) must give y = i, for every i of a
-// k = 200 whose last step is partial. The first i that does not, or -1.
+// k = 200 whose last step is partial. The first i that does not, or -1. x
+// is fp32, or fp16 with `half_x` (e is exact in either).
 template <typename Run>
-int64_t FirstElementNotCountedOnce(Run run) {
+int64_t FirstElementNotCountedOnce(Run run, bool half_x = false) {
   constexpr int64_t k = 200;
-  StreamCase c{.rows = 1, .n = 1, .k = k};
+  StreamCase c{.half_x = half_x, .rows = 1, .n = 1, .k = k};
   std::vector<uint8_t> x(k * 4), w(k * 2), y(4);
-  for (int64_t i = 0; i < k; ++i) StoreFloat(x.data(), ElementType::kF32, i, i);
+  for (int64_t i = 0; i < k; ++i) StoreFloat(x.data(), XType(c), i, i);
   for (int64_t i = 0; i < k; ++i) {
     for (int64_t e = 0; e < k; ++e) {
       StoreFloat(w.data(), ElementType::kF16, e, e == i ? 1.0f : 0.0f);

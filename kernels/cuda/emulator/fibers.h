@@ -43,6 +43,12 @@ inline constexpr size_t kMaxDynamicShared = 232448;
 // Without the opt-in.
 inline constexpr size_t kDefaultDynamicShared = 48 * 1024;
 inline constexpr int kMultiProcessors = 132;
+// For the occupancy queries (runtime.cc): a multiprocessor's shared memory,
+// threads and blocks, and the shared memory the system keeps per block.
+inline constexpr size_t kSharedPerMultiprocessor = 228 * 1024;
+inline constexpr size_t kSharedReservedPerBlock = 1024;
+inline constexpr int kThreadsPerMultiprocessor = 2048;
+inline constexpr int kBlocksPerMultiprocessor = 32;
 
 enum class Order { kForward, kBackward };
 

@@ -115,6 +115,35 @@ inline void LdMatrixX4Trans(const void* row, uint32_t* r) {
                  &row, sizeof row, 0, r, 4 * sizeof(uint32_t));
 }
 
+// PTX's ldmatrix.sync.aligned.m8n8.x4.shared.b16: lanes 8 i to 8 i + 7
+// give the addresses of rows 0 to 7 of matrix i (8 16-bit elements a row,
+// 16 bytes aligned), and lane l receives in r[i] elements 2 (l % 4) and
+// 2 (l % 4) + 1 of row l / 4 of matrix i, the first in the low half. The
+// rows are read when the last lane arrives.
+inline const char* LdMatrixX4Combine(Lane* lanes, unsigned mask) {
+  if (mask != 0xffffffffu) return "ldmatrix needs the whole warp";
+  uint32_t m[4][8][4];  // [matrix][row][pair of columns]
+  for (int lane = 0; lane < 32; ++lane) {
+    const unsigned char* row;
+    std::memcpy(&row, lanes[lane].in, sizeof row);
+    if (reinterpret_cast<uintptr_t>(row) % 16 != 0) {
+      return "ldmatrix: a row address not 16-byte aligned";
+    }
+    std::memcpy(m[lane / 8][lane % 8], row, 16);
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    uint32_t r[4];
+    for (int i = 0; i < 4; ++i) r[i] = m[i][lane / 4][lane % 4];
+    std::memcpy(lanes[lane].out, r, sizeof r);
+  }
+  return nullptr;
+}
+
+inline void LdMatrixX4(const void* row, uint32_t* r) {
+  WarpCollective("ldmatrix.x4", 0xffffffffu, &LdMatrixX4Combine, &row,
+                 sizeof row, 0, r, 4 * sizeof(uint32_t));
+}
+
 }  // namespace h3::emulator
 
 #endif  // H3_KERNELS_CUDA_EMULATOR_MMA_H_

@@ -7,6 +7,7 @@
 // fails to link, which is the signal to add it.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -100,6 +101,53 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attribute,
     return g_last = cudaErrorInvalidValue;
   }
   h3::emulator::SetDynamicSharedLimit(func, static_cast<size_t>(value));
+  return cudaSuccess;
+}
+
+// Occupancy by the emulated H100's threads and shared memory alone: the
+// emulator knows neither a kernel's registers nor its static shared memory
+// (docs/cuda-emulator.md), so a GPU may hold fewer blocks than this says.
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks,
+                                                          const void* /*func*/,
+                                                          int block_size,
+                                                          size_t shared) {
+  namespace e = h3::emulator;
+  if (block_size <= 0 ||
+      block_size > static_cast<int>(e::kMaxThreadsPerBlock) ||
+      shared > e::kMaxDynamicShared) {
+    return g_last = cudaErrorInvalidValue;
+  }
+  const int by_threads =
+      e::kThreadsPerMultiprocessor / ((block_size + 31) / 32 * 32);
+  const int by_shared = static_cast<int>(e::kSharedPerMultiprocessor /
+                                         (shared + e::kSharedReservedPerBlock));
+  *blocks = std::min({by_threads, by_shared, e::kBlocksPerMultiprocessor});
+  return cudaSuccess;
+}
+
+// Clusters of the launch's cluster size (its
+// cudaLaunchAttributeClusterDimension, else 1) that fit at once, as if every
+// multiprocessor were in one GPC.
+cudaError_t cudaOccupancyMaxActiveClusters(int* clusters, const void* func,
+                                           const cudaLaunchConfig_t* config) {
+  int size = 1;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id == cudaLaunchAttributeClusterDimension) {
+      const auto& d = config->attrs[i].val.clusterDim;
+      size = static_cast<int>(d.x * d.y * d.z);
+    }
+  }
+  if (size < 1 || size > 8) return g_last = cudaErrorInvalidValue;
+  int per_multiprocessor = 0;
+  if (const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &per_multiprocessor, func,
+          static_cast<int>(config->blockDim.x * config->blockDim.y *
+                           config->blockDim.z),
+          config->dynamicSmemBytes);
+      err != cudaSuccess) {
+    return err;
+  }
+  *clusters = per_multiprocessor * h3::emulator::kMultiProcessors / size;
   return cudaSuccess;
 }
 

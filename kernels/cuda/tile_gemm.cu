@@ -1,0 +1,368 @@
+// TileGemmCuda: the algorithm of kernels/tile_gemm.h.
+//
+// A block of 4 warps owns 64 output columns and every row (up to 64: 2, 4
+// or 8 row tiles of 8), and one split of k; the splits of a column block
+// form a cluster. Its steps go through shared memory in a pipeline of 4
+// stages: each stage holds the step's 64 rows of W and 8 x kRowTiles rows
+// of x, 128 contiguous bytes a row, copied by cp.async (past L1) so that a
+// warp's copy instruction covers four whole rows (a lane's 16 bytes each),
+// 3 steps in flight while the block multiplies the fourth. Warp w takes
+// the W tile of columns 16 w .. 16 w + 15 and every row tile: per 16
+// elements one ldmatrix of W (its A fragment), one ldmatrix per two row
+// tiles of x (their B fragments), and one MMA per row tile. So W is read
+// from memory once per call, and x from L2 once per 64 columns: at 64
+// rows as many bytes of x as of W (the stream kernel reads 4 of x per byte
+// of W there; the split kernel lost half its time to a second wave of
+// clusters, which TileGemmShapeFor's rule avoids).
+//
+// Each row of a stage keeps its 8 vectors XOR-swizzled by row % 8, so the
+// 8 rows an ldmatrix matrix reads, and the 8 vectors of a row that 8
+// threads copy, fall in 8 different bank groups.
+//
+// After the loop the block leaves its accumulators in shared memory, rows
+// of partials [row][column], the cluster meets, and block q sums the q-th
+// share of the outputs over the splits in split order from the blocks'
+// shared memory (distributed shared memory), consecutive threads
+// consecutive columns of a row, then finishes them (bias, GELU, y's type);
+// a second barrier keeps every block's partials until all have been read.
+//
+// Launched with LaunchOrder::kOverlapPrior, the block copies its first
+// steps of W before it waits for the kernel before (which writes x).
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/device_major.h"
+#include "kernels/cuda/kernel_image.h"
+#include "kernels/cuda/launch_order.cuh"
+#include "kernels/cuda/mma_half.cuh"
+#include "kernels/cuda/shared_memory.cuh"
+#include "kernels/cuda/stream_gemm_device.cuh"
+#include "kernels/cuda/tile_gemm.h"
+
+namespace h3::kernels {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kWarps = kTileCols / 16;  // a W tile of 16 columns each
+constexpr int kThreads = kWarps * 32;
+constexpr int kStages = 4;  // steps in shared memory: 3 in flight
+constexpr int kChunks = kTileStep * 2 / 16;  // 16-byte vectors a row
+// Floats a row of partials: 4 more than the columns, so that the 4 lanes
+// of a quad (rows 2 t + c % 2) store to different banks.
+constexpr int kPartialStride = kTileCols + 4;
+static_assert(kThreads % kChunks == 0, "a thread copies one vector a row");
+
+// A stage: W's kTileCols rows, then x's 8 kRowTiles rows, kChunks vectors
+// each; kShared, the block's shared memory: the stages, or the partials
+// after the loop, whichever is larger.
+template <int kRowTiles>
+struct Stage {
+  static_assert(kRowTiles % 2 == 0, "x's fragments come two tiles at a time");
+  static constexpr int kXRows = 8 * kRowTiles;
+  static constexpr int kVectors = (kTileCols + kXRows) * kChunks;
+  static constexpr size_t kStagesBytes = size_t{kStages} * kVectors * 16;
+  static constexpr size_t kPartialBytes =
+      size_t{kXRows} * kPartialStride * sizeof(float);
+  static constexpr size_t kShared =
+      kStagesBytes > kPartialBytes ? kStagesBytes : kPartialBytes;
+};
+
+// Where vector `chunk` of a stage's row `row` is.
+__device__ __forceinline__ int Slot(int row, int chunk) {
+  return row * kChunks + (chunk ^ (row % 8));
+}
+
+// The thread's copies of step s into `stage`: vector threadIdx % kChunks of
+// rows threadIdx / kChunks + 16 i. W's rows first (its columns col0 + row),
+// then (with `x`) x's; zeros past n, past the rows and past k (k % 8 == 0:
+// a vector is wholly inside k or wholly past it).
+template <typename T, int kRowTiles>
+__device__ __forceinline__ void CopyStep(const StreamGemmParams& p,
+                                         int64_t col0, int64_t s, bool x,
+                                         uint4* stage) {
+  constexpr int kRowStep = kThreads / kChunks;
+  const int chunk = static_cast<int>(threadIdx.x) % kChunks;
+  const int row0 = static_cast<int>(threadIdx.x) / kChunks;
+  const int64_t e = s * kTileStep + 8 * chunk;
+  if (!x) {
+#pragma unroll
+    for (int i = 0; i < kTileCols / kRowStep; ++i) {
+      const int row = row0 + kRowStep * i;
+      uint4* const dst = stage + Slot(row, chunk);
+      if (col0 + row < p.n && e < p.k) {
+        CopyAsync<16>(dst, static_cast<const T*>(p.w) + (col0 + row) * p.k + e);
+      } else {
+        *dst = make_uint4(0, 0, 0, 0);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < Stage<kRowTiles>::kXRows / kRowStep; ++i) {
+    const int row = row0 + kRowStep * i;
+    uint4* const dst = stage + Slot(kTileCols + row, chunk);
+    if (row < p.rows && e < p.k) {
+      CopyAsync<16>(dst, static_cast<const T*>(p.x) + row * p.k + e);
+    } else {
+      *dst = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// One step from `stage` into warp w's accumulators: for j = 0..3 the MMAs
+// of elements 16 j .. 16 j + 15, one a row tile. W's A fragment: matrices
+// (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15,
+// k 8-15) of the warp's tile; x's B fragments of tiles 2 i and 2 i + 1:
+// matrices (tile 2 i, k 0-7), (2 i, k 8-15), (2 i + 1, k 0-7), (2 i + 1,
+// k 8-15).
+template <typename T, int kRowTiles>
+__device__ __forceinline__ void StepMmas(const uint4* stage, int warp, int lane,
+                                         float (&acc)[kRowTiles][4]) {
+  const int m = lane / 8, r = lane % 8;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t a[4];
+    LdMatrixX4(stage + Slot(16 * warp + r + 8 * (m % 2), 2 * j + m / 2), a);
+#pragma unroll
+    for (int i = 0; i < kRowTiles / 2; ++i) {
+      uint32_t b[4];
+      LdMatrixX4(
+          stage + Slot(kTileCols + 16 * i + r + 8 * (m / 2), 2 * j + m % 2), b);
+      HalfOps<T>::Mma(acc[2 * i], a, b[0], b[1]);
+      HalfOps<T>::Mma(acc[2 * i + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+template <typename T, int kRowTiles>
+__global__ void __launch_bounds__(kThreads)
+    TileGemmKernel(StreamGemmParams p, int64_t steps, int splits) {
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || \
+    defined(H3_CUDA_EMULATOR)
+  using S = Stage<kRowTiles>;
+  // Read by the cluster's other blocks at the end.
+  H3_DYNAMIC_SHARED(uint4, shared, 128);
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int split = static_cast<int>(cluster.block_rank());
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t col0 = int64_t{blockIdx.y} * kTileCols;
+  LetNextKernelStart();
+
+  const int64_t first = StreamSplitFirstStep(steps, splits, split);
+  const int64_t count = StreamSplitFirstStep(steps, splits, split + 1) - first;
+  const auto stage = [&](int64_t i) {
+    return shared + static_cast<int>(i % kStages) * S::kVectors;
+  };
+  // The first kStages - 1 steps: W before the wait, x after it; one group
+  // of copies a step (the first holds every W copy of the three).
+  for (int i = 0; i < kStages - 1 && i < count; ++i) {
+    CopyStep<T, kRowTiles>(p, col0, first + i, false, stage(i));
+  }
+  WaitForPriorKernel();  // x is the kernel before's output
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < count) CopyStep<T, kRowTiles>(p, col0, first + i, true, stage(i));
+    CommitCopies();
+  }
+
+  float acc[kRowTiles][4] = {};
+  for (int64_t i = 0; i < count; ++i) {
+    WaitCopies<kStages - 2>();  // step i's copies are in
+    // Every thread's copies of step i are visible, and every warp is done
+    // with step i - 1, whose stage the copies below overwrite.
+    __syncthreads();
+    if (const int64_t next = i + kStages - 1; next < count) {
+      CopyStep<T, kRowTiles>(p, col0, first + next, false, stage(next));
+      CopyStep<T, kRowTiles>(p, col0, first + next, true, stage(next));
+    }
+    CommitCopies();  // possibly empty: the wait's count stays fixed
+    StepMmas<T, kRowTiles>(stage(i), warp, lane, acc);
+  }
+
+  __syncthreads();  // the partials go where the stages were
+  float* const partial = reinterpret_cast<float*>(shared);
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      // C fragment: c0, c1 at W row g, x rows 2t, 2t + 1; c2, c3 at g + 8.
+      partial[(8 * r + 2 * t + c % 2) * kPartialStride + 16 * warp + g +
+              8 * (c / 2)] = acc[r][c];
+    }
+  }
+  cluster.sync();  // every split's partials are in place
+  constexpr int kOutputs = S::kXRows * kTileCols;
+  const int end = kOutputs * (split + 1) / splits;
+  for (int f = kOutputs * split / splits + static_cast<int>(threadIdx.x);
+       f < end; f += kThreads) {
+    const int row = f / kTileCols, col = f % kTileCols;
+    if (row >= p.rows || col0 + col >= p.n) continue;
+    const float* const entry = partial + row * kPartialStride + col;
+    float sum = *cluster.map_shared_rank(entry, 0);
+    for (int from = 1; from < splits; ++from) {
+      sum = __fadd_rn(sum, *cluster.map_shared_rank(entry, from));
+    }
+    stream_gemm::Finish(p, row, col0 + col, sum);
+  }
+  cluster.sync();  // no block leaves while another still reads its partials
+#else
+  __trap();  // the host entry refuses devices before sm_90
+#endif
+}
+
+// Above the 48 KiB every kernel gets, shared memory needs an opt-in: a
+// host-side attribute, not a stream operation, so it may be set during
+// graph capture.
+// The carveout asks for the most shared memory, so that the blocks it
+// allows fit (as occupancy is computed).
+template <typename T, int kRowTiles>
+const void* KernelId() {
+  return reinterpret_cast<const void*>(&TileGemmKernel<T, kRowTiles>);
+}
+
+template <typename T, int kRowTiles>
+cudaError_t OptIn() {
+  constexpr size_t kShared = Stage<kRowTiles>::kShared;
+  if (kShared <= 48 * 1024) return cudaSuccess;
+  cudaError_t err = cudaFuncSetAttribute(
+      KernelId<T, kRowTiles>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(kShared));
+  if (err == cudaSuccess) {
+    err = cudaFuncSetAttribute(KernelId<T, kRowTiles>(),
+                               cudaFuncAttributePreferredSharedMemoryCarveout,
+                               cudaSharedmemCarveoutMaxShared);
+  }
+  return err;
+}
+
+// The 64-row fp16 instance: what TileGemmShapeFor is asked for, whatever
+// the rows and type of the call (the answer must not depend on the rows).
+constexpr int kShapeRowTiles = 8;
+using ShapeType = __half;
+
+// Clusters of kSize blocks of that instance the current device holds at
+// once (asked once per device, as long as the answer is positive).
+template <int kSize>
+cudaError_t MaxClusters(int* count) {
+  return CachedPerDevice(
+      [](int /*device*/, int* answer) {
+        if (const cudaError_t err = OptIn<ShapeType, kShapeRowTiles>();
+            err != cudaSuccess) {
+          return err;
+        }
+        cudaLaunchAttribute attribute;
+        attribute.id = cudaLaunchAttributeClusterDimension;
+        attribute.val.clusterDim.x = kSize;
+        attribute.val.clusterDim.y = 1;
+        attribute.val.clusterDim.z = 1;
+        // In field order (grid, block, shared memory, stream, attributes):
+        // the emulator's device.h takes gridDim and blockDim as names.
+        const cudaLaunchConfig_t config = {
+            dim3(kSize), dim3(kThreads), Stage<kShapeRowTiles>::kShared,
+            nullptr,     &attribute,     1};
+        return cudaOccupancyMaxActiveClusters(
+            answer, KernelId<ShapeType, kShapeRowTiles>(), &config);
+      },
+      count);
+}
+
+// Blocks of that instance a multiprocessor holds.
+cudaError_t BlocksPerMultiprocessor(int* count) {
+  return CachedPerDevice(
+      [](int /*device*/, int* answer) {
+        if (const cudaError_t err = OptIn<ShapeType, kShapeRowTiles>();
+            err != cudaSuccess) {
+          return err;
+        }
+        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            answer, KernelId<ShapeType, kShapeRowTiles>(), kThreads,
+            Stage<kShapeRowTiles>::kShared);
+      },
+      count);
+}
+
+cudaError_t CurrentTileDevice(TileGemmDevice* device) {
+  int multiprocessors = 0, per_multiprocessor = 0;
+  if (const cudaError_t err = CurrentDeviceMultiprocessors(&multiprocessors);
+      err != cudaSuccess) {
+    return err;
+  }
+  if (const cudaError_t err = BlocksPerMultiprocessor(&per_multiprocessor);
+      err != cudaSuccess) {
+    return err;
+  }
+  device->blocks = int64_t{multiprocessors} * per_multiprocessor;
+  using Ask = cudaError_t (*)(int*);
+  constexpr Ask kAsk[kTileMaxSplits + 1] = {
+      nullptr,         nullptr,         &MaxClusters<2>,
+      &MaxClusters<3>, &MaxClusters<4>, &MaxClusters<5>,
+      &MaxClusters<6>, &MaxClusters<7>, &MaxClusters<8>};
+  for (int s = 2; s <= kTileMaxSplits; ++s) {
+    int clusters = 0;
+    if (const cudaError_t err = kAsk[s](&clusters); err != cudaSuccess) {
+      return err;
+    }
+    device->clusters[s] = clusters;
+  }
+  return cudaSuccess;
+}
+
+template <typename T, int kRowTiles>
+cudaError_t Launch(const StreamGemmParams& p, const TileGemmShape& shape,
+                   cudaStream_t stream, LaunchOrder order) {
+  if (shape.col_blocks > 65535) return cudaErrorInvalidValue;  // grid.y
+  if (const cudaError_t err = OptIn<T, kRowTiles>(); err != cudaSuccess) {
+    return err;
+  }
+  return LaunchClustersInOrder(order, static_cast<unsigned>(shape.splits),
+                               TileGemmKernel<T, kRowTiles>,
+                               dim3(static_cast<unsigned>(shape.splits),
+                                    static_cast<unsigned>(shape.col_blocks)),
+                               dim3(kThreads), Stage<kRowTiles>::kShared,
+                               stream, p, shape.steps, shape.splits);
+}
+
+template <typename T>
+cudaError_t LaunchForRows(const StreamGemmParams& p, const TileGemmShape& shape,
+                          cudaStream_t stream, LaunchOrder order) {
+  if (p.rows <= 16) return Launch<T, 2>(p, shape, stream, order);
+  if (p.rows <= 32) return Launch<T, 4>(p, shape, stream, order);
+  return Launch<T, 8>(p, shape, stream, order);
+}
+
+}  // namespace
+
+cudaError_t TileGemmCudaShape(int64_t n, int64_t k, TileGemmShape* shape) {
+  // Thread-block clusters: a 9.0 device, and our kernels built for it.
+  if (!CurrentImageTakesSm90()) return cudaErrorNotSupported;
+  TileGemmDevice device;
+  if (const cudaError_t err = CurrentTileDevice(&device); err != cudaSuccess) {
+    return err;
+  }
+  *shape = TileGemmShapeFor(n, k, device);
+  return cudaSuccess;
+}
+
+cudaError_t TileGemmCuda(const StreamGemmParams& p, cudaStream_t stream,
+                         LaunchOrder order) {
+  if (TileGemmCheck(p, true)[0] != '\0') return cudaErrorInvalidValue;
+  if (p.rows == 0 || p.n == 0) return cudaSuccess;
+  TileGemmShape shape;
+  if (const cudaError_t err = TileGemmCudaShape(p.n, p.k, &shape);
+      err != cudaSuccess) {
+    return err;
+  }
+  if (p.w_type == ElementType::kBF16) {
+    return LaunchForRows<__nv_bfloat16>(p, shape, stream, order);
+  }
+  return LaunchForRows<__half>(p, shape, stream, order);
+}
+
+}  // namespace h3::kernels

@@ -1,0 +1,31 @@
+#ifndef H3_KERNELS_CUDA_TILE_GEMM_H_
+#define H3_KERNELS_CUDA_TILE_GEMM_H_
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/launch_order.h"
+#include "kernels/tile_gemm.h"
+
+namespace h3::kernels {
+
+// The batch decode product of kernels/tile_gemm.h on tensor cores, in
+// thread-block clusters (compute capability 9.0 and later): StreamGemmCuda's
+// Params with x in W's type (TileGemmCheck(params, true)), pointers in
+// device memory. Enqueues on `stream`; allocates nothing (graph-capturable;
+// the first call on a device asks its occupancy, a host query).
+// cudaErrorInvalidValue, with nothing enqueued, when TileGemmCheck is not
+// "" or n needs more than 65535 column blocks (a grid's y);
+// cudaErrorNotSupported, with nothing enqueued, on a device before 9.0;
+// empty outputs launch nothing. With LaunchOrder::kOverlapPrior it copies
+// its first steps of W before it waits for the kernel before.
+cudaError_t TileGemmCuda(const StreamGemmParams& params, cudaStream_t stream,
+                         LaunchOrder order = LaunchOrder::kAfterPrior);
+
+// The shape TileGemmCuda gives a product of n columns and depth k on the
+// current device (kernels/tile_gemm.h), for benchmarks and tests;
+// cudaErrorNotSupported before 9.0.
+cudaError_t TileGemmCudaShape(int64_t n, int64_t k, TileGemmShape* shape);
+
+}  // namespace h3::kernels
+
+#endif  // H3_KERNELS_CUDA_TILE_GEMM_H_
