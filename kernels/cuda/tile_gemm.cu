@@ -6,10 +6,13 @@
 // stages: each stage holds the step's 64 rows of W and 8 x kRowTiles rows
 // of x, 128 contiguous bytes a row, copied by cp.async (past L1) so that a
 // warp's copy instruction covers four whole rows (a lane's 16 bytes each),
-// 3 steps in flight while the block multiplies the fourth. Warp w takes
-// the W tile of columns 16 w .. 16 w + 15 and every row tile: per 16
-// elements one ldmatrix of W (its A fragment), one ldmatrix per two row
-// tiles of x (their B fragments), and one MMA per row tile. So W is read
+// 3 steps in flight while the block multiplies the fourth. A warp takes a
+// tile of the block's outputs (WarpTile): up to 32 rows, each warp every
+// row tile and 16 columns; at 64 rows, 32 columns and 32 rows, which needs
+// a fifth fewer ldmatrix per MMA (shared memory's bandwidth, not the
+// tensor cores, bounds a stage at 64 rows). Per 16 elements a warp loads
+// one ldmatrix of W per 16 columns (A fragments) and one of x per 16 rows
+// (B fragments of two row tiles), then runs one MMA per pair. So W is read
 // from memory once per call, and x from L2 once per 64 columns: at 64
 // rows as many bytes of x as of W (the stream kernel reads 4 of x per byte
 // of W there; the split kernel lost half its time to a second wave of
@@ -115,27 +118,57 @@ __device__ __forceinline__ void CopyStep(const StreamGemmParams& p,
   }
 }
 
-// One step from `stage` into warp w's accumulators: for j = 0..3 the MMAs
-// of elements 16 j .. 16 j + 15, one a row tile. W's A fragment: matrices
-// (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15,
-// k 8-15) of the warp's tile; x's B fragments of tiles 2 i and 2 i + 1:
-// matrices (tile 2 i, k 0-7), (2 i, k 8-15), (2 i + 1, k 0-7), (2 i + 1,
-// k 8-15).
+// A warp's share of a block with kRowTiles row tiles: kCols columns (kCols
+// / 16 W tiles) and kRows = 8 kTiles rows; warp w takes columns kCols (w %
+// kColWarps) and rows kRows (w / kColWarps) of the block's.
+template <int kRowTiles>
+struct WarpTile {
+  static constexpr int kCols = kRowTiles == 8 ? 32 : 16;
+  static constexpr int kColWarps = kTileCols / kCols;
+  static constexpr int kWTiles = kCols / 16;
+  static constexpr int kTiles = kRowTiles * kColWarps / kWarps;
+  static_assert(kColWarps * (kRowTiles / kTiles) == kWarps, "4 warps a block");
+  static_assert(kTiles % 2 == 0, "x's fragments come two tiles at a time");
+  static __device__ __forceinline__ int Col0(int warp) {
+    return kCols * (warp % kColWarps);
+  }
+  static __device__ __forceinline__ int Row0(int warp) {
+    return 8 * kTiles * (warp / kColWarps);
+  }
+};
+
+// One step from `stage` into the warp's accumulators acc[W tile][row
+// tile]: for j = 0..3 the MMAs of elements 16 j .. 16 j + 15. W's A
+// fragment of a tile: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7),
+// (rows 0-7, k 8-15), (rows 8-15, k 8-15); x's B fragments of row tiles
+// 2 i and 2 i + 1: matrices (tile 2 i, k 0-7), (2 i, k 8-15), (2 i + 1,
+// k 0-7), (2 i + 1, k 8-15).
 template <typename T, int kRowTiles>
-__device__ __forceinline__ void StepMmas(const uint4* stage, int warp, int lane,
-                                         float (&acc)[kRowTiles][4]) {
+__device__ __forceinline__ void StepMmas(
+    const uint4* stage, int warp, int lane,
+    float (
+        &acc)[WarpTile<kRowTiles>::kWTiles][WarpTile<kRowTiles>::kTiles][4]) {
+  using WT = WarpTile<kRowTiles>;
   const int m = lane / 8, r = lane % 8;
+  const int col0 = WT::Col0(warp), row0 = kTileCols + WT::Row0(warp);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    uint32_t a[4];
-    LdMatrixX4(stage + Slot(16 * warp + r + 8 * (m % 2), 2 * j + m / 2), a);
+    uint32_t a[WT::kWTiles][4];
 #pragma unroll
-    for (int i = 0; i < kRowTiles / 2; ++i) {
+    for (int h = 0; h < WT::kWTiles; ++h) {
+      LdMatrixX4(stage + Slot(col0 + 16 * h + r + 8 * (m % 2), 2 * j + m / 2),
+                 a[h]);
+    }
+#pragma unroll
+    for (int i = 0; i < WT::kTiles / 2; ++i) {
       uint32_t b[4];
-      LdMatrixX4(
-          stage + Slot(kTileCols + 16 * i + r + 8 * (m / 2), 2 * j + m % 2), b);
-      HalfOps<T>::Mma(acc[2 * i], a, b[0], b[1]);
-      HalfOps<T>::Mma(acc[2 * i + 1], a, b[2], b[3]);
+      LdMatrixX4(stage + Slot(row0 + 16 * i + r + 8 * (m / 2), 2 * j + m % 2),
+                 b);
+#pragma unroll
+      for (int h = 0; h < WT::kWTiles; ++h) {
+        HalfOps<T>::Mma(acc[h][2 * i], a[h], b[0], b[1]);
+        HalfOps<T>::Mma(acc[h][2 * i + 1], a[h], b[2], b[3]);
+      }
     }
   }
 }
@@ -171,7 +204,8 @@ __global__ void __launch_bounds__(kThreads)
     CommitCopies();
   }
 
-  float acc[kRowTiles][4] = {};
+  using WT = WarpTile<kRowTiles>;
+  float acc[WT::kWTiles][WT::kTiles][4] = {};
   for (int64_t i = 0; i < count; ++i) {
     WaitCopies<kStages - 2>();  // step i's copies are in
     // Every thread's copies of step i are visible, and every warp is done
@@ -189,12 +223,16 @@ __global__ void __launch_bounds__(kThreads)
   float* const partial = reinterpret_cast<float*>(shared);
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int r = 0; r < kRowTiles; ++r) {
+  for (int h = 0; h < WT::kWTiles; ++h) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      // C fragment: c0, c1 at W row g, x rows 2t, 2t + 1; c2, c3 at g + 8.
-      partial[(8 * r + 2 * t + c % 2) * kPartialStride + 16 * warp + g +
-              8 * (c / 2)] = acc[r][c];
+    for (int r = 0; r < WT::kTiles; ++r) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        // C fragment: c0, c1 at W row g, x rows 2t, 2t + 1; c2, c3 at g + 8.
+        const int row = WT::Row0(warp) + 8 * r + 2 * t + c % 2;
+        const int col = WT::Col0(warp) + 16 * h + g + 8 * (c / 2);
+        partial[row * kPartialStride + col] = acc[h][r][c];
+      }
     }
   }
   cluster.sync();  // every split's partials are in place
