@@ -20,7 +20,9 @@
 // split across a thread-block cluster, x read once per 128 columns), and with
 // half activations "tile" (and "tile_pdl") times TileGemmCuda
 // (kernels/tile_gemm.h: W and x through shared memory in 64 x 64 tiles; its
-// records say the product's "splits"). With half
+// records say the product's "splits"; with --tile-splits 1,2,4,8 also
+// "tile_s1" ... at each of those split counts, launched as --pdl launches,
+// "_pdl" then, to find the best count per product). With half
 // activations and at most kNormStreamMaxRows rows, qkv and fc1 are also timed
 // with the norm before them: "norm+stream" (AddLayerNormCuda, then
 // StreamGemmCuda: what a decode step runs), "fused_norm"
@@ -31,7 +33,7 @@
 // "_pdl"; stream-split; tile). JSON on stdout, or in --out.
 //
 //   h3_linear_bench [--types fp16,bf16] [--rows 1,8,64] [--vocab 50264]
-//       [--activations fp32,half,half-fp32-bias]
+//       [--activations fp32,half,half-fp32-bias] [--tile-splits 1,2,4,8]
 //       [--reps 50] [--rounds 3] [--rotate-mib 512] [--copy-mib 1024]
 //       [--device 0] [--out FILE]
 //
@@ -82,7 +84,8 @@ struct Flags : TimingFlags {
   std::vector<std::string> types = {"fp16", "bf16"};
   std::vector<int64_t> rows = {1, 8, 64};
   std::vector<std::string> activations = {"fp32", "half", "half-fp32-bias"};
-  int64_t vocab = 50264;  // the random H3-1.3B's padded vocabulary
+  int64_t vocab = 50264;         // the random H3-1.3B's padded vocabulary
+  std::vector<int> tile_splits;  // also "tile_s<N>": TileGemmCudaSplits
 };
 
 struct Product {
@@ -304,6 +307,31 @@ int Run(const Flags& f) {
                                    stream_params, stream, order));
                              })});
           }
+          // Each split count asked for, where the product has the steps.
+          std::vector<std::string> split_names;  // kept alive for `extra`
+          split_names.reserve(f.tile_splits.size());
+          for (const int splits : tiled ? f.tile_splits : std::vector<int>{}) {
+            const auto order = orders.back();
+            split_names.push_back(
+                "tile_s" + std::to_string(splits) +
+                (order == kernels::LaunchOrder::kOverlapPrior ? "_pdl" : ""));
+            const char* name = split_names.back().c_str();
+            stream_params.w = w[0].get();
+            if (const cudaError_t err = kernels::TileGemmCudaSplits(
+                    stream_params, splits, stream, order);
+                err != cudaSuccess) {
+              std::cerr << "h3_linear_bench: " << name << " on " << p.name
+                        << " rows " << rows << ": " << cudaGetErrorString(err)
+                        << "; left out\n";
+              cudaGetLastError();
+              continue;
+            }
+            extra.push_back({name, TimeRounds(f, copies, stream, [&](int c) {
+                               stream_params.w = w[c].get();
+                               H3_BENCH_CUDA_CHECK(kernels::TileGemmCudaSplits(
+                                   stream_params, splits, stream, order));
+                             })});
+          }
           const std::vector<double> cublas = time_lt(*lt);
           const std::vector<double> cublas_pinned = time_lt(*pinned);
           const kernels::LinearCuda::TuneStats before = tuned->tune_stats();
@@ -399,8 +427,10 @@ int Run(const Flags& f) {
                                {"gb_per_s", gbps},
                                {"fraction_of_copy", gbps * 1e9 / bw.measured}});
             if (name == "cublaslt_tuned") records.back()["tuning"] = tuning;
-            if (name.rfind("tile", 0) == 0) {
+            if (name == "tile" || name == "tile_pdl") {
               records.back()["splits"] = tile_shape.splits;
+            } else if (name.rfind("tile_s", 0) == 0) {
+              records.back()["splits"] = std::stoi(name.substr(6));
             }
             if (fp32_bias || with_norm) continue;  // two products: no step
             const std::string key = type_name + "_rows" + std::to_string(rows) +
@@ -451,6 +481,12 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"fp32", "half", "half-fp32-bias"}))
       ->capture_default_str();
+  app.add_option("--tile-splits", f.tile_splits,
+                 "also time TileGemmCuda with k in each of these numbers of "
+                 "splits (records tile_s<N>; half activations, compute "
+                 "capability 9.0+)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 8));
   app.add_option("--vocab", f.vocab, "rows of the LM head")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

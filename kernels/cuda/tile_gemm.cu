@@ -76,10 +76,14 @@ struct Stage {
       kStagesBytes > kPartialBytes ? kStagesBytes : kPartialBytes;
 };
 
-// Where vector `chunk` of a stage's row `row` is.
-__device__ __forceinline__ int Slot(int row, int chunk) {
-  return row * kChunks + (chunk ^ (row % 8));
-}
+// Where vector `chunk` of a stage's row `row` is. A static member, not a
+// free function: nvcc's host pass, for which the kernel's body is empty,
+// warns of an unused free function.
+struct Stages {
+  static __device__ __forceinline__ int Slot(int row, int chunk) {
+    return row * kChunks + (chunk ^ (row % 8));
+  }
+};
 
 // The thread's copies of step s into `stage`: vector threadIdx % kChunks of
 // rows threadIdx / kChunks + 16 i. W's rows first (its columns col0 + row),
@@ -97,7 +101,7 @@ __device__ __forceinline__ void CopyStep(const StreamGemmParams& p,
 #pragma unroll
     for (int i = 0; i < kTileCols / kRowStep; ++i) {
       const int row = row0 + kRowStep * i;
-      uint4* const dst = stage + Slot(row, chunk);
+      uint4* const dst = stage + Stages::Slot(row, chunk);
       if (col0 + row < p.n && e < p.k) {
         CopyAsync<16>(dst, static_cast<const T*>(p.w) + (col0 + row) * p.k + e);
       } else {
@@ -109,7 +113,7 @@ __device__ __forceinline__ void CopyStep(const StreamGemmParams& p,
 #pragma unroll
   for (int i = 0; i < Stage<kRowTiles>::kXRows / kRowStep; ++i) {
     const int row = row0 + kRowStep * i;
-    uint4* const dst = stage + Slot(kTileCols + row, chunk);
+    uint4* const dst = stage + Stages::Slot(kTileCols + row, chunk);
     if (row < p.rows && e < p.k) {
       CopyAsync<16>(dst, static_cast<const T*>(p.x) + row * p.k + e);
     } else {
@@ -156,14 +160,16 @@ __device__ __forceinline__ void StepMmas(
     uint32_t a[WT::kWTiles][4];
 #pragma unroll
     for (int h = 0; h < WT::kWTiles; ++h) {
-      LdMatrixX4(stage + Slot(col0 + 16 * h + r + 8 * (m % 2), 2 * j + m / 2),
-                 a[h]);
+      LdMatrixX4(
+          stage + Stages::Slot(col0 + 16 * h + r + 8 * (m % 2), 2 * j + m / 2),
+          a[h]);
     }
 #pragma unroll
     for (int i = 0; i < WT::kTiles / 2; ++i) {
       uint32_t b[4];
-      LdMatrixX4(stage + Slot(row0 + 16 * i + r + 8 * (m / 2), 2 * j + m % 2),
-                 b);
+      LdMatrixX4(
+          stage + Stages::Slot(row0 + 16 * i + r + 8 * (m / 2), 2 * j + m % 2),
+          b);
 #pragma unroll
       for (int h = 0; h < WT::kWTiles; ++h) {
         HalfOps<T>::Mma(acc[h][2 * i], a[h], b[0], b[1]);
@@ -388,19 +394,47 @@ cudaError_t TileGemmCudaShape(int64_t n, int64_t k, TileGemmShape* shape) {
   return cudaSuccess;
 }
 
-cudaError_t TileGemmCuda(const StreamGemmParams& p, cudaStream_t stream,
-                         LaunchOrder order) {
+namespace {
+
+// `p` cut by `shape` (of TileGemmShapeFor's n and k), or by `splits`
+// instead of its split count where that is positive.
+cudaError_t Run(const StreamGemmParams& p, int splits, cudaStream_t stream,
+                LaunchOrder order) {
   if (TileGemmCheck(p, true)[0] != '\0') return cudaErrorInvalidValue;
-  if (p.rows == 0 || p.n == 0) return cudaSuccess;
   TileGemmShape shape;
-  if (const cudaError_t err = TileGemmCudaShape(p.n, p.k, &shape);
-      err != cudaSuccess) {
-    return err;
+  if (splits > 0) {
+    shape.col_blocks = (p.n + kTileCols - 1) / kTileCols;
+    shape.steps = (p.k + kTileStep - 1) / kTileStep;
+    if (splits > kTileMaxSplits || splits > shape.steps) {
+      return cudaErrorInvalidValue;
+    }
+    shape.splits = splits;
+  }
+  if (p.rows == 0 || p.n == 0) return cudaSuccess;
+  if (splits > 0 && !CurrentImageTakesSm90()) return cudaErrorNotSupported;
+  if (splits <= 0) {
+    if (const cudaError_t err = TileGemmCudaShape(p.n, p.k, &shape);
+        err != cudaSuccess) {
+      return err;
+    }
   }
   if (p.w_type == ElementType::kBF16) {
     return LaunchForRows<__nv_bfloat16>(p, shape, stream, order);
   }
   return LaunchForRows<__half>(p, shape, stream, order);
+}
+
+}  // namespace
+
+cudaError_t TileGemmCuda(const StreamGemmParams& p, cudaStream_t stream,
+                         LaunchOrder order) {
+  return Run(p, 0, stream, order);
+}
+
+cudaError_t TileGemmCudaSplits(const StreamGemmParams& p, int splits,
+                               cudaStream_t stream, LaunchOrder order) {
+  if (splits < 1) return cudaErrorInvalidValue;
+  return Run(p, splits, stream, order);
 }
 
 }  // namespace h3::kernels

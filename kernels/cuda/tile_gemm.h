@@ -26,6 +26,16 @@ cudaError_t TileGemmCuda(const StreamGemmParams& params, cudaStream_t stream,
 // cudaErrorNotSupported before 9.0.
 cudaError_t TileGemmCudaShape(int64_t n, int64_t k, TileGemmShape* shape);
 
+// TileGemmCuda with k cut into `splits` shares instead of
+// TileGemmShapeFor's (other bits, as the specification's at that count),
+// for benchmarks that time the split counts and tests that check them.
+// cudaErrorInvalidValue, with nothing enqueued, unless 1 <= splits <=
+// kTileMaxSplits and splits <= ceil(k / kTileStep); a launch error where
+// the device holds no cluster of that size.
+cudaError_t TileGemmCudaSplits(const StreamGemmParams& params, int splits,
+                               cudaStream_t stream,
+                               LaunchOrder order = LaunchOrder::kAfterPrior);
+
 }  // namespace h3::kernels
 
 #endif  // H3_KERNELS_CUDA_TILE_GEMM_H_

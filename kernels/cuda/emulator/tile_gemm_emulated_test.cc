@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "base/element_type.h"
@@ -114,6 +115,46 @@ TEST(TileGemmEmulatedBatchTest, ARowGetsTheSameBitsInAnyBatch) {
                                                       .n = 300,
                                                       .k = 1096},
                                                      RunEmulated);
+  }
+}
+
+// TileGemmCudaSplits: every split count the kernel takes gives the
+// specification's bits at that count (33 steps: shares of 33 to 4 steps,
+// unequal), and the counts it refuses.
+TEST(TileGemmEmulatedSplitsTest, EachCountGivesItsSpecificationsBits) {
+  const StreamCase c{.w_type = ElementType::kBF16,
+                     .half_x = true,
+                     .bias = true,
+                     .rows = 36,
+                     .n = 72,
+                     .k = 2056};
+  const StreamOperands o = h3::testing::MakeStreamOperands(c, 17);
+  const size_t bytes = c.rows * c.n * sizeof(float);
+  for (int splits = 1; splits <= kTileMaxSplits; ++splits) {
+    std::vector<uint8_t> want(bytes), got(bytes, 0xff);
+    TileGemmEmulation(h3::testing::StreamParams(c, o.x.data(), o.w.data(),
+                                                o.bias.data(), want.data()),
+                      splits);
+    ASSERT_EQ(
+        TileGemmCudaSplits(h3::testing::StreamParams(c, o.x.data(), o.w.data(),
+                                                     o.bias.data(), got.data()),
+                           splits, nullptr),
+        cudaSuccess)
+        << emulator::LastRunError();
+    EXPECT_EQ(got, want) << splits << " splits";
+  }
+  std::vector<uint8_t> y(bytes);
+  StreamCase shallow = c;
+  shallow.k = 3 * kTileStep;  // 3 steps
+  for (const auto& [k_case, splits] :
+       {std::pair{c, 0}, std::pair{c, kTileMaxSplits + 1},
+        std::pair{shallow, 4}}) {
+    EXPECT_EQ(TileGemmCudaSplits(
+                  h3::testing::StreamParams(k_case, o.x.data(), o.w.data(),
+                                            o.bias.data(), y.data()),
+                  splits, nullptr),
+              cudaErrorInvalidValue)
+        << splits << " splits of k " << k_case.k;
   }
 }
 
