@@ -48,14 +48,29 @@
 #include "kernels/cuda/tile_gemm.h"
 
 namespace h3::kernels {
+namespace tile_gemm {
+
+constexpr int kChunks = kTileStep * 2 / 16;  // 16-byte vectors a row
+
+// Where vector `chunk` of a stage's row `row` is. Outside the unnamed
+// namespace: nvcc's host pass, for which the kernel's body is empty, warns
+// of an unused function of internal linkage.
+__device__ __forceinline__ int Slot(int row, int chunk) {
+  return row * kChunks + (chunk ^ (row % 8));
+}
+
+}  // namespace tile_gemm
+
 namespace {
+
+using tile_gemm::kChunks;
+using tile_gemm::Slot;
 
 namespace cg = cooperative_groups;
 
 constexpr int kWarps = kTileCols / 16;  // a W tile of 16 columns each
 constexpr int kThreads = kWarps * 32;
 constexpr int kStages = 4;  // steps in shared memory: 3 in flight
-constexpr int kChunks = kTileStep * 2 / 16;  // 16-byte vectors a row
 // Floats a row of partials: 4 more than the columns, so that the 4 lanes
 // of a quad (rows 2 t + c % 2) store to different banks.
 constexpr int kPartialStride = kTileCols + 4;
@@ -76,15 +91,6 @@ struct Stage {
       kStagesBytes > kPartialBytes ? kStagesBytes : kPartialBytes;
 };
 
-// Where vector `chunk` of a stage's row `row` is. A static member, not a
-// free function: nvcc's host pass, for which the kernel's body is empty,
-// warns of an unused free function.
-struct Stages {
-  static __device__ __forceinline__ int Slot(int row, int chunk) {
-    return row * kChunks + (chunk ^ (row % 8));
-  }
-};
-
 // The thread's copies of step s into `stage`: vector threadIdx % kChunks of
 // rows threadIdx / kChunks + 16 i. W's rows first (its columns col0 + row),
 // then (with `x`) x's; zeros past n, past the rows and past k (k % 8 == 0:
@@ -101,7 +107,7 @@ __device__ __forceinline__ void CopyStep(const StreamGemmParams& p,
 #pragma unroll
     for (int i = 0; i < kTileCols / kRowStep; ++i) {
       const int row = row0 + kRowStep * i;
-      uint4* const dst = stage + Stages::Slot(row, chunk);
+      uint4* const dst = stage + Slot(row, chunk);
       if (col0 + row < p.n && e < p.k) {
         CopyAsync<16>(dst, static_cast<const T*>(p.w) + (col0 + row) * p.k + e);
       } else {
@@ -113,7 +119,7 @@ __device__ __forceinline__ void CopyStep(const StreamGemmParams& p,
 #pragma unroll
   for (int i = 0; i < Stage<kRowTiles>::kXRows / kRowStep; ++i) {
     const int row = row0 + kRowStep * i;
-    uint4* const dst = stage + Stages::Slot(kTileCols + row, chunk);
+    uint4* const dst = stage + Slot(kTileCols + row, chunk);
     if (row < p.rows && e < p.k) {
       CopyAsync<16>(dst, static_cast<const T*>(p.x) + row * p.k + e);
     } else {
@@ -160,16 +166,14 @@ __device__ __forceinline__ void StepMmas(
     uint32_t a[WT::kWTiles][4];
 #pragma unroll
     for (int h = 0; h < WT::kWTiles; ++h) {
-      LdMatrixX4(
-          stage + Stages::Slot(col0 + 16 * h + r + 8 * (m % 2), 2 * j + m / 2),
-          a[h]);
+      LdMatrixX4(stage + Slot(col0 + 16 * h + r + 8 * (m % 2), 2 * j + m / 2),
+                 a[h]);
     }
 #pragma unroll
     for (int i = 0; i < WT::kTiles / 2; ++i) {
       uint32_t b[4];
-      LdMatrixX4(
-          stage + Stages::Slot(row0 + 16 * i + r + 8 * (m / 2), 2 * j + m % 2),
-          b);
+      LdMatrixX4(stage + Slot(row0 + 16 * i + r + 8 * (m / 2), 2 * j + m % 2),
+                 b);
 #pragma unroll
       for (int h = 0; h < WT::kWTiles; ++h) {
         HalfOps<T>::Mma(acc[h][2 * i], a[h], b[0], b[1]);
