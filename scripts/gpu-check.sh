@@ -71,6 +71,10 @@
 #                     the stream kernel also overlapped (--pdl) and, before
 #                     qkv and fc1, with its norm apart and inside it; the
 #                     cluster kernel (stream_split) on sm_90 and later
+#   tile       90/20  h3_linear_bench on the tile product alone: fp16,
+#                     half activations, rows 8, 16, 32, 64, each product at
+#                     its chosen split count and at 1, 2, 3, 4, 6 and 8
+#                     (--tile-splits), against cuBLASLt
 #   step       60/15  h3_step_bench: the decode step's kernels (auto, the
 #                     float4 kernel; runtime_lanes) at the H3-1.3B
 #                     layer shape, fp16, batch 1, 8 and 64, against the copy
@@ -95,7 +99,7 @@
 # after every phase: summary.txt (what passed, failed, timed out, was skipped
 # and why), check.json (the same as JSON), tests.log (tests and memcheck),
 # bench.log (everything else), results.json (every benchmark's JSON report,
-# keyed by its name: table4, breakdown, breakdown_half, flashconv, linear, step,
+# keyed by its name: table4, breakdown, breakdown_half, flashconv, linear, tile, step,
 # attention, serve_1, serve_64; a report that is not JSON is kept as a
 # string) and profile.txt (ncu's reports).
 # Our programs run with the archive's lib/ on LD_LIBRARY_PATH, through small
@@ -110,13 +114,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_phases=(facts devices triage tests table4 flashconv profile breakdown linear step attention serve_1
-            serve_64 memcheck)
+all_phases=(facts devices triage tests table4 flashconv profile breakdown linear tile step attention
+            serve_1 serve_64 memcheck)
 declare -A limit=([facts]=20 [devices]=30 [triage]=60 [tests]=180 [table4]=240 [breakdown]=240
-                  [profile]=150 [flashconv]=120 [linear]=120 [step]=60 [attention]=120 [serve_1]=60
+                  [profile]=150 [flashconv]=120 [linear]=120 [tile]=90 [step]=60 [attention]=120 [serve_1]=60
                   [serve_64]=150 [memcheck]=600)
 declare -A least=([facts]=5 [devices]=5 [triage]=20 [tests]=30 [table4]=90 [breakdown]=60 [profile]=30
-                  [flashconv]=30 [linear]=20 [step]=15 [attention]=30 [serve_1]=30 [serve_64]=60
+                  [flashconv]=30 [linear]=20 [tile]=20 [step]=15 [attention]=30 [serve_1]=30 [serve_64]=60
                   [memcheck]=60)
 reserve=5      # seconds kept back to write the summary
 kill_grace=3   # seconds between SIGTERM and SIGKILL
@@ -439,6 +443,28 @@ elif kind == "linear":
                          (f", {split:.3f} ms stream-split (half)" if split else "") +
                          (f", {tile:.3f} ms tile (half)" if tile else ""))
     print("; ".join(parts) or "no fp16 timings")
+elif kind == "tile":
+    # Per rows and product: cuBLASLt, the tile kernel at its chosen splits,
+    # and its fastest split count.
+    recs = r.get("results", [])
+    parts = []
+    for rows in sorted({c["rows"] for c in recs}):
+        items = []
+        for prod in dict.fromkeys(c["product"] for c in recs if c["rows"] == rows):
+            mine = [c for c in recs if c["rows"] == rows and c["product"] == prod]
+            lt = next((c["ms"] for c in mine if c["kernel"] == "cublaslt_tuned"), None) or \
+                next((c["ms"] for c in mine if c["kernel"] == "cublaslt"), None)
+            tile = next((c for c in mine if c["kernel"] == "tile_pdl"), None) or \
+                next((c for c in mine if c["kernel"] == "tile"), None)
+            best = min((c for c in mine if c["kernel"].startswith("tile_s")),
+                       key=lambda c: c["ms"], default=None)
+            if tile and lt:
+                items.append(f"{prod} {1000 * tile['ms']:.1f} us s{tile['splits']}" +
+                             (f" (best s{best['splits']} {1000 * best['ms']:.1f})" if best else "") +
+                             f" vs {1000 * lt:.1f}")
+        if items:
+            parts.append(f"rows {rows}: " + ", ".join(items))
+    print("; ".join(parts) or "no tile timings")
 elif kind.startswith("serve"):
     print("; ".join(
         f"prefill-tokens {b['prefill_tokens']}: served {f(s['served_tokens_per_s'])} tok/s, "
@@ -700,6 +726,16 @@ phase_linear() {
   bench_result $? linear
 }
 
+phase_tile() {
+  if [ ! -x "$shim/bench/h3_linear_bench" ]; then
+    status=skipped; detail="no h3_linear_bench in this build"; return
+  fi
+  bounded "$bench_log" "$shim/bench/h3_linear_bench" --types fp16 \
+    --activations half --rows 8,16,32,64 --tile-splits 1,2,3,4,6,8 \
+    --reps 20 --rounds 3 --out "$res/tile.json"
+  bench_result $? tile
+}
+
 phase_step() {
   if [ ! -x "$shim/bench/h3_step_bench" ]; then
     status=skipped; detail="no h3_step_bench in this build"; return
@@ -885,7 +921,7 @@ phase_memcheck() {
 
 # ---- the run ----------------------------------------------------------------
 exit_status=0
-bench_phases="table4 flashconv profile breakdown linear step attention serve_1 serve_64"
+bench_phases="table4 flashconv profile breakdown linear tile step attention serve_1 serve_64"
 no_gpu=""   # set by the devices phase: the benchmarks and memcheck skip then
 for phase in "${selected[@]}"; do
   left=$(( total - SECONDS - reserve ))
