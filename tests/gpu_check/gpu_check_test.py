@@ -23,11 +23,11 @@ SOURCE = os.environ.get("H3_SOURCE_DIR") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CHECK = os.path.join(SOURCE, "scripts", "gpu-check.sh")
 PHASES = ["facts", "devices", "triage", "tests", "table4", "flashconv", "profile", "breakdown", "linear",
-          "step", "attention", "serve_1", "serve_64", "memcheck"]
+          "tile", "step", "attention", "serve_1", "serve_64", "memcheck"]
 ALLOWED_FILES = {"summary.txt", "check.json", "tests.log", "bench.log", "results.json",
                  "profile.txt"}
-REPORTS = {"table4", "breakdown", "breakdown_half", "flashconv", "linear", "step", "attention",
-           "serve_1", "serve_64"}
+REPORTS = {"table4", "breakdown", "breakdown_half", "flashconv", "linear", "tile", "step",
+           "attention", "serve_1", "serve_64"}
 
 # h3_engine_bench: writes the model (write-random), or prints a breakdown
 # report (one line of JSON) for the batch it is given.
@@ -179,10 +179,20 @@ class FakeMachine:
                    '"decode": [{"kernel": "decode", "cache_type": "bf16", "batch": 64, '
                    '"context": 4096, "gb_per_s": 2500.0, "fraction_of_copy": 0.8}]}\' > "$out"\n',
               True)
+        # With --tile-splits (the tile phase): the tile kernel's records.
         write(os.path.join(self.root, "build", "bench", "h3_linear_bench"),
-              sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && echo \'{"step_ms": '
+              sh + 'tile=""; for a in "$@"; do [ "$a" = --tile-splits ] && tile=1; done\n'
+                   'while [ $# -gt 0 ]; do [ "$1" = --out ] && if [ -n "$tile" ]; then '
+                   'echo \'{"results": ['
+                   '{"product": "qkv", "rows": 64, "kernel": "cublaslt", "ms": 0.0104}, '
+                   '{"product": "qkv", "rows": 64, "kernel": "tile_pdl", "ms": 0.0071, '
+                   '"splits": 4}, '
+                   '{"product": "qkv", "rows": 64, "kernel": "tile_s2_pdl", "ms": 0.0069, '
+                   '"splits": 2}, '
+                   '{"product": "qkv", "rows": 64, "kernel": "tile_s8_pdl", "ms": 0.0090, '
+                   '"splits": 8}]}\' > "$2"; else echo \'{"step_ms": '
                    '{"fp16_rows1_skinny": 0.9, "fp16_rows1_cublaslt": 1.2, '
-                   '"fp16_rows1_cublaslt_pinned": 1.3}}\' > "$2"; shift; done\n',
+                   '"fp16_rows1_cublaslt_pinned": 1.3}}\' > "$2"; fi; shift; done\n',
               True)
         write(os.path.join(self.root, "build", "bench", "h3_step_bench"),
               sh + 'while [ $# -gt 0 ]; do [ "$1" = --out ] && echo \'{"results": '
@@ -299,6 +309,7 @@ class GpuCheckTest(unittest.TestCase):
                       "ctx4096: 2500 GB/s (80% of copy)", m.phases["attention"]["detail"])
         self.assertIn("fp16 rows 1: products of a step 0.900 ms skinny, 1.200 ms cuBLASLt, "
                       "1.300 ms pinned", m.phases["linear"]["detail"])
+        self.assertEqual("rows 64: qkv 7.1 us s4 (best s2 6.9) vs 10.4", m.phases["tile"]["detail"])
         self.assertEqual("fp16 batch 64 runtime_lanes: 70.0 us (30% of copy)", m.phases["step"]["detail"])
         self.assertEqual(m.check["commit"], "0123456789ab")
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
@@ -306,8 +317,8 @@ class GpuCheckTest(unittest.TestCase):
         files = set(os.listdir(m.out))
         self.assertEqual(files, ALLOWED_FILES - {"profile.txt"})
         self.assertIn("failed: tests", m.summary)
-        self.assertIn("passed: facts devices triage table4 flashconv breakdown linear step attention "
-                      "serve_1 serve_64 memcheck", m.summary)
+        self.assertIn("passed: facts devices triage table4 flashconv breakdown linear tile step "
+                      "attention serve_1 serve_64 memcheck", m.summary)
         self.assertIn("skipped: profile", m.summary)
         self.assertEqual(m.phases["profile"]["detail"], "ncu not found")
         self.assertIn("gpu: 0, NVIDIA Fake H100", m.summary)
@@ -356,6 +367,7 @@ class GpuCheckTest(unittest.TestCase):
                          "rows: 1 of 6 failed; "
                          "stream-split: status 139, no gtest summary; "
                          "stream-split: 3 passed, 0 skipped; "
+                         "tile: 3 passed, 0 skipped; tile: 3 passed, 0 skipped; "
                          "pdl: 3 passed, 0 skipped; pdl: 3 passed, 0 skipped; "
                          "the benchmarks run with H3_CUDA_FALLBACKS=rows,stream-split")
         self.assertIn("fallbacks: the benchmarks run with H3_CUDA_FALLBACKS=rows,stream-split "
@@ -373,7 +385,8 @@ class GpuCheckTest(unittest.TestCase):
         # The caller's list reaches every phase, and the triage adds to it;
         # a path the caller turned off is not tested.
         m.run("--phases", "triage,tests,table4", env={env: "pdl"})
-        self.assertIn("stream-split: 3 passed, 0 skipped; pdl: off (H3_CUDA_FALLBACKS); "
+        self.assertIn("stream-split: 3 passed, 0 skipped; tile: 3 passed, 0 skipped; "
+                      "tile: 3 passed, 0 skipped; pdl: off (H3_CUDA_FALLBACKS); "
                       "pdl: off (H3_CUDA_FALLBACKS)", m.phases["triage"]["detail"])
         self.assertIn("the benchmarks run with H3_CUDA_FALLBACKS=pdl,rows,stream-split",
                       m.phases["triage"]["detail"])
@@ -397,8 +410,8 @@ class GpuCheckTest(unittest.TestCase):
                 pid = int(f.read())
             self.assertFalse(alive(pid), f"the test's {who} {pid} still runs")
         self.assertIn("timed out: tests", m.summary)
-        self.assertIn("not selected: facts devices triage table4 profile breakdown linear step attention "
-                      "serve_1 serve_64 memcheck",
+        self.assertIn("not selected: facts devices triage table4 profile breakdown linear tile step "
+                      "attention serve_1 serve_64 memcheck",
                       m.summary)
 
     def test_the_total_limit_cuts_a_phase_and_skips_the_rest(self):
