@@ -4,9 +4,13 @@
 // its lanes known at compile time for N 64; runtime_lanes: the same kernel
 // with its lanes at run time), at several batch sizes, against the bytes
 // it must move (H3StepBytes) and the device-to-device copy bandwidth measured
-// in the same run. JSON on stdout, or in --out.
+// in the same run. With --sequences-per-block 8,16 also "auto_spb8" ...:
+// the auto kernel with that many sequences a block (H3StepCuda's
+// sequences_per_block; "sequences_per_block" in every record, 0 for the
+// rule). JSON on stdout, or in --out.
 //
 //   h3_step_bench [--types fp16] [--batches 1,8,64] [--d 2048] [--n 64]
+//       [--sequences-per-block 8,16]
 //       [--reps 100] [--rounds 5] [--rotate-mib 512] [--copy-mib 1024]
 //       [--device 0] [--out FILE]
 //
@@ -30,6 +34,7 @@
 #include <cstdint>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -61,6 +66,7 @@ struct Flags : TimingFlags {
   std::vector<int> batches = {1, 8, 64};
   int d = 2048;
   int n = 64;
+  std::vector<int> sequences_per_block;  // also auto at each of these
 };
 
 // One layer's copy: parameters, states, inputs and outputs on the device.
@@ -137,12 +143,13 @@ void MakeCopy(const H3Shape& s, ElementType type, int batch,
 
 // The fastest and the median round's per-call ms of `kernel` over `copies`.
 TimeStats TimeKernel(const Flags& f, const std::vector<Copy>& copies,
-                     kernels::H3StepKernel kernel, cudaStream_t stream) {
+                     kernels::H3StepKernel kernel, int sequences_per_block,
+                     cudaStream_t stream) {
   return Summarize(
       TimeRounds(f, static_cast<int>(copies.size()), stream, [&](int i) {
-        H3_BENCH_CUDA_CHECK(
-            kernels::H3StepCuda(copies[i].params, stream,
-                                kernels::LaunchOrder::kAfterPrior, kernel));
+        H3_BENCH_CUDA_CHECK(kernels::H3StepCuda(
+            copies[i].params, stream, kernels::LaunchOrder::kAfterPrior, kernel,
+            sequences_per_block));
       }));
 }
 
@@ -165,14 +172,21 @@ int Run(const Flags& f) {
                  &layer[c]);
       }
       H3_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
-      for (const auto& [name, kernel] :
-           {std::pair{"auto", kernels::H3StepKernel::kAuto},
-            std::pair{"runtime_lanes", kernels::H3StepKernel::kRuntimeLanes}}) {
-        const TimeStats t = TimeKernel(f, layer, kernel, stream);
+      // (name, kernel, sequences a block: 0 for the rule)
+      std::vector<std::tuple<std::string, kernels::H3StepKernel, int>> runs = {
+          {"auto", kernels::H3StepKernel::kAuto, 0},
+          {"runtime_lanes", kernels::H3StepKernel::kRuntimeLanes, 0}};
+      for (const int spb : f.sequences_per_block) {
+        runs.emplace_back("auto_spb" + std::to_string(spb),
+                          kernels::H3StepKernel::kAuto, spb);
+      }
+      for (const auto& [name, kernel, spb] : runs) {
+        const TimeStats t = TimeKernel(f, layer, kernel, spb, stream);
         const double gbps = bytes / (t.min * 1e6);
         records.push_back({{"type", type_name},
                            {"batch", batch},
                            {"kernel", name},
+                           {"sequences_per_block", spb},
                            {"ms", t.min},
                            {"ms_median_round", t.median},
                            {"bytes", bytes},
@@ -217,6 +231,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--d", f.d, "d_model")->check(CLI::Range(8, 65536));
   app.add_option("--n", f.n, "d_state (even)")->check(CLI::Range(2, 256));
+  app.add_option("--sequences-per-block", f.sequences_per_block,
+                 "also time the auto kernel with each of these numbers of "
+                 "sequences a block (records auto_spb<N>)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
   h3::bench::AddTimingFlags(app, &f, "layer");
   CLI11_PARSE(app, argc, argv);
   if (f.n % 2 != 0) {

@@ -308,13 +308,15 @@ int LanesFor(int n_state, int vec) {
 
 template <int kVec, typename T, int kLanes = 0>
 cudaError_t LaunchHeadDim1(const H3StepParams& p, StepLayout l,
-                           cudaStream_t stream, LaunchOrder order) {
+                           int sequences_per_block, cudaStream_t stream,
+                           LaunchOrder order) {
   const H3Weights& w = p.w;
   constexpr size_t kBytes = kVecAlignment<kVec>;
   l.weights_aligned = Aligned(w.shift_kernel, kBytes) &&
                       Aligned(w.dA, kBytes) && Aligned(w.dB, kBytes) &&
                       Aligned(w.C, kBytes);
-  const dim3 grid = SequenceGrid(p, kThreads / l.lanes, &l);
+  const dim3 grid =
+      SequenceGrid(p, kThreads / l.lanes, sequences_per_block, &l);
   return LaunchInOrder(order, H3StepHeadDim1Kernel<kVec, T, kLanes>, grid,
                        dim3(kThreads), 0, stream, p, l);
 }
@@ -340,14 +342,15 @@ bool ValidShape(const H3Shape& s) {
 }  // namespace h3_step
 
 cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
-                       LaunchOrder order, H3StepKernel kernel) {
+                       LaunchOrder order, H3StepKernel kernel,
+                       int sequences_per_block) {
   using h3_step::LanesFor;
   using h3_step::LaunchGeneral;
   using h3_step::LaunchHeadDim1;
   using h3_step::StepLayout;
   const H3Weights& w = params.w;
   if (!h3_step::ValidShape(w.shape) || params.batch < 0 ||
-      params.input_stride < 0) {
+      params.input_stride < 0 || sequences_per_block < 0) {
     return cudaErrorInvalidValue;
   }
   if (params.batch == 0) return cudaSuccess;
@@ -370,13 +373,15 @@ cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
       if (n_state % 4 == 0 && (l.lanes = LanesFor(n_state, 4)) > 0) {
         if (n_state == 4 * h3_step::kExactLanes &&
             kernel != H3StepKernel::kRuntimeLanes) {
-          return LaunchHeadDim1<4, T, h3_step::kExactLanes>(params, l, stream,
-                                                            order);
+          return LaunchHeadDim1<4, T, h3_step::kExactLanes>(
+              params, l, sequences_per_block, stream, order);
         }
-        return LaunchHeadDim1<4, T>(params, l, stream, order);
+        return LaunchHeadDim1<4, T>(params, l, sequences_per_block, stream,
+                                    order);
       }
       if ((l.lanes = LanesFor(n_state, 2)) > 0) {
-        return LaunchHeadDim1<2, T>(params, l, stream, order);
+        return LaunchHeadDim1<2, T>(params, l, sequences_per_block, stream,
+                                    order);
       }
     }
     return LaunchGeneral<T>(params, l, stream, order);

@@ -59,9 +59,17 @@ enum class H3StepKernel {
   // h3_step_bench, which times the two.
   kRuntimeLanes,
 };
+// `sequences_per_block`: how many sequences a block of the head_dim-1
+// kernels walks (each reads its channels' parameters once for all of them);
+// 0, the default, for the rule (about 4096 blocks, at most 16 sequences a
+// block: 4 at batch 64 of the 1.3B shape); else that many, or more where
+// the grid's y would pass 65535. The same bits either way; for
+// h3_step_bench, which times the counts, and the tests. Negative:
+// cudaErrorInvalidValue.
 cudaError_t H3StepCuda(const H3StepParams& params, cudaStream_t stream,
                        LaunchOrder order = LaunchOrder::kAfterPrior,
-                       H3StepKernel kernel = H3StepKernel::kAuto);
+                       H3StepKernel kernel = H3StepKernel::kAuto,
+                       int sequences_per_block = 0);
 
 // The bytes one call must move through global memory at least, 4 bytes a
 // float: per sequence the shift ring read (d N) and its new slots written

@@ -384,15 +384,19 @@ __device__ __forceinline__ void StepSequences(
 // The grid of the head_dim-1 kernels for channels_per_block channels a
 // block: (channel tiles, sequence groups), and l->sequences_per_block, so
 // that there are about kTargetBlocks blocks (at most kMaxSequencesPerBlock
-// sequences a block, and a grid.y within kMaxGridY).
+// sequences a block, and a grid.y within kMaxGridY), or `requested`
+// sequences a block where that is positive (and the grid's y fits).
 inline dim3 SequenceGrid(const H3StepParams& p, int channels_per_block,
-                         StepLayout* l) {
+                         int requested, StepLayout* l) {
   const int64_t tiles =
       (p.w.shape.d_model + channels_per_block - 1) / channels_per_block;
-  const int64_t wanted = tiles * p.batch / kTargetBlocks;
+  const int64_t wanted =
+      requested > 0 ? requested
+                    : std::min<int64_t>(tiles * p.batch / kTargetBlocks,
+                                        kMaxSequencesPerBlock);
   const int64_t fit = (p.batch + kMaxGridY - 1) / kMaxGridY;
-  l->sequences_per_block = static_cast<int>(std::max<int64_t>(
-      {1, std::min<int64_t>(wanted, kMaxSequencesPerBlock), fit}));
+  l->sequences_per_block =
+      static_cast<int>(std::max<int64_t>({1, wanted, fit}));
   return dim3(static_cast<unsigned>(tiles),
               (p.batch + l->sequences_per_block - 1) / l->sequences_per_block);
 }

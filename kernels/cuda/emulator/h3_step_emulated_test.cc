@@ -263,6 +263,52 @@ INSTANTIATE_TEST_SUITE_P(
                                          ElementType::kBF16),
                        ::testing::Bool()));
 
+// Sequences a block (H3StepCuda's sequences_per_block) change which block
+// walks a sequence, never its sums: 1, 5, 16 and 20 a block (past the 16
+// staged in shared memory, the rest from the arrays) give the rule's bits
+// over kSteps steps of 37 sequences.
+TEST(H3StepSequencesPerBlockTest, GiveTheRulesBits) {
+  const H3Shape shape{40, 1, 64};
+  const int batch = 37;
+  const RandomH3Layer layer(shape, 47);
+  std::mt19937 rng(48);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const RandomStates drawn(shape, batch, rng);
+  const std::vector<int> counts = {0, 1, 5, 16, 20};  // 0: the rule
+  std::vector<RandomStates> sides(counts.size(), drawn);
+  std::vector<int64_t> positions(batch);
+  for (int b = 0; b < batch; ++b) positions[b] = 3 * b;
+  const size_t block = size_t{1} * batch * shape.d_model;
+  for (int step = 0; step < kSteps; ++step) {
+    std::vector<float> in(3 * block);
+    for (float& x : in) x = normal(rng);
+    const HalfInput half(in, ElementType::kF16);
+    std::vector<std::vector<uint16_t>> out(counts.size(),
+                                           std::vector<uint16_t>(block));
+    for (size_t i = 0; i < counts.size(); ++i) {
+      const std::vector<H3State> states = sides[i].Views();
+      H3StepParams p = StepParams(
+          layer.weights(), batch, false, half.bits.data(), sizeof(uint16_t),
+          out[i].data(), states.data(), positions.data());
+      p.io_type = ElementType::kF16;
+      ASSERT_EQ(H3StepCuda(p, nullptr, LaunchOrder::kAfterPrior,
+                           H3StepKernel::kAuto, counts[i]),
+                cudaSuccess)
+          << emulator::LastRunError();
+      EXPECT_EQ(out[i], out[0]) << counts[i] << " a block, step " << step;
+    }
+    for (int64_t& pos : positions) ++pos;
+  }
+  for (size_t i = 1; i < counts.size(); ++i) {
+    for (int b = 0; b < batch; ++b) {
+      EXPECT_EQ(sides[i].rings[b], sides[0].rings[b])
+          << counts[i] << " a block: shift ring of sequence " << b;
+      EXPECT_EQ(sides[i].diags[b], sides[0].diags[b])
+          << counts[i] << " a block: diagonal state of sequence " << b;
+    }
+  }
+}
+
 std::vector<StepCase> Cases() {
   std::vector<StepCase> cases;
   for (const ElementType type :
