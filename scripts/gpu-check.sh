@@ -78,7 +78,7 @@
 #   step       60/15  h3_step_bench: the decode step's kernels (auto, the
 #                     float4 kernel; runtime_lanes) at the H3-1.3B
 #                     layer shape, fp16, batch 1, 8 and 64, against the copy
-#                     bandwidth
+#                     bandwidth; auto also with 8 and 16 sequences a block
 #   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against
 #                     tensor cores (fp16, bf16), h3-1.3b's shape, prompts of
 #                     512, 1536 and 4096 at batch 1 and 64; decode attention
@@ -741,7 +741,7 @@ phase_step() {
     status=skipped; detail="no h3_step_bench in this build"; return
   fi
   bounded "$bench_log" "$shim/bench/h3_step_bench" --batches 1,8,64 \
-    --out "$res/step.json"
+    --sequences-per-block 8,16 --out "$res/step.json"
   bench_result $? step
 }
 
