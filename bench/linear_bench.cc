@@ -247,7 +247,7 @@ int Run(const Flags& f) {
                     kernels::StreamGemmCuda(stream_params, stream));
               });
           // The paths H3_CUDA_FALLBACKS has not turned off.
-          std::vector<std::pair<const char*, std::vector<double>>> extra;
+          std::vector<std::pair<std::string, std::vector<double>>> extra;
           if (!no_pdl) {
             extra.push_back(
                 {"stream_pdl", TimeRounds(f, copies, stream, [&](int c) {
@@ -257,80 +257,55 @@ int Run(const Flags& f) {
                        kernels::LaunchOrder::kOverlapPrior));
                  })});
           }
-          // The cluster kernel where the device has clusters; a launch error
-          // leaves that record out, with a warning, rather than ending the
-          // run.
-          for (const auto order : orders) {
-            if (!clusters || no_split) break;
-            const char* name = order == kernels::LaunchOrder::kAfterPrior
-                                   ? "stream_split"
-                                   : "stream_split_pdl";
+          // Times `launch` (a call on stream_params, whose W the rounds
+          // rotate) as record `name`; where its first call fails, a warning,
+          // and the record is left out rather than ending the run.
+          const auto time_if_it_launches = [&](const std::string& name,
+                                               const auto& launch) {
             stream_params.w = w[0].get();
-            if (const cudaError_t err =
-                    kernels::StreamSplitGemmCuda(stream_params, stream, order);
-                err != cudaSuccess) {
+            if (const cudaError_t err = launch(); err != cudaSuccess) {
               std::cerr << "h3_linear_bench: " << name << " on " << p.name
                         << " rows " << rows << ": " << cudaGetErrorString(err)
                         << "; left out\n";
-              continue;
+              cudaGetLastError();
+              return;
             }
             extra.push_back({name, TimeRounds(f, copies, stream, [&](int c) {
                                stream_params.w = w[c].get();
-                               H3_BENCH_CUDA_CHECK(kernels::StreamSplitGemmCuda(
-                                   stream_params, stream, order));
+                               H3_BENCH_CUDA_CHECK(launch());
                              })});
+          };
+          const auto suffix = [](kernels::LaunchOrder order) {
+            return order == kernels::LaunchOrder::kOverlapPrior ? "_pdl" : "";
+          };
+          // The cluster kernel where the device has clusters.
+          for (const auto order : orders) {
+            if (!clusters || no_split) break;
+            time_if_it_launches(std::string("stream_split") + suffix(order),
+                                [&] {
+                                  return kernels::StreamSplitGemmCuda(
+                                      stream_params, stream, order);
+                                });
           }
           // The tile kernel where it takes the product (x of W's type, on
-          // 9.0 and later), as the cluster kernel's.
+          // 9.0 and later), and at each split count asked for.
           kernels::TileGemmShape tile_shape;
           const bool tiled =
               clusters && !no_tile &&
               kernels::TileGemmCheck(stream_params, true)[0] == '\0' &&
               kernels::TileGemmCudaShape(p.n, p.k, &tile_shape) == cudaSuccess;
-          for (const auto order : orders) {
-            if (!tiled) break;
-            const char* name = order == kernels::LaunchOrder::kAfterPrior
-                                   ? "tile"
-                                   : "tile_pdl";
-            stream_params.w = w[0].get();
-            if (const cudaError_t err =
-                    kernels::TileGemmCuda(stream_params, stream, order);
-                err != cudaSuccess) {
-              std::cerr << "h3_linear_bench: " << name << " on " << p.name
-                        << " rows " << rows << ": " << cudaGetErrorString(err)
-                        << "; left out\n";
-              continue;
-            }
-            extra.push_back({name, TimeRounds(f, copies, stream, [&](int c) {
-                               stream_params.w = w[c].get();
-                               H3_BENCH_CUDA_CHECK(kernels::TileGemmCuda(
-                                   stream_params, stream, order));
-                             })});
+          for (const auto order : tiled ? orders : decltype(orders){}) {
+            time_if_it_launches(std::string("tile") + suffix(order), [&] {
+              return kernels::TileGemmCuda(stream_params, stream, order);
+            });
           }
-          // Each split count asked for, where the product has the steps.
-          std::vector<std::string> split_names;  // kept alive for `extra`
-          split_names.reserve(f.tile_splits.size());
           for (const int splits : tiled ? f.tile_splits : std::vector<int>{}) {
-            const auto order = orders.back();
-            split_names.push_back(
-                "tile_s" + std::to_string(splits) +
-                (order == kernels::LaunchOrder::kOverlapPrior ? "_pdl" : ""));
-            const char* name = split_names.back().c_str();
-            stream_params.w = w[0].get();
-            if (const cudaError_t err = kernels::TileGemmCudaSplits(
-                    stream_params, splits, stream, order);
-                err != cudaSuccess) {
-              std::cerr << "h3_linear_bench: " << name << " on " << p.name
-                        << " rows " << rows << ": " << cudaGetErrorString(err)
-                        << "; left out\n";
-              cudaGetLastError();
-              continue;
-            }
-            extra.push_back({name, TimeRounds(f, copies, stream, [&](int c) {
-                               stream_params.w = w[c].get();
-                               H3_BENCH_CUDA_CHECK(kernels::TileGemmCudaSplits(
-                                   stream_params, splits, stream, order));
-                             })});
+            const auto order = orders.back();  // as the engine launches
+            time_if_it_launches(
+                "tile_s" + std::to_string(splits) + suffix(order), [&] {
+                  return kernels::TileGemmCudaSplits(stream_params, splits,
+                                                     stream, order);
+                });
           }
           const std::vector<double> cublas = time_lt(*lt);
           const std::vector<double> cublas_pinned = time_lt(*pinned);
@@ -356,7 +331,7 @@ int Run(const Flags& f) {
               w_bytes +
               rows * (p.k * ElementSize(x_type) + p.n * ElementSize(y_type)) +
               (p.bias ? double(ElementSize(bias_type)) * p.n : 0.0);
-          std::vector<std::pair<const char*, std::vector<double>>> timed = {
+          std::vector<std::pair<std::string, std::vector<double>>> timed = {
               {"skinny", skinny},
               {"cublaslt", cublas},
               {"cublaslt_pinned", cublas_pinned},

@@ -2,9 +2,9 @@
 // CUDA's own rules: barriers, the shuffles' source lanes (widths below a
 // warp included), votes, the WMMA product, and the errors it must report
 // (a deadlock, lanes at different collectives, a lane outside the mask, a
-// returned lane, __trap, a misaligned WMMA operand), and cp.async copies
-// that land at their wait (async_copy.cuh). Compiled with device.h
-// first, so the small kernels here are CUDA source.
+// returned lane, __trap, a misaligned WMMA operand), cp.async copies
+// that land at their wait (async_copy.cuh), and ldmatrix's fragments. Compiled
+// with device.h first, so the small kernels here are CUDA source.
 #include "kernels/cuda/emulator/fibers.h"
 
 #include <cuda_runtime_api.h>
@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/mma_half.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 
 namespace h3::emulator {
@@ -452,6 +453,36 @@ TEST(EmulatorTest, RefusesAMisalignedAsyncCopy) {
     kernels::CopyAsync<8>(cell + 1, source.data());
   });
   EXPECT_THAT(error, HasSubstr("not aligned"));
+}
+
+// ldmatrix.x4 (kernels/cuda/mma_half.cuh), as the PTX ISA lays it out:
+// lane l gives row l % 8 of matrix l / 8 and receives in register i the
+// elements 2 (l % 4) and 2 (l % 4) + 1 of row l / 4 of matrix i, the first
+// in the low half. Matrix i's element (row, column) is 64 i + 8 row +
+// column here; the rows are given out of order to show they are read by
+// address.
+TEST(EmulatorTest, LdMatrixGivesEachLaneItsFragment) {
+  std::vector<uint32_t> got(32 * 4);
+  const std::string error = emulator::Run(dim3(1), dim3(32), 0, [&] {
+    H3_SHARED_ARRAY(uint16_t, tile, 4 * 8 * 8);
+    const int lane = static_cast<int>(threadIdx.x);
+    for (int e = 0; e < 8; ++e) tile[8 * lane + e] = 8 * lane + e;
+    __syncwarp();
+    // Lane l's row: matrix l / 8, row l % 8, kept at row 7 - l % 8.
+    const int stored = 8 * (lane / 8) + 7 - lane % 8;
+    uint32_t r[4];
+    kernels::LdMatrixX4(tile + 8 * stored, r);
+    for (int i = 0; i < 4; ++i) got[4 * lane + i] = r[i];
+  });
+  ASSERT_EQ(error, "");
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 4; ++i) {
+      // Row lane / 4 of matrix i was stored at row 7 - lane / 4.
+      const uint32_t first = 64 * i + 8 * (7 - lane / 4) + 2 * (lane % 4);
+      EXPECT_EQ(got[4 * lane + i], first | (first + 1) << 16)
+          << "lane " << lane << " register " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -82,15 +82,13 @@ void MmaM16N8K16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
   std::memcpy(c, d, sizeof d);
 }
 
-// PTX's ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: lanes 8 i to
-// 8 i + 7 give the addresses of rows 0 to 7 of matrix i (8 16-bit elements
-// a row, 16 bytes aligned), and lane l receives in r[i] row l / 4 of matrix
-// i transposed: elements (2 (l % 4), l / 4) and (2 (l % 4) + 1, l / 4) of
-// matrix i, the first in the low half. The rows are read when the last
-// lane arrives.
-inline const char* LdMatrixX4TransCombine(Lane* lanes, unsigned mask) {
+// ldmatrix.x4's four 8 x 8 matrices of 16-bit elements, m[i][row][column]:
+// lanes 8 i to 8 i + 7 give the addresses of rows 0 to 7 of matrix i (16
+// bytes each, 16-byte aligned), read when the last lane arrives. nullptr,
+// or what is wrong.
+inline const char* GatherMatrices(Lane* lanes, unsigned mask,
+                                  uint16_t (&m)[4][8][8]) {
   if (mask != 0xffffffffu) return "ldmatrix needs the whole warp";
-  uint16_t m[4][8][8];  // [matrix][row][column]
   for (int lane = 0; lane < 32; ++lane) {
     const unsigned char* row;
     std::memcpy(&row, lanes[lane].in, sizeof row);
@@ -99,6 +97,15 @@ inline const char* LdMatrixX4TransCombine(Lane* lanes, unsigned mask) {
     }
     std::memcpy(m[lane / 8][lane % 8], row, 16);
   }
+  return nullptr;
+}
+
+// PTX's ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: lane l receives in
+// r[i] row l / 4 of matrix i transposed: elements (2 (l % 4), l / 4) and
+// (2 (l % 4) + 1, l / 4) of matrix i, the first in the low half.
+inline const char* LdMatrixX4TransCombine(Lane* lanes, unsigned mask) {
+  uint16_t m[4][8][8];
+  if (const char* error = GatherMatrices(lanes, mask, m)) return error;
   for (int lane = 0; lane < 32; ++lane) {
     const int col = lane / 4, row = 2 * (lane % 4);
     uint32_t r[4];
@@ -115,25 +122,18 @@ inline void LdMatrixX4Trans(const void* row, uint32_t* r) {
                  &row, sizeof row, 0, r, 4 * sizeof(uint32_t));
 }
 
-// PTX's ldmatrix.sync.aligned.m8n8.x4.shared.b16: lanes 8 i to 8 i + 7
-// give the addresses of rows 0 to 7 of matrix i (8 16-bit elements a row,
-// 16 bytes aligned), and lane l receives in r[i] elements 2 (l % 4) and
-// 2 (l % 4) + 1 of row l / 4 of matrix i, the first in the low half. The
-// rows are read when the last lane arrives.
+// PTX's ldmatrix.sync.aligned.m8n8.x4.shared.b16: lane l receives in r[i]
+// elements 2 (l % 4) and 2 (l % 4) + 1 of row l / 4 of matrix i, the first
+// in the low half.
 inline const char* LdMatrixX4Combine(Lane* lanes, unsigned mask) {
-  if (mask != 0xffffffffu) return "ldmatrix needs the whole warp";
-  uint32_t m[4][8][4];  // [matrix][row][pair of columns]
+  uint16_t m[4][8][8];
+  if (const char* error = GatherMatrices(lanes, mask, m)) return error;
   for (int lane = 0; lane < 32; ++lane) {
-    const unsigned char* row;
-    std::memcpy(&row, lanes[lane].in, sizeof row);
-    if (reinterpret_cast<uintptr_t>(row) % 16 != 0) {
-      return "ldmatrix: a row address not 16-byte aligned";
-    }
-    std::memcpy(m[lane / 8][lane % 8], row, 16);
-  }
-  for (int lane = 0; lane < 32; ++lane) {
+    const int row = lane / 4, col = 2 * (lane % 4);
     uint32_t r[4];
-    for (int i = 0; i < 4; ++i) r[i] = m[i][lane / 4][lane % 4];
+    for (int i = 0; i < 4; ++i) {
+      r[i] = uint32_t{m[i][row][col]} | uint32_t{m[i][row][col + 1]} << 16;
+    }
     std::memcpy(lanes[lane].out, r, sizeof r);
   }
   return nullptr;
