@@ -638,7 +638,7 @@ triage_cases=(
   "stream-split kernels_cuda_test StreamSplitGpuTest.*"
   "tile kernels_cuda_test *StreamGemmGpuTest.*/tile_*"
   "tile kernels_cuda_test *LaunchOrderGpuTest.*tile*"
-  "pdl kernels_cuda_test *LaunchOrderGpuTest.*"
+  "pdl kernels_cuda_test *LaunchOrderGpuTest.*-*tile*"
   "pdl engine_cuda_test CudaPdlTest.*"
 )
 triage_fallbacks=""   # the paths whose tests failed: off for the benchmarks
