@@ -252,10 +252,18 @@ __global__ void __launch_bounds__(kThreads)
        f < end; f += kThreads) {
     const int row = f / kTileCols, col = f % kTileCols;
     if (row >= p.rows || col0 + col >= p.n) continue;
+    // Every split's partial first (independent reads of the blocks'
+    // shared memory, in flight together), then their sum in split order.
     const float* const entry = partial + row * kPartialStride + col;
-    float sum = *cluster.map_shared_rank(entry, 0);
-    for (int from = 1; from < splits; ++from) {
-      sum = __fadd_rn(sum, *cluster.map_shared_rank(entry, from));
+    float part[kTileMaxSplits];
+#pragma unroll
+    for (int from = 0; from < kTileMaxSplits; ++from) {
+      part[from] = from < splits ? *cluster.map_shared_rank(entry, from) : 0;
+    }
+    float sum = part[0];
+#pragma unroll
+    for (int from = 1; from < kTileMaxSplits; ++from) {
+      if (from < splits) sum = __fadd_rn(sum, part[from]);
     }
     stream_gemm::Finish(p, row, col0 + col, sum);
   }
