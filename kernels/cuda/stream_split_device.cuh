@@ -38,9 +38,18 @@ __device__ __forceinline__ void SumSplits(const StreamGemmParams& p,
     const StreamSplitOutput out = StreamSplitEntryOutput(f, kTiles);
     const int64_t row = out.row, col = block_col + out.col;
     if (row >= p.rows || col >= p.n) continue;
-    float sum = *cluster.map_shared_rank(partial + f, 0);
-    for (int from = 1; from < splits; ++from) {
-      sum = __fadd_rn(sum, *cluster.map_shared_rank(partial + f, from));
+    // Every split's partial first (independent reads of the blocks'
+    // shared memory, in flight together), then their sum in split order.
+    float part[kSplitMaxSplits];
+#pragma unroll
+    for (int from = 0; from < kSplitMaxSplits; ++from) {
+      part[from] =
+          from < splits ? *cluster.map_shared_rank(partial + f, from) : 0;
+    }
+    float sum = part[0];
+#pragma unroll
+    for (int from = 1; from < kSplitMaxSplits; ++from) {
+      if (from < splits) sum = __fadd_rn(sum, part[from]);
     }
     stream_gemm::Finish(p, row, col, sum);
   }
