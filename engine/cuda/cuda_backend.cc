@@ -427,10 +427,10 @@ class CudaBackend final : public Backend {
   // A product under --decode-products measured (one the stream kernels
   // take, at most 64 rows): on the kernel choices_ holds for its key; at the
   // key's first call outside graph capture, each candidate (cuBLASLt,
-  // StreamGemmCuda, StreamSplitGemmCuda on 9.0 and later) is timed on this
-  // call's operands (kernels/cuda/launch_timing.h: the L2 flushed before
-  // each call, the median of 5) and the fastest kept; under capture before
-  // that, the kAuto rule.
+  // StreamGemmCuda; on 9.0 and later StreamSplitGemmCuda, and TileGemmCuda
+  // for x of W's type) is timed on this call's operands
+  // (kernels/cuda/launch_timing.h: the L2 flushed before each call, the median
+  // of 5) and the fastest kept; under capture before that, the kAuto rule.
   absl::Status MeasuredLinear(const LinearParams& p,
                               const kernels::SkinnyGemmParams& params) {
     const ProductKey key = ProductKey::Of(params);
