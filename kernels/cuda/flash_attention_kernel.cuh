@@ -17,9 +17,10 @@
 // m16n8 and the A layout of m16n8k16 agree row for row), and V's B
 // fragments come from ldmatrix.trans.
 //
-// Not done yet (docs/cuda-engine.md): cp.async/TMA double buffering of the
-// K/V tiles (they need the fp32 -> half conversion, which a half KV cache
-// would remove), wgmma on sm_90a, larger query tiles per warp.
+// From a 16-bit cache (half activations) the K and V tiles are cp.async
+// copies, all of a tile's in flight at once. Not done yet
+// (docs/cuda-engine.md): double buffering of the K/V tiles, wgmma on
+// sm_90a, larger query tiles per warp.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/flash_attention_launch.h"
 #include "kernels/cuda/launch_order.cuh"
@@ -97,18 +99,24 @@ __device__ inline void LoadTile(const float* src, int64_t row_stride, int rows,
 }
 
 // rows x kHeadDim values of the operand type T (a 16-bit cache, already
-// rounded) copied into a shared tile; rows past `valid` are zeros. 16-byte
-// loads and stores (kHeadDim is a multiple of 16, so is the stride in bytes).
+// rounded) queued as asynchronous copies into a shared tile (cp.async, 16
+// bytes each: kHeadDim is a multiple of 16, so is the stride in bytes); rows
+// past `valid` are zeros, stored at once. The caller commits and waits (so
+// every thread's copies of both tiles are in flight together: the plain
+// loads, each followed by its store to shared memory, went one round trip
+// at a time).
 template <typename T, int kHeadDim>
 __device__ inline void CopyTile(const T* src, int64_t row_stride, int rows,
                                 int valid, T* dst) {
   constexpr int kVec = kHeadDim / 8;
   for (int e = threadIdx.x; e < rows * kVec; e += Traits<kHeadDim>::kThreads) {
     const int r = e / kVec, i = (e % kVec) * 8;
-    uint4 x = make_uint4(0, 0, 0, 0);
-    if (r < valid)
-      x = *reinterpret_cast<const uint4*>(src + r * row_stride + i);
-    *reinterpret_cast<uint4*>(dst + r * Traits<kHeadDim>::kStride + i) = x;
+    T* const to = dst + r * Traits<kHeadDim>::kStride + i;
+    if (r < valid) {
+      CopyAsync<16>(to, src + r * row_stride + i);
+    } else {
+      *reinterpret_cast<uint4*>(to) = make_uint4(0, 0, 0, 0);
+    }
   }
 }
 
@@ -195,6 +203,8 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
                            k_s);
     CacheTile<T, kHeadDim>(seq.cache.v, f32_cache, off, d, kKeyTile, valid,
                            v_s);
+    CommitCopies();  // a 16-bit cache's tiles (none from an fp32 one)
+    WaitCopies<0>();
     __syncthreads();
 
     // S = Q K^T: n8 tile n holds keys k0 + 8n ..; B fragment of key g.

@@ -4,7 +4,8 @@
 // bounds of the GPU test (kernels/cuda/flash_attention_test.cc,
 // ExpectKernelMatchesEmulation): head_dim 64 and 128, fp16 and bf16,
 // rotary off, full and partial, one and several query and key tiles, and
-// sequences packed with prefixes in their caches. The emulator's MMA sums
+// sequences packed with prefixes in their caches; and 16-bit caches (their
+// tiles copied by cp.async) against fp32 ones. The emulator's MMA sums
 // in fp32 in k order, so this checks the kernel's indexing, fragments
 // (mma.sync and ldmatrix.trans), masks and online softmax, not the
 // hardware's last bits.
@@ -16,9 +17,14 @@
 #include "kernels/cuda/emulator/fibers.h"
 #include "kernels/cuda/flash_attention.h"
 #include "tests/support/flash_attention_cases.h"
+#include "tests/support/half_io.h"
 
 namespace h3::kernels::flash {
 namespace {
+
+using h3::testing::HalfBits;
+using h3::testing::HalfInput;
+using h3::testing::TypedTensor;
 
 class FlashAttentionEmulatedTest : public ::testing::TestWithParam<Case> {};
 
@@ -49,6 +55,54 @@ TEST_P(FlashAttentionEmulatedTest, MatchesEmulation) {
     SCOPED_TRACE(order == emulator::Order::kForward ? "forward" : "backward");
     const emulator::ScopedOrder scoped(order);
     CheckCase(GetParam());
+  }
+}
+
+// From 16-bit caches (the engine's, with half activations) the K and V
+// tiles are cp.async copies; from fp32 ones, loads rounded on the way. With
+// 16-bit qkv and out, caches of the type that hold the fp32 ones rounded
+// give the fp32 caches' bits and end holding them rounded (the chunk's keys
+// and values written rounded), as the GPU test asks; both fiber orders.
+TEST_P(FlashAttentionEmulatedTest, SixteenBitCachesGiveTheFp32CachesBits) {
+  const Case& c = GetParam();
+  const Inputs in = MakeInputs(c, 9);
+  const int64_t d = in.shape.d_model();
+  const HalfInput qkv(in.qkv, c.type);
+  const int count = static_cast<int>(c.chunks.size());
+  for (const emulator::Order order :
+       {emulator::Order::kForward, emulator::Order::kBackward}) {
+    SCOPED_TRACE(order == emulator::Order::kForward ? "forward" : "backward");
+    const emulator::ScopedOrder scoped(order);
+    std::vector<std::vector<float>> k = in.k, v = in.v;
+    const std::vector<Sequence> seqs32 = SequencesOver(c, in, k, v);
+    std::vector<TypedTensor> k16, v16;
+    for (int s = 0; s < count; ++s) {
+      k16.emplace_back(in.k[s], c.type);
+      v16.emplace_back(in.v[s], c.type);
+    }
+    std::vector<Sequence> seqs16 = seqs32;
+    for (int s = 0; s < count; ++s) {
+      seqs16[s].cache = {k16[s].bytes.data(), v16[s].bytes.data(),
+                         seqs32[s].cache.capacity, c.type};
+    }
+    std::vector<uint16_t> out32(in.rows * d), out16(in.rows * d);
+    ASSERT_EQ(FlashAttentionPrefillCuda(
+                  {in.shape, c.type, count, seqs32.data(), qkv.bits.data(),
+                   in.freq(), out32.data(), c.type},
+                  nullptr),
+              cudaSuccess)
+        << emulator::LastRunError();
+    ASSERT_EQ(FlashAttentionPrefillCuda(
+                  {in.shape, c.type, count, seqs16.data(), qkv.bits.data(),
+                   in.freq(), out16.data(), c.type},
+                  nullptr),
+              cudaSuccess)
+        << emulator::LastRunError();
+    EXPECT_EQ(out16, out32);
+    for (int s = 0; s < count; ++s) {
+      EXPECT_EQ(k16[s].Bits(), HalfBits(k[s], c.type)) << "keys of " << s;
+      EXPECT_EQ(v16[s].Bits(), HalfBits(v[s], c.type)) << "values of " << s;
+    }
   }
 }
 
