@@ -102,9 +102,9 @@ __device__ inline void LoadTile(const float* src, int64_t row_stride, int rows,
 // rounded) queued as asynchronous copies into a shared tile (cp.async, 16
 // bytes each: kHeadDim is a multiple of 16, so is the stride in bytes); rows
 // past `valid` are zeros, stored at once. The caller commits and waits (so
-// every thread's copies of both tiles are in flight together: the plain
-// loads, each followed by its store to shared memory, went one round trip
-// at a time).
+// every thread's copies of both tiles are in flight together: plain loads,
+// each followed by its store to shared memory, may go one round trip at a
+// time where the compiler cannot tell the pointers apart).
 template <typename T, int kHeadDim>
 __device__ inline void CopyTile(const T* src, int64_t row_stride, int rows,
                                 int valid, T* dst) {
