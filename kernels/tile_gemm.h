@@ -56,8 +56,9 @@ struct TileGemmShape {
 // What the device holds at once of TileGemmCuda's kernel: `blocks` in all
 // (blocks a multiprocessor times multiprocessors), and clusters[s] clusters
 // of s blocks (s = 2 .. kTileMaxSplits; a cluster's blocks share a GPC, so
-// this may be fewer than blocks / s). Asked of the device for its 64-row
-// instance, so that every row count gets the same answer.
+// this may be fewer than blocks / s; 0 where the runtime does not say).
+// Asked of the device for its 64-row instance, so that every row count
+// gets the same answer.
 struct TileGemmDevice {
   int64_t blocks = 0;
   int64_t clusters[kTileMaxSplits + 1] = {};
