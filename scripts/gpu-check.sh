@@ -58,8 +58,10 @@
 #                     fp16, L 1024 and 4096; their guard calls), on the
 #                     kernels of one batch-64 decode step (H3-1.3B shape,
 #                     --half-activations), on one H3 step with every
-#                     section, and on one layer's batch-1 products (the
-#                     stream kernel) with every section: profile.txt
+#                     section, on one layer's batch-1 products (the
+#                     stream kernel) and on one layer's batch-64 products
+#                     on the tile kernel (--decode-products tile), each
+#                     with every section: profile.txt
 #   breakdown 240/60  bench/engine_breakdown.py (h3_engine_bench --what
 #                     breakdown): per-op times of a decode step and a
 #                     512-token prefill, H3-1.3B shape, fp16, at batch 1 and
@@ -869,19 +871,25 @@ phase_profile() {
   # (q|k|v, out, fc1, fc2) after a step's 97, every section.
   profile_decode "batch-1 products" "one layer's batch-1 products (StreamGemmKernel)" \
     StreamGemmKernel 97 4 1
+  # The tile kernel's batch-64 products (not yet run on a GPU at its
+  # writing): 97 a step on it with --decode-products tile.
+  profile_decode "batch-64 tile products" \
+    "one layer's batch-64 products on the tile kernel (TileGemmKernel)" \
+    TileGemmKernel 97 4 64 --decode-products tile
   # ncu's report header of a kernel ends with its grid and block: (x, y, z)x(x, y, z).
   parts+=("$(grep -cE '\([0-9]+, [0-9]+, [0-9]+\)x\([0-9]+, [0-9]+, [0-9]+\)' "$report") kernel reports in profile.txt")
   detail=$(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')
 }
-# NAME TITLE REGEX SKIP COUNT BATCH: ncu with every section on COUNT
-# launches of the kernels REGEX matches, after SKIP, in decode steps of
-# BATCH sequences (phase_profile's ncu, sections, report, parts, status).
+# NAME TITLE REGEX SKIP COUNT BATCH [FLAGS...]: ncu with every section on
+# COUNT launches of the kernels REGEX matches, after SKIP, in decode steps of
+# BATCH sequences, the engine given FLAGS too (phase_profile's ncu,
+# sections, report, parts, status).
 profile_decode() {
   echo "=== ncu: $2, every section" >>"$report"
   bounded "$report" "$ncu" --clock-control none -k "regex:$3" --launch-skip "$4" \
     --launch-count "$5" "${sections[@]}" "$shim/bench/h3_engine_bench" --what decode \
     --model "$model" --device cuda --dtype fp16 --half-activations --graphs off \
-    --batch "$6" --decode-context 512 --decode-steps 3 --reps 1
+    --batch "$6" --decode-context 512 --decode-steps 3 --reps 1 "${@:7}"
   local rc=$?
   parts+=("$1 $(profile_result $rc)")
   (( rc == 0 )) || status=failed

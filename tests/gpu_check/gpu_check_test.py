@@ -477,7 +477,8 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(m.phases["profile"]["status"], "passed")
         self.assertEqual(m.phases["profile"]["detail"],
                          "flashconv L1024 ran; flashconv L4096 ran; decode ran; "
-                         "h3 step ran; batch-1 products ran; 5 kernel reports in profile.txt")
+                         "h3 step ran; batch-1 products ran; batch-64 tile products ran; "
+                         "6 kernel reports in profile.txt")
         report = m.read("profile.txt")
         self.assertIn("--clock-control none -k regex:FusedPrefill|ChunkedPrefill|RowsKernel "
                       "--launch-count 5", report)
@@ -487,6 +488,9 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("--launch-skip 28 --launch-count 28", report)
         self.assertIn("-k regex:H3Step --launch-skip 28 --launch-count 1", report)
         self.assertIn("-k regex:StreamGemmKernel --launch-skip 97 --launch-count 4", report)
+        self.assertIn("-k regex:TileGemmKernel --launch-skip 97 --launch-count 4", report)
+        self.assertIn("--batch 64 --decode-context 512 --decode-steps 3 --reps 1 "
+                      "--decode-products tile", report)
         self.assertTrue(os.path.exists(m.model), "the decode profile writes the model")
         self.assertEqual(set(os.listdir(m.out)),
                          {"summary.txt", "check.json", "tests.log", "bench.log", "profile.txt"})
@@ -498,7 +502,7 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(m.returncode, 0, m.stderr)
         self.assertEqual(m.phases["profile"]["detail"],
                          "decode ran; h3 step ran; batch-1 products ran; "
-                         "3 kernel reports in profile.txt")
+                         "batch-64 tile products ran; 4 kernel reports in profile.txt")
         self.assertNotIn("flashconv bench", m.read("profile.txt"))
         m = FakeMachine(os.path.join(self.tmp, "again"))
         m.add_ncu()
