@@ -55,6 +55,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -260,6 +261,8 @@ int Run(const Flags& f) {
           // Times `launch` (a call on stream_params, whose W the rounds
           // rotate) as record `name`; where its first call fails, a warning,
           // and the record is left out rather than ending the run.
+          // The tile records' split counts, by name.
+          std::map<std::string, int> tile_splits;
           const auto time_if_it_launches = [&](const std::string& name,
                                                const auto& launch) {
             stream_params.w = w[0].get();
@@ -295,17 +298,21 @@ int Run(const Flags& f) {
               kernels::TileGemmCheck(stream_params, true)[0] == '\0' &&
               kernels::TileGemmCudaShape(p.n, p.k, &tile_shape) == cudaSuccess;
           for (const auto order : tiled ? orders : decltype(orders){}) {
-            time_if_it_launches(std::string("tile") + suffix(order), [&] {
+            const std::string name = std::string("tile") + suffix(order);
+            tile_splits[name] = tile_shape.splits;
+            time_if_it_launches(name, [&] {
               return kernels::TileGemmCuda(stream_params, stream, order);
             });
           }
           for (const int splits : tiled ? f.tile_splits : std::vector<int>{}) {
             const auto order = orders.back();  // as the engine launches
-            time_if_it_launches(
-                "tile_s" + std::to_string(splits) + suffix(order), [&] {
-                  return kernels::TileGemmCudaSplits(stream_params, splits,
-                                                     stream, order);
-                });
+            const std::string name =
+                "tile_s" + std::to_string(splits) + suffix(order);
+            tile_splits[name] = splits;
+            time_if_it_launches(name, [&] {
+              return kernels::TileGemmCudaSplits(stream_params, splits, stream,
+                                                 order);
+            });
           }
           const std::vector<double> cublas = time_lt(*lt);
           const std::vector<double> cublas_pinned = time_lt(*pinned);
@@ -402,10 +409,9 @@ int Run(const Flags& f) {
                                {"gb_per_s", gbps},
                                {"fraction_of_copy", gbps * 1e9 / bw.measured}});
             if (name == "cublaslt_tuned") records.back()["tuning"] = tuning;
-            if (name == "tile" || name == "tile_pdl") {
-              records.back()["splits"] = tile_shape.splits;
-            } else if (name.rfind("tile_s", 0) == 0) {
-              records.back()["splits"] = std::stoi(name.substr(6));
+            if (const auto it = tile_splits.find(name);
+                it != tile_splits.end()) {
+              records.back()["splits"] = it->second;
             }
             if (fp32_bias || with_norm) continue;  // two products: no step
             const std::string key = type_name + "_rows" + std::to_string(rows) +

@@ -227,7 +227,8 @@ class CudaBackend final : public Backend {
     }
     if (kernels::SkinnyGemmParams params;
         !kernels::KernelFallback("tile") &&
-        OnTileKernel(p, TileProductRows(decode_products_), &params)) {
+        OnStreamKernel(p, TileProductRows(decode_products_), &params,
+                       kernels::TileGemmCheck)) {
       // As the split kernel's: NotSupported before any launch.
       const cudaError_t err = kernels::TileGemmCuda(params, stream_, Order());
       if (err != cudaErrorNotSupported) {
@@ -406,22 +407,18 @@ class CudaBackend final : public Backend {
   kernels::LaunchOrder Order() const { return DecodeLaunchOrder(pdl_, *this); }
 
   // Whether Linear runs `p` in one piece on StreamGemmCuda (max_rows
-  // StreamProductRows) or StreamSplitGemmCuda (SplitProductRows): without
-  // batch_invariant_, at most max_rows rows, a product the kernels take (the
+  // StreamProductRows), StreamSplitGemmCuda (SplitProductRows) or, with
+  // `check` TileGemmCheck, TileGemmCuda (TileProductRows): without
+  // batch_invariant_, at most max_rows rows, a product the kernel takes (the
   // others stay on cuBLASLt); then its operands in *params.
-  bool OnStreamKernel(const LinearParams& p, int64_t max_rows,
-                      kernels::SkinnyGemmParams* params) const {
+  bool OnStreamKernel(
+      const LinearParams& p, int64_t max_rows,
+      kernels::SkinnyGemmParams* params,
+      const char* (*check)(const kernels::StreamGemmParams&,
+                           bool) = kernels::StreamGemmCheck) const {
     if (batch_invariant_ || p.rows > max_rows) return false;
     *params = ProductParams(p);
-    return kernels::StreamGemmCheck(*params, true)[0] == '\0';
-  }
-
-  // The same for TileGemmCuda (max_rows TileProductRows): x of W's type.
-  bool OnTileKernel(const LinearParams& p, int64_t max_rows,
-                    kernels::SkinnyGemmParams* params) const {
-    if (batch_invariant_ || p.rows > max_rows) return false;
-    *params = ProductParams(p);
-    return kernels::TileGemmCheck(*params, true)[0] == '\0';
+    return check(*params, true)[0] == '\0';
   }
 
   // A product under --decode-products measured (one the stream kernels

@@ -18,6 +18,29 @@
 
 namespace h3::kernels::stream_split {
 
+// The sum over a cluster's first `splits` blocks (at most kMaxSplits), in
+// block order, of the float at `entry` in each one's shared memory: every
+// block's value read first (independent reads of distributed shared memory,
+// in flight together), then added left to right.
+// Cluster: cooperative_groups::cluster_group (a parameter of the template:
+// nvcc's host pass has no such type).
+template <int kMaxSplits, typename Cluster>
+__device__ __forceinline__ float SumOverCluster(const Cluster& cluster,
+                                                const float* entry,
+                                                int splits) {
+  float part[kMaxSplits];
+#pragma unroll
+  for (int from = 0; from < kMaxSplits; ++from) {
+    part[from] = from < splits ? *cluster.map_shared_rank(entry, from) : 0;
+  }
+  float sum = part[0];
+#pragma unroll
+  for (int from = 1; from < kMaxSplits; ++from) {
+    if (from < splits) sum = __fadd_rn(sum, part[from]);
+  }
+  return sum;
+}
+
 // Step 3 for a block of kThreads threads whose `partial` (shared memory,
 // StreamSplitEntries(kTiles) floats at StreamSplitEntryIndex) holds its
 // split's accumulators: the cluster meets, the block sums its share of the
@@ -38,19 +61,8 @@ __device__ __forceinline__ void SumSplits(const StreamGemmParams& p,
     const StreamSplitOutput out = StreamSplitEntryOutput(f, kTiles);
     const int64_t row = out.row, col = block_col + out.col;
     if (row >= p.rows || col >= p.n) continue;
-    // Every split's partial first (independent reads of the blocks'
-    // shared memory, in flight together), then their sum in split order.
-    float part[kSplitMaxSplits];
-#pragma unroll
-    for (int from = 0; from < kSplitMaxSplits; ++from) {
-      part[from] =
-          from < splits ? *cluster.map_shared_rank(partial + f, from) : 0;
-    }
-    float sum = part[0];
-#pragma unroll
-    for (int from = 1; from < kSplitMaxSplits; ++from) {
-      if (from < splits) sum = __fadd_rn(sum, part[from]);
-    }
+    const float sum =
+        SumOverCluster<kSplitMaxSplits>(cluster, partial + f, splits);
     stream_gemm::Finish(p, row, col, sum);
   }
   cluster.sync();  // no block leaves while another still reads its partials

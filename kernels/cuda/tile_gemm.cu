@@ -37,14 +37,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 
 #include "kernels/cuda/async_copy.cuh"
-#include "kernels/cuda/device_major.h"
 #include "kernels/cuda/kernel_image.h"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/mma_half.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 #include "kernels/cuda/stream_gemm_device.cuh"
+#include "kernels/cuda/stream_split_device.cuh"
 #include "kernels/cuda/tile_gemm.h"
 
 namespace h3::kernels {
@@ -252,19 +254,8 @@ __global__ void __launch_bounds__(kThreads)
        f < end; f += kThreads) {
     const int row = f / kTileCols, col = f % kTileCols;
     if (row >= p.rows || col0 + col >= p.n) continue;
-    // Every split's partial first (independent reads of the blocks'
-    // shared memory, in flight together), then their sum in split order.
-    const float* const entry = partial + row * kPartialStride + col;
-    float part[kTileMaxSplits];
-#pragma unroll
-    for (int from = 0; from < kTileMaxSplits; ++from) {
-      part[from] = from < splits ? *cluster.map_shared_rank(entry, from) : 0;
-    }
-    float sum = part[0];
-#pragma unroll
-    for (int from = 1; from < kTileMaxSplits; ++from) {
-      if (from < splits) sum = __fadd_rn(sum, part[from]);
-    }
+    const float sum = stream_split::SumOverCluster<kTileMaxSplits>(
+        cluster, partial + row * kPartialStride + col, splits);
     stream_gemm::Finish(p, row, col0 + col, sum);
   }
   cluster.sync();  // no block leaves while another still reads its partials
@@ -303,73 +294,75 @@ cudaError_t OptIn() {
 constexpr int kShapeRowTiles = 8;
 using ShapeType = __half;
 
-// Clusters of kSize blocks of that instance the current device holds at
-// once (asked once per device, as long as the answer is positive).
-template <int kSize>
-cudaError_t MaxClusters(int* count) {
-  return CachedPerDevice(
-      [](int /*device*/, int* answer) {
-        if (const cudaError_t err = OptIn<ShapeType, kShapeRowTiles>();
-            err != cudaSuccess) {
-          return err;
-        }
-        cudaLaunchAttribute attribute;
-        attribute.id = cudaLaunchAttributeClusterDimension;
-        attribute.val.clusterDim.x = kSize;
-        attribute.val.clusterDim.y = 1;
-        attribute.val.clusterDim.z = 1;
-        // In field order (grid, block, shared memory, stream, attributes):
-        // the emulator's device.h takes gridDim and blockDim as names.
-        const cudaLaunchConfig_t config = {
-            dim3(kSize), dim3(kThreads), Stage<kShapeRowTiles>::kShared,
-            nullptr,     &attribute,     1};
-        return cudaOccupancyMaxActiveClusters(
-            answer, KernelId<ShapeType, kShapeRowTiles>(), &config);
-      },
-      count);
-}
-
-// Blocks of that instance a multiprocessor holds.
-cudaError_t BlocksPerMultiprocessor(int* count) {
-  return CachedPerDevice(
-      [](int /*device*/, int* answer) {
-        if (const cudaError_t err = OptIn<ShapeType, kShapeRowTiles>();
-            err != cudaSuccess) {
-          return err;
-        }
-        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            answer, KernelId<ShapeType, kShapeRowTiles>(), kThreads,
-            Stage<kShapeRowTiles>::kShared);
-      },
-      count);
-}
-
-cudaError_t CurrentTileDevice(TileGemmDevice* device) {
-  int multiprocessors = 0, per_multiprocessor = 0;
-  if (const cudaError_t err = CurrentDeviceMultiprocessors(&multiprocessors);
+// What device `id` (the current one) holds of that instance at once: the
+// blocks a multiprocessor takes times the multiprocessors, and for each
+// cluster size the clusters (0 for a size the runtime will not describe: one
+// not to use, rather than a reason to fail the product).
+cudaError_t AskTileDevice(int id, TileGemmDevice* device) {
+  if (const cudaError_t err = OptIn<ShapeType, kShapeRowTiles>();
       err != cudaSuccess) {
     return err;
   }
-  if (const cudaError_t err = BlocksPerMultiprocessor(&per_multiprocessor);
+  const void* const kernel = KernelId<ShapeType, kShapeRowTiles>();
+  constexpr size_t kShared = Stage<kShapeRowTiles>::kShared;
+  int multiprocessors = 0, per_multiprocessor = 0;
+  if (const cudaError_t err = cudaDeviceGetAttribute(
+          &multiprocessors, cudaDevAttrMultiProcessorCount, id);
+      err != cudaSuccess) {
+    return err;
+  }
+  if (const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &per_multiprocessor, kernel, kThreads, kShared);
       err != cudaSuccess) {
     return err;
   }
   device->blocks = int64_t{multiprocessors} * per_multiprocessor;
-  using Ask = cudaError_t (*)(int*);
-  constexpr Ask kAsk[kTileMaxSplits + 1] = {
-      nullptr,         nullptr,         &MaxClusters<2>,
-      &MaxClusters<3>, &MaxClusters<4>, &MaxClusters<5>,
-      &MaxClusters<6>, &MaxClusters<7>, &MaxClusters<8>};
-  // A cluster size the runtime will not describe is one not to use (no
-  // clusters of it), rather than a reason to fail the product.
   for (int s = 2; s <= kTileMaxSplits; ++s) {
+    cudaLaunchAttribute attribute;
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = static_cast<unsigned>(s);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    // In field order (grid, block, shared memory, stream, attributes): the
+    // emulator's device.h takes gridDim and blockDim as names.
+    const cudaLaunchConfig_t config = {dim3(static_cast<unsigned>(s)),
+                                       dim3(kThreads),
+                                       kShared,
+                                       nullptr,
+                                       &attribute,
+                                       1};
     int clusters = 0;
-    if (kAsk[s](&clusters) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) !=
+        cudaSuccess) {
       clusters = 0;
       cudaGetLastError();  // not left for the next launch's check
     }
     device->clusters[s] = clusters;
   }
+  return cudaSuccess;
+}
+
+// AskTileDevice's answer for the current device, asked once per device (a
+// launch reads it back; CachedPerDevice keeps one positive int, and a
+// cluster size may answer 0). Thread-safe.
+cudaError_t CurrentTileDevice(TileGemmDevice* device) {
+  constexpr int kCached = 64;  // devices past this are asked every time
+  static std::mutex mu;
+  static std::optional<TileGemmDevice> known[kCached];
+  int id = 0;
+  if (const cudaError_t err = cudaGetDevice(&id); err != cudaSuccess) {
+    return err;
+  }
+  if (id < 0 || id >= kCached) return AskTileDevice(id, device);
+  const std::lock_guard<std::mutex> lock(mu);
+  if (!known[id]) {
+    TileGemmDevice asked;
+    if (const cudaError_t err = AskTileDevice(id, &asked); err != cudaSuccess) {
+      return err;
+    }
+    known[id] = asked;
+  }
+  *device = *known[id];
   return cudaSuccess;
 }
 
@@ -416,22 +409,19 @@ namespace {
 cudaError_t Run(const StreamGemmParams& p, int splits, cudaStream_t stream,
                 LaunchOrder order) {
   if (TileGemmCheck(p, true)[0] != '\0') return cudaErrorInvalidValue;
-  TileGemmShape shape;
-  if (splits > 0) {
-    shape.col_blocks = (p.n + kTileCols - 1) / kTileCols;
-    shape.steps = (p.k + kTileStep - 1) / kTileStep;
-    if (splits > kTileMaxSplits || splits > shape.steps) {
-      return cudaErrorInvalidValue;
-    }
-    shape.splits = splits;
+  // The sizes of TileGemmShapeFor's shape (one split on a device that holds
+  // nothing), its split count the caller's where given.
+  TileGemmShape shape = TileGemmShapeFor(p.n, p.k, TileGemmDevice{});
+  if (splits > kTileMaxSplits || splits > shape.steps) {
+    return cudaErrorInvalidValue;
   }
   if (p.rows == 0 || p.n == 0) return cudaSuccess;
-  if (splits > 0 && !CurrentImageTakesSm90()) return cudaErrorNotSupported;
-  if (splits <= 0) {
-    if (const cudaError_t err = TileGemmCudaShape(p.n, p.k, &shape);
-        err != cudaSuccess) {
-      return err;
-    }
+  if (splits > 0) {
+    if (!CurrentImageTakesSm90()) return cudaErrorNotSupported;
+    shape.splits = splits;
+  } else if (const cudaError_t err = TileGemmCudaShape(p.n, p.k, &shape);
+             err != cudaSuccess) {
+    return err;
   }
   if (p.w_type == ElementType::kBF16) {
     return LaunchForRows<__nv_bfloat16>(p, shape, stream, order);
