@@ -38,12 +38,14 @@
 #   facts      20/5   nvidia-smi, the build (commit, architectures), glibc,
 #                     the CUDA libraries the machine must supply
 #   devices    30/5   h3 devices
-#   triage     60/20  the tests of each path that replaced an older one,
-#                     one process per path at once (a crash ends only its
-#                     own): where one fails, the benchmark phases run with
-#                     that path turned off (H3_CUDA_FALLBACKS, see
-#                     docs/cuda-engine.md "Fallbacks"); the tests and
-#                     memcheck phases still run every default path
+#   triage     90/20  the tests of each path that replaced an older one,
+#                     one process per test line at once (a crash ends only
+#                     its own): where one fails or runs past the limit, the
+#                     benchmark phases run with that path turned off
+#                     (H3_CUDA_FALLBACKS, see docs/cuda-engine.md
+#                     "Fallbacks"); the tests and memcheck phases still run
+#                     every default path. (At eb5e768 the cluster kernels'
+#                     tests, 57 s alone, ran past 60 s beside the others.)
 #   tests     180/30  every gpu-labelled test program (--gtest_brief=1), in
 #                     --test-shards gtest shards at once
 #   table4    240/90  bench/table4_bench.py: our engine, eager PyTorch H3 and
@@ -118,7 +120,7 @@ usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0";
 
 all_phases=(facts devices triage tests table4 flashconv profile breakdown linear tile step attention
             serve_1 serve_64 memcheck)
-declare -A limit=([facts]=20 [devices]=30 [triage]=60 [tests]=180 [table4]=240 [breakdown]=240
+declare -A limit=([facts]=20 [devices]=30 [triage]=90 [tests]=180 [table4]=240 [breakdown]=240
                   [profile]=150 [flashconv]=120 [linear]=120 [tile]=90 [step]=60 [attention]=120 [serve_1]=60
                   [serve_64]=150 [memcheck]=600)
 declare -A least=([facts]=5 [devices]=5 [triage]=20 [tests]=30 [table4]=90 [breakdown]=60 [profile]=30

@@ -91,15 +91,22 @@ inline kernels::StreamGemmParams StreamParams(const StreamCase& c,
 // then the fp32 epilogue; not rounded to y's type.
 inline std::vector<float> StreamReference(const StreamCase& c,
                                           const StreamOperands& o) {
+  // x and W decoded once (a type dispatch per product made the 1.3B shapes'
+  // references take seconds).
+  std::vector<float> x(c.rows * c.k), w(c.n * c.k);
+  for (int64_t i = 0; i < c.rows * c.k; ++i) {
+    x[i] = RoundToType(LoadFloat(o.x.data(), XType(c), i), c.w_type);
+  }
+  for (int64_t i = 0; i < c.n * c.k; ++i) {
+    w[i] = LoadFloat(o.w.data(), c.w_type, i);
+  }
   std::vector<float> y(c.rows * c.n);
   for (int64_t r = 0; r < c.rows; ++r) {
     for (int64_t j = 0; j < c.n; ++j) {
+      const float* const xr = x.data() + r * c.k;
+      const float* const wj = w.data() + j * c.k;
       double sum = 0;
-      for (int64_t e = 0; e < c.k; ++e) {
-        const float xv =
-            RoundToType(LoadFloat(o.x.data(), XType(c), r * c.k + e), c.w_type);
-        sum += double{xv} * LoadFloat(o.w.data(), c.w_type, j * c.k + e);
-      }
+      for (int64_t e = 0; e < c.k; ++e) sum += double{xr[e]} * wj[e];
       float v = static_cast<float>(sum);
       if (c.bias) v += LoadFloat(o.bias.data(), YType(c), j);
       if (c.gelu) v = kernels::SkinnyGeluTanh(v);
