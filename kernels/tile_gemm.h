@@ -42,8 +42,8 @@ constexpr int kTileStep = 64;  // k elements of a pipeline stage
 constexpr int kTileCols = 64;  // output columns (n) a block owns
 // The most blocks of a cluster that every device with clusters takes.
 constexpr int kTileMaxSplits = 8;
-// A split's fewest steps: fewer would leave its block's pipeline (4 stages)
-// no steps to overlap.
+// A split's fewest steps: fewer would leave its block's pipeline (3 or 4
+// stages) no steps to overlap.
 constexpr int kTileMinSteps = 4;
 
 // How TileGemmCuda cuts a product of n columns and depth k.

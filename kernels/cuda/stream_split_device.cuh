@@ -18,25 +18,34 @@
 
 namespace h3::kernels::stream_split {
 
+// a + b rounded to nearest, for a float or each lane of a float4.
+__device__ __forceinline__ float AddRn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ float4 AddRn(float4 a, float4 b) {
+  return make_float4(__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y),
+                     __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w));
+}
+
 // The sum over a cluster's first `splits` blocks (at most kMaxSplits), in
-// block order, of the float at `entry` in each one's shared memory: every
-// block's value read first (independent reads of distributed shared memory,
-// in flight together), then added left to right.
+// block order, of the T (float, or float4: four sums at once) at `entry`
+// in each one's shared memory: every block's value read first
+// (independent reads of distributed shared memory, in flight together),
+// then added left to right.
 // Cluster: cooperative_groups::cluster_group (a parameter of the template:
 // nvcc's host pass has no such type).
-template <int kMaxSplits, typename Cluster>
-__device__ __forceinline__ float SumOverCluster(const Cluster& cluster,
-                                                const float* entry,
-                                                int splits) {
-  float part[kMaxSplits];
+template <int kMaxSplits, typename Cluster, typename T>
+__device__ __forceinline__ T SumOverCluster(const Cluster& cluster,
+                                            const T* entry, int splits) {
+  T part[kMaxSplits];
 #pragma unroll
   for (int from = 0; from < kMaxSplits; ++from) {
-    part[from] = from < splits ? *cluster.map_shared_rank(entry, from) : 0;
+    part[from] = from < splits ? *cluster.map_shared_rank(entry, from) : T{};
   }
-  float sum = part[0];
+  T sum = part[0];
 #pragma unroll
   for (int from = 1; from < kMaxSplits; ++from) {
-    if (from < splits) sum = __fadd_rn(sum, part[from]);
+    if (from < splits) sum = AddRn(sum, part[from]);
   }
   return sum;
 }

@@ -3,14 +3,15 @@
 // A block of 4 warps owns 64 output columns and every row (up to 64: 2, 4
 // or 8 row tiles of 8), and one split of k; the splits of a column block
 // form a cluster. Its steps go through shared memory in a pipeline of 4
-// stages: each stage holds the step's 64 rows of W and 8 x kRowTiles rows
-// of x, 128 contiguous bytes a row, copied by cp.async (past L1) so that a
-// warp's copy instruction covers four whole rows (a lane's 16 bytes each),
-// 3 steps in flight while the block multiplies the fourth. A warp takes a
-// tile of the block's outputs (WarpTile): up to 32 rows, each warp every
-// row tile and 16 columns; at 64 rows, 32 columns and 32 rows, which needs
-// a fifth fewer ldmatrix per MMA (shared memory's bandwidth, not the
-// tensor cores, bounds a stage at 64 rows). Per 16 elements a warp loads
+// stages (3 at 64 rows): each stage holds the step's 64 rows of W and 8 x
+// kRowTiles rows of x, 128 contiguous bytes a row, copied by cp.async
+// (past L1) so that a warp's copy instruction covers four whole rows (a
+// lane's 16 bytes each), 3 steps (2) in flight while the block multiplies
+// the next. A warp takes a tile of the block's outputs (WarpTile): up to
+// 32 rows, each warp every row tile and 16 columns; at 64 rows, 32 columns
+// and 32 rows, which needs a fifth fewer ldmatrix per MMA (shared memory's
+// bandwidth, not the tensor cores, bounds a stage at 64 rows, by count;
+// measured, the kernel is short of warps). Per 16 elements a warp loads
 // one ldmatrix of W per 16 columns (A fragments) and one of x per 16 rows
 // (B fragments of two row tiles), then runs one MMA per pair. So W is read
 // from memory once per call, and x from L2 once per 64 columns: at 64
@@ -25,8 +26,9 @@
 // After the loop the block leaves its accumulators in shared memory, rows
 // of partials [row][column], the cluster meets, and block q sums the q-th
 // share of the outputs over the splits in split order from the blocks'
-// shared memory (distributed shared memory), consecutive threads
-// consecutive columns of a row, then finishes them (bias, GELU, y's type);
+// shared memory (distributed shared memory), each thread 4 consecutive
+// columns of a row at a time (one 16-byte read a split), consecutive
+// threads consecutive quads, then finishes them (bias, GELU, y's type);
 // a second barrier keeps every block's partials until all have been read.
 //
 // Launched with LaunchOrder::kOverlapPrior, the block copies its first
@@ -72,21 +74,24 @@ namespace cg = cooperative_groups;
 
 constexpr int kWarps = kTileCols / 16;  // a W tile of 16 columns each
 constexpr int kThreads = kWarps * 32;
-constexpr int kStages = 4;  // steps in shared memory: 3 in flight
 // Floats a row of partials: 4 more than the columns, so that the 4 lanes
 // of a quad (rows 2 t + c % 2) store to different banks.
 constexpr int kPartialStride = kTileCols + 4;
 static_assert(kThreads % kChunks == 0, "a thread copies one vector a row");
 
 // A stage: W's kTileCols rows, then x's 8 kRowTiles rows, kChunks vectors
-// each; kShared, the block's shared memory: the stages, or the partials
-// after the loop, whichever is larger.
+// each. kCount stages: kCount - 1 steps in flight while the block
+// multiplies one; 3 at 64 rows (48 KiB a block, so 4 blocks, 16 warps, a
+// multiprocessor: ncu found the 4-stage kernel's 3 blocks short of warps,
+// eb5e768), 4 below (40 and 48 KiB). kShared, the block's shared memory:
+// the stages, or the partials after the loop, whichever is larger.
 template <int kRowTiles>
 struct Stage {
   static_assert(kRowTiles % 2 == 0, "x's fragments come two tiles at a time");
+  static constexpr int kCount = kRowTiles == 8 ? 3 : 4;
   static constexpr int kXRows = 8 * kRowTiles;
   static constexpr int kVectors = (kTileCols + kXRows) * kChunks;
-  static constexpr size_t kStagesBytes = size_t{kStages} * kVectors * 16;
+  static constexpr size_t kStagesBytes = size_t{kCount} * kVectors * 16;
   static constexpr size_t kPartialBytes =
       size_t{kXRows} * kPartialStride * sizeof(float);
   static constexpr size_t kShared =
@@ -203,15 +208,15 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t first = StreamSplitFirstStep(steps, splits, split);
   const int64_t count = StreamSplitFirstStep(steps, splits, split + 1) - first;
   const auto stage = [&](int64_t i) {
-    return shared + static_cast<int>(i % kStages) * S::kVectors;
+    return shared + static_cast<int>(i % S::kCount) * S::kVectors;
   };
-  // The first kStages - 1 steps: W before the wait, x after it; one group
-  // of copies a step (the first holds every W copy of the three).
-  for (int i = 0; i < kStages - 1 && i < count; ++i) {
+  // The first kCount - 1 steps: W before the wait, x after it; one group
+  // of copies a step (the first holds every W copy of them).
+  for (int i = 0; i < S::kCount - 1 && i < count; ++i) {
     CopyStep<T, kRowTiles>(p, col0, first + i, false, stage(i));
   }
   WaitForPriorKernel();  // x is the kernel before's output
-  for (int i = 0; i < kStages - 1; ++i) {
+  for (int i = 0; i < S::kCount - 1; ++i) {
     if (i < count) CopyStep<T, kRowTiles>(p, col0, first + i, true, stage(i));
     CommitCopies();
   }
@@ -219,11 +224,11 @@ __global__ void __launch_bounds__(kThreads)
   using WT = WarpTile<kRowTiles>;
   float acc[WT::kWTiles][WT::kTiles][4] = {};
   for (int64_t i = 0; i < count; ++i) {
-    WaitCopies<kStages - 2>();  // step i's copies are in
+    WaitCopies<S::kCount - 2>();  // step i's copies are in
     // Every thread's copies of step i are visible, and every warp is done
     // with step i - 1, whose stage the copies below overwrite.
     __syncthreads();
-    if (const int64_t next = i + kStages - 1; next < count) {
+    if (const int64_t next = i + S::kCount - 1; next < count) {
       CopyStep<T, kRowTiles>(p, col0, first + next, false, stage(next));
       CopyStep<T, kRowTiles>(p, col0, first + next, true, stage(next));
     }
@@ -248,15 +253,25 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   cluster.sync();  // every split's partials are in place
-  constexpr int kOutputs = S::kXRows * kTileCols;
-  const int end = kOutputs * (split + 1) / splits;
-  for (int f = kOutputs * split / splits + static_cast<int>(threadIdx.x);
-       f < end; f += kThreads) {
-    const int row = f / kTileCols, col = f % kTileCols;
+  // Outputs in quads of 4 consecutive columns of a row (16 bytes of
+  // partials: one read a split), block q the q-th share of them.
+  constexpr int kRowQuads = kTileCols / 4;
+  constexpr int kQuads = S::kXRows * kRowQuads;
+  const int end = kQuads * (split + 1) / splits;
+  for (int q = kQuads * split / splits + static_cast<int>(threadIdx.x); q < end;
+       q += kThreads) {
+    const int row = q / kRowQuads, col = 4 * (q % kRowQuads);
     if (row >= p.rows || col0 + col >= p.n) continue;
-    const float sum = stream_split::SumOverCluster<kTileMaxSplits>(
-        cluster, partial + row * kPartialStride + col, splits);
-    stream_gemm::Finish(p, row, col0 + col, sum);
+    const float4 sum = stream_split::SumOverCluster<kTileMaxSplits>(
+        cluster,
+        reinterpret_cast<const float4*>(partial + row * kPartialStride + col),
+        splits);
+    // Not unrolled: Finish's epilogue (types, bias, GELU) once in the code.
+#pragma unroll 1
+    for (int c = 0; c < 4 && col0 + col + c < p.n; ++c) {
+      const float v = c == 0 ? sum.x : c == 1 ? sum.y : c == 2 ? sum.z : sum.w;
+      stream_gemm::Finish(p, row, col0 + col + c, v);
+    }
   }
   cluster.sync();  // no block leaves while another still reads its partials
 #else

@@ -36,8 +36,8 @@ void RunEmulated(const StreamCase& c, const StreamOperands& o,
 // The half-x StreamCases (every row-tile instance, k under a step, partial
 // steps and column blocks), and some with several column blocks of 64, a
 // partial last one, and k cut into unequal splits (on the emulator's 132
-// multiprocessors, 3 blocks each: 4 splits of 18 steps at k 1096, 8 of 33
-// at k 2056, 3 of 16 at k 1024).
+// multiprocessors, 4 blocks each: 4 splits of 18 steps at k 1096, 8 of 33
+// at k 2056, 4 of 16 at k 1024).
 std::vector<StreamCase> TileCases() {
   std::vector<StreamCase> cases;
   for (const StreamCase& c : h3::testing::StreamCases()) {
@@ -169,7 +169,7 @@ TEST(TileGemmEmulatedIndexTest, CountsEveryElementOnce) {
 }
 
 // What the host entry asks of the device (the emulator's 132
-// multiprocessors, 3 blocks of the 64-row instance each: 65 KiB of shared
+// multiprocessors, 4 blocks of the 64-row instance each: 48 KiB of shared
 // memory a block), and its refusals.
 TEST(TileGemmEmulatedShapeTest, AsksTheDevice) {
   TileGemmShape shape;
@@ -177,7 +177,7 @@ TEST(TileGemmEmulatedShapeTest, AsksTheDevice) {
   EXPECT_EQ(shape.col_blocks, 32);
   EXPECT_EQ(shape.splits, 8);
   ASSERT_EQ(TileGemmCudaShape(6144, 2048, &shape), cudaSuccess);
-  EXPECT_EQ(shape.splits, 4);  // 396 blocks at once
+  EXPECT_EQ(shape.splits, 5);  // 528 blocks at once
 }
 
 TEST(TileGemmEmulatedShapeTest, RefusesWithoutEnqueuing) {
