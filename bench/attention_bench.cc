@@ -1,7 +1,9 @@
 // h3_attention_bench: one attention layer's prefill on the GPU, the fp32
 // FMA kernel (AttentionPrefillCuda, one call per sequence as the engine
 // makes them) against the tensor-core kernel (FlashAttentionPrefillCuda, all
-// sequences in one call), in one process; and its decode step
+// sequences in one call: "flash" with fp32 q|k|v, out and caches, and
+// "flash_half_io" with all of them in the operand type, as the engine calls
+// it with half activations), in one process; and its decode step
 // (AttentionDecodeCuda) with fp32 and 16-bit KV caches. Prints one line per
 // case and writes JSON (--out): "cases", the prefill's achieved TFLOP/s and
 // their fraction of the device's dense fp16/bf16 tensor peak
@@ -46,6 +48,7 @@
 
 #include "CLI/CLI.hpp"
 #include "base/build_info.h"
+#include "base/half_float.h"
 #include "bench/attention_decode_bench.h"
 #include "bench/flashconv_report.h"
 #include "bench/gpu_bench_support.h"
@@ -134,17 +137,72 @@ Timing Time(const Flags& f, Call call) {
   return {ms[ms.size() / 2], ms.front(), static_cast<int>(ms.size())};
 }
 
-double MaxAbsDiffOverMax(const float* a, const float* b, int64_t n) {
-  std::vector<float> x(n), y(n);
-  CHECK_CUDA(cudaMemcpy(x.data(), a, n * 4, cudaMemcpyDeviceToHost));
-  CHECK_CUDA(cudaMemcpy(y.data(), b, n * 4, cudaMemcpyDeviceToHost));
+// max |x - y| / max |y| over host vectors of one size; infinite where x is
+// not finite.
+double MaxAbsDiffOverMax(const std::vector<float>& x,
+                         const std::vector<float>& y) {
   double err = 0, scale = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < x.size(); ++i) {
     if (!std::isfinite(x[i])) return INFINITY;
     err = std::max(err, std::abs(double{x[i]} - y[i]));
     scale = std::max(scale, std::abs(double{y[i]}));
   }
   return err / std::max(scale, 1e-30);
+}
+
+// The same of n floats at a and b in device memory.
+double MaxAbsDiffOverMax(const float* a, const float* b, int64_t n) {
+  std::vector<float> x(n), y(n);
+  CHECK_CUDA(cudaMemcpy(x.data(), a, n * 4, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(y.data(), b, n * 4, cudaMemcpyDeviceToHost));
+  return MaxAbsDiffOverMax(x, y);
+}
+
+// The engine's call with half activations: q|k|v, out and the KV caches
+// in the operand type (io_type = type; the caches' tiles are copied, not
+// rounded). Recorded as kernel "flash_half_io", its guard against fma's
+// fp32 output (ref, on the device) after out is widened.
+template <typename Record>
+void RunHalfIo(const Flags& f, int batch, int64_t len, ElementType type,
+               const std::vector<float>& one, const float* inv_freq,
+               const float* ref, const Record& record) {
+  const kernels::AttentionShape shape{f.heads, f.head_dim, f.rotary_dim};
+  const int64_t d = shape.d_model(), rows = batch * len;
+  std::vector<uint16_t> one16(one.size());
+  StoreFloats(one.data(), static_cast<int64_t>(one.size()), one16.data(), type,
+              0);
+  void *qkv = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
+  CHECK_CUDA(cudaMalloc(&qkv, rows * 3 * d * 2));
+  CHECK_CUDA(cudaMalloc(&k, rows * d * 2));
+  CHECK_CUDA(cudaMalloc(&v, rows * d * 2));
+  CHECK_CUDA(cudaMalloc(&out, rows * d * 2));
+  for (int s = 0; s < batch; ++s) {
+    CHECK_CUDA(cudaMemcpy(static_cast<uint16_t*>(qkv) + s * len * 3 * d,
+                          one16.data(), one16.size() * 2,
+                          cudaMemcpyHostToDevice));
+  }
+  std::vector<kernels::flash::Sequence> seqs;
+  for (int s = 0; s < batch; ++s) {
+    seqs.push_back({0,
+                    len,
+                    s * len,
+                    {static_cast<uint16_t*>(k) + s * len * d,
+                     static_cast<uint16_t*>(v) + s * len * d, len, type}});
+  }
+  kernels::flash::Params p{shape, type, batch, seqs.data(), qkv, inv_freq, out};
+  p.io_type = type;
+  const Timing t = Time(
+      f, [&] { CHECK_CUDA(kernels::FlashAttentionPrefillCuda(p, nullptr)); });
+  std::vector<uint16_t> got16(rows * d);
+  CHECK_CUDA(
+      cudaMemcpy(got16.data(), out, got16.size() * 2, cudaMemcpyDeviceToHost));
+  std::vector<float> got(rows * d), want(rows * d);
+  LoadFloats(got16.data(), type, 0, rows * d, got.data());
+  CHECK_CUDA(
+      cudaMemcpy(want.data(), ref, want.size() * 4, cudaMemcpyDeviceToHost));
+  for (void* ptr : {qkv, k, v, out}) cudaFree(ptr);
+  record("flash_half_io", type == ElementType::kBF16 ? "bf16" : "fp16", t,
+         MaxAbsDiffOverMax(got, want));
 }
 
 void RunCase(const Flags& f, int batch, int64_t len, Json* records) {
@@ -157,10 +215,10 @@ void RunCase(const Flags& f, int batch, int64_t len, Json* records) {
   b.out = DeviceFloats(rows * d);
   b.ref = DeviceFloats(rows * d);
   b.freq = DeviceFloats(std::max(f.rotary_dim / 2, 1));
+  std::vector<float> one(len * 3 * d);  // one sequence's q|k|v, on the host
   {
     std::mt19937 rng(1);
     std::normal_distribution<float> normal;
-    std::vector<float> one(len * 3 * d);
     for (float& x : one) x = normal(rng);
     for (int s = 0; s < batch; ++s) {
       CHECK_CUDA(cudaMemcpy(b.qkv + s * len * 3 * d, one.data(), one.size() * 4,
@@ -225,6 +283,7 @@ void RunCase(const Flags& f, int batch, int64_t len, Json* records) {
     const Timing t = Time(
         f, [&] { CHECK_CUDA(kernels::FlashAttentionPrefillCuda(p, nullptr)); });
     record("flash", name, t, MaxAbsDiffOverMax(b.out, b.ref, rows * d));
+    RunHalfIo(f, batch, len, type, one, inv_freq, b.ref, record);
   }
 }
 

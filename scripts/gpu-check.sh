@@ -84,7 +84,9 @@
 #                     layer shape, fp16, batch 1, 8 and 64, against the copy
 #                     bandwidth; auto also with 8 and 16 sequences a block
 #   attention 120/30  h3_attention_bench: prefill attention, fp32 FMA against
-#                     tensor cores (fp16, bf16), h3-1.3b's shape, prompts of
+#                     tensor cores (fp16, bf16; fp32 io and caches, and all
+#                     in the operand type as the engine calls it:
+#                     flash_half_io), h3-1.3b's shape, prompts of
 #                     512, 1536 and 4096 at batch 1 and 64; decode attention
 #                     with fp32, fp16 and bf16 KV caches (contexts 1664 and
 #                     4096, batch 1 and 64) against the copy bandwidth
