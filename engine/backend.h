@@ -403,8 +403,7 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 // not a multiple of 8) stay on cuBLASLt. kAuto, the default: StreamGemmCuda
 // for products of at most kAutoStreamRows rows, cuBLASLt for the
 // others (on an H200 the stream kernel took a batch-1 step from 1.39 to
-// 1.34 ms, and cuBLASLt is faster from 8 rows up in stream order:
-// docs/cuda-engine.md, "Decode products"). kCublasLtTuned: cuBLASLt with each
+// 1.34 ms; docs/cuda-engine.md, "Decode products"). kCublasLtTuned: cuBLASLt with each
 // product's algorithm timed among the heuristic's first few and their split-K
 // variants at its first
 // uncaptured call (kernels/cuda/linear.h, Options::tune_algorithms; on an H200
@@ -436,14 +435,20 @@ enum class DecodeProducts {
   kMeasured,
   kTile
 };
-constexpr int64_t kAutoStreamRows = 4;
-// kAuto's bound, whatever the launch order. A rule of 8 rows where the
-// product overlaps the kernel before (--pdl) with 16-bit x (on an H200 the
-// products of a step took 1.02 ms overlapped against cuBLASLt's 1.09 at 8
-// rows, bench/results/2026-11-26-h200-acfb22a_linear.json) was dropped: it
-// put a 5-row prefill's products on another kernel with --pdl on than off,
-// or with the profiler on, so the logits changed their bits
-// (CudaPdlTest and CudaProfilerTest failed on an H200 at 4088fe5).
+constexpr int64_t kAutoStreamRows = 8;
+// kAuto's bound, whatever the launch order (a rule that looked at the
+// launch order put a 5-row prefill's products on another kernel with --pdl
+// on than off, or with the profiler on, so the logits changed their bits:
+// CudaPdlTest and CudaProfilerTest failed on an H200 at 4088fe5). 8 since
+// the H200 runs at f201aae and eb5e768: at 8 rows of 16-bit x the stream
+// kernel's products of a step took 1.144 and 1.087 ms in stream order
+// against cuBLASLt's 1.197 and 1.095 (bf16 at f201aae: 1.147 both), and
+// 0.984 and 0.922 overlapped (--pdl, the default), as at 4 rows (1.129
+// and 0.966 against 1.116); with fp32 x (--fp32-activations) 1.596 in
+// stream order against 1.527, 1.437 overlapped
+// (bench/results/2026-11-27-h200-{f201aae_linear,eb5e768_tile}.json). It
+// was 4 while cuBLASLt led at 8 rows in stream order (acfb22a: 1.09 against
+// 1.02 ms overlapped).
 
 // The most rows of a product `products` sends to StreamGemmCuda (without
 // batch invariance): kStreamMaxRows, kAutoStreamRows or 0.

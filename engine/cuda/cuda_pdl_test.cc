@@ -23,7 +23,7 @@ using h3::testing::FeedEach;
 class CudaPdlTest : public CudaEngineTest {
  protected:
   // The fp16 model of Open(1) with the backend's defaults (half
-  // activations, stream products up to 4 rows, cuBLASLt above), --pdl
+  // activations, stream products up to 8 rows, cuBLASLt above), --pdl
   // `pdl`.
   std::unique_ptr<Runner> LoadWith(bool pdl, bool graphs) {
     BackendOptions options;
@@ -62,11 +62,11 @@ class CudaPdlTest : public CudaEngineTest {
   std::unique_ptr<Runner> plain_, overlapped_, eager_;
 };
 
-// Batches on the stream products (1, 3, 4) and on cuBLASLt (9), each
+// Batches on the stream products (1, 3, 4, 8) and on cuBLASLt (9), each
 // replayed: the norms, the H3 step, decode attention and the products
 // launched overlapped read what the kernel before them wrote.
 TEST_F(CudaPdlTest, OverlappedLaunchesGiveTheSameLogits) {
-  for (int batch : {1, 3, 3, 4, 9, 9}) {
+  for (int batch : {1, 3, 3, 4, 8, 9, 9}) {
     std::vector<std::vector<SlotId>> slots(3);  // [runner][sequence]
     for (int i = 0; i < batch; ++i) {
       const auto mine =
