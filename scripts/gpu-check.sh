@@ -875,8 +875,8 @@ phase_profile() {
   # (q|k|v, out, fc1, fc2) after a step's 97, every section.
   profile_decode "batch-1 products" "one layer's batch-1 products (StreamGemmKernel)" \
     StreamGemmKernel 97 4 1
-  # The tile kernel's batch-64 products (not yet run on a GPU at its
-  # writing): 97 a step on it with --decode-products tile.
+  # The tile kernel's batch-64 products (slower than cuBLASLt's at eb5e768,
+  # short of warps): 97 a step on it with --decode-products tile.
   profile_decode "batch-64 tile products" \
     "one layer's batch-64 products on the tile kernel (TileGemmKernel)" \
     TileGemmKernel 97 4 64 --decode-products tile

@@ -232,20 +232,20 @@ int main(int argc, char** argv) {
                  "shape), stream (tensor-core decode kernel, 16-bit --dtype)"
                  ", stream-split (the same on thread-block clusters, compute "
                  "capability 9.0+) or tile (64 x 64 tiles through shared "
-                 "memory, 16-bit activations, 9.0+; not yet run on a GPU)")
+                 "memory, 16-bit activations, 9.0+)")
       ->check(CLI::IsMember(h3::engine::BatchInvariantKernelNames()))
       ->capture_default_str();
   app.add_option("--decode-products", backend.decode_products,
                  "GPU without --batch-invariant: the products of at most 64 "
-                 "rows by auto (stream up to 4 rows, cublaslt above), "
+                 "rows by auto (stream up to 8 rows, cublaslt above), "
                  "cublaslt, stream (tensor-core kernel that streams 16-bit "
                  "weights), cublaslt-tuned (cuBLASLt's fastest of a few "
                  "algorithms, timed at first use), stream-split (stream up "
-                 "to 4 rows, its cluster variant above; compute capability "
+                 "to 8 rows, its cluster variant above; compute capability "
                  "9.0+), measured (the fastest of those kernels per "
-                 "product, timed at first use) or tile (stream up to 4 rows, "
+                 "product, timed at first use) or tile (stream up to 8 rows, "
                  "64 x 64 tiles through shared memory above; 16-bit "
-                 "activations, 9.0+; not yet run on a GPU); "
+                 "activations, 9.0+); "
                  "docs/cuda-engine.md, \"Decode products\"")
       ->check(CLI::IsMember(h3::engine::DecodeProductsNames()))
       ->capture_default_str();

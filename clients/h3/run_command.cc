@@ -265,7 +265,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember(engine::BatchInvariantKernelNames()))
       ->capture_default_str();
   cmd->add_option("--decode-products", flags->backend.decode_products,
-                  "GPU: products of at most 64 rows by auto (stream up to 4 "
+                  "GPU: products of at most 64 rows by auto (stream up to 8 "
                   "rows), cublaslt, stream, cublaslt-tuned, stream-split, "
                   "measured or tile (docs/cuda-engine.md)")
       ->check(CLI::IsMember(engine::DecodeProductsNames()))
