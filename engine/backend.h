@@ -404,30 +404,29 @@ absl::StatusOr<BatchInvariantKernel> ParseBatchInvariantKernel(
 // not a multiple of 8) stay on cuBLASLt. kAuto, the default: StreamGemmCuda
 // for products of at most kAutoStreamRows rows, cuBLASLt for the
 // others (on an H200 the stream kernel took a batch-1 step from 1.39 to
-// 1.34 ms; docs/cuda-engine.md, "Decode products"). kCublasLtTuned: cuBLASLt with each
-// product's algorithm timed among the heuristic's first few and their split-K
-// variants at its first
-// uncaptured call (kernels/cuda/linear.h, Options::tune_algorithms; on an H200
-// within 3% of the heuristic's choice). kStreamSplit: as kAuto for the products
-// kAuto gives StreamGemmCuda, StreamSplitGemmCuda (kernels/stream_split_gemm.h:
-// x read from L2 once per 128 columns, k split across a thread-block cluster)
-// from there to 64 rows, on compute capability 9.0 and later (cuBLASLt
-// elsewhere, and for the products it does not take); slower than cuBLASLt on an
-// H200 (its kernel for 17 to 64 rows of 16-bit x has changed since, untimed).
-// kMeasured: each product of at most 64 rows that the stream kernels take runs
-// on whichever of cuBLASLt, StreamGemmCuda and (9.0 and later)
-// StreamSplitGemmCuda was fastest for its row bucket, shape, types and epilogue
-// at its first call outside graph capture, timed then on the device
-// (engine/product_choices.h; the cuBLASLt candidate is kCublasLtTuned's fastest
-// algorithm); the kAuto rule before that. On an H200 it chose what kAuto takes
-// (StreamGemmCuda at one row, cuBLASLt at 64); with 16-bit activations on
-// 9.0 and later TileGemmCuda is a candidate too. kTile: as kAuto for the
-// products kAuto gives StreamGemmCuda, TileGemmCuda (kernels/tile_gemm.h: W
-// and x through shared memory in tiles of 64 columns and 64 rows, k split
-// across a cluster as far as one wave allows) from there to 64 rows, for
-// 16-bit activations on compute capability 9.0 and later (cuBLASLt
-// elsewhere); on an H200 (eb5e768) correct and slower than cuBLASLt from 32
-// rows (Table 4 at 1536: 9,407 against 10,074 tokens/s).
+// 1.34 ms; docs/cuda-engine.md, "Decode products"). kCublasLtTuned:
+// cuBLASLt with each product's algorithm timed among the heuristic's first
+// few and their split-K variants at its first uncaptured call
+// (kernels/cuda/linear.h, Options::tune_algorithms; on an H200 within 3% of the
+// heuristic's choice). kStreamSplit: as kAuto for the products kAuto gives
+// StreamGemmCuda, StreamSplitGemmCuda (kernels/stream_split_gemm.h: x read from
+// L2 once per 128 columns, k split across a thread-block cluster) from there to
+// 64 rows, on compute capability 9.0 and later (cuBLASLt elsewhere, and for the
+// products it does not take); slower than cuBLASLt on an H200 (its kernel for
+// 17 to 64 rows of 16-bit x has changed since, untimed). kMeasured: each
+// product of at most 64 rows that the stream kernels take runs on whichever of
+// cuBLASLt, StreamGemmCuda and (9.0 and later) StreamSplitGemmCuda was fastest
+// for its row bucket, shape, types and epilogue at its first call outside graph
+// capture, timed then on the device (engine/product_choices.h; the cuBLASLt
+// candidate is kCublasLtTuned's fastest algorithm); the kAuto rule before that.
+// On an H200 it chose what kAuto takes (StreamGemmCuda at one row, cuBLASLt at
+// 64); with 16-bit activations on 9.0 and later TileGemmCuda is a candidate
+// too. kTile: as kAuto for the products kAuto gives StreamGemmCuda,
+// TileGemmCuda (kernels/tile_gemm.h: W and x through shared memory in tiles of
+// 64 columns and 64 rows, k split across a cluster as far as one wave allows)
+// from there to 64 rows, for 16-bit activations on compute capability 9.0 and
+// later (cuBLASLt elsewhere); on an H200 (eb5e768) correct and slower than
+// cuBLASLt from 32 rows (Table 4 at 1536: 9,407 against 10,074 tokens/s).
 enum class DecodeProducts {
   kAuto,
   kCublasLt,
