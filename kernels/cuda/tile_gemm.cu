@@ -279,29 +279,31 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
-// Above the 48 KiB every kernel gets, shared memory needs an opt-in: a
-// host-side attribute, not a stream operation, so it may be set during
-// graph capture.
-// The carveout asks for the most shared memory, so that the blocks it
-// allows fit (as occupancy is computed).
 template <typename T, int kRowTiles>
 const void* KernelId() {
   return reinterpret_cast<const void*>(&TileGemmKernel<T, kRowTiles>);
 }
 
+// Host-side attributes, not stream operations, so they may be set during
+// graph capture. Every instance asks for the largest carveout, so that the
+// blocks its occupancy counts fit a multiprocessor (4 of 48 KiB at 64 rows:
+// left to the driver, the carveout may hold fewer); above the 48 KiB every
+// kernel gets, shared memory needs an opt-in too.
 template <typename T, int kRowTiles>
 cudaError_t OptIn() {
   constexpr size_t kShared = Stage<kRowTiles>::kShared;
-  if (kShared <= 48 * 1024) return cudaSuccess;
-  cudaError_t err = cudaFuncSetAttribute(
-      KernelId<T, kRowTiles>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(kShared));
-  if (err == cudaSuccess) {
-    err = cudaFuncSetAttribute(KernelId<T, kRowTiles>(),
-                               cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared);
+  if constexpr (kShared > 48 * 1024) {
+    if (const cudaError_t err =
+            cudaFuncSetAttribute(KernelId<T, kRowTiles>(),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(kShared));
+        err != cudaSuccess) {
+      return err;
+    }
   }
-  return err;
+  return cudaFuncSetAttribute(KernelId<T, kRowTiles>(),
+                              cudaFuncAttributePreferredSharedMemoryCarveout,
+                              cudaSharedmemCarveoutMaxShared);
 }
 
 // The 64-row fp16 instance: what TileGemmShapeFor is asked for, whatever
