@@ -74,6 +74,12 @@ const char* StreamGemmCheck(const StreamGemmParams& p, bool check_alignment);
 // The specification, on the host. REQUIRES: StreamGemmCheck(p, false) is "".
 void StreamGemmEmulation(const StreamGemmParams& p);
 
+// Step 3's epilogue on the host, for the emulations of this product and of
+// its split and tile kernels: y[r, j] = sum plus the bias, through GELU
+// where p.gelu, rounded to y_type.
+void StreamGemmFinish(const StreamGemmParams& p, int64_t r, int64_t j,
+                      float sum);
+
 }  // namespace h3::kernels
 
 #endif  // H3_KERNELS_STREAM_GEMM_H_

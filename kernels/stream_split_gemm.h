@@ -45,7 +45,8 @@ constexpr int kSplitMaxSplits = 8;
 // a large part of its time.
 constexpr int kSplitMinSteps = 2;
 
-// How StreamSplitGemmCuda cuts a product of n columns and depth k.
+// How StreamSplitGemmCuda cuts a product of n columns and depth k (and
+// TileGemmCuda, with its own block width and step: kernels/tile_gemm.h).
 struct StreamSplitShape {
   int64_t col_blocks = 0;  // ceil(n / kSplitBlockCols)
   int64_t steps = 0;       // ceil(k / kStreamStep)

@@ -34,7 +34,7 @@
 #include <cstdint>
 
 #include "kernels/stream_gemm.h"
-#include "kernels/stream_split_gemm.h"  // StreamSplitFirstStep
+#include "kernels/stream_split_gemm.h"  // StreamSplitShape, StreamSplitFirstStep
 
 namespace h3::kernels {
 
@@ -46,12 +46,10 @@ constexpr int kTileMaxSplits = 8;
 // stages) no steps to overlap.
 constexpr int kTileMinSteps = 4;
 
-// How TileGemmCuda cuts a product of n columns and depth k.
-struct TileGemmShape {
-  int64_t col_blocks = 0;  // ceil(n / kTileCols)
-  int64_t steps = 0;       // ceil(k / kTileStep)
-  int splits = 1;          // blocks of a cluster, shares of the steps
-};
+// How TileGemmCuda cuts a product of n columns and depth k: the split
+// kernel's fields, with col_blocks = ceil(n / kTileCols) and steps =
+// ceil(k / kTileStep).
+using TileGemmShape = StreamSplitShape;
 
 // What the device holds at once of TileGemmCuda's kernel: `blocks` in all
 // (blocks a multiprocessor times multiprocessors), and clusters[s] clusters

@@ -81,14 +81,14 @@ float EmulateSteps(const StreamGemmParams& p, int64_t r, int64_t j,
   return acc;
 }
 
-// y[r, j] = epilogue(sum), rounded to y_type.
-void Finish(const StreamGemmParams& p, int64_t r, int64_t j, float sum) {
+}  // namespace
+
+void StreamGemmFinish(const StreamGemmParams& p, int64_t r, int64_t j,
+                      float sum) {
   if (p.bias != nullptr) sum += LoadFloat(p.bias, p.bias_type, j);
   if (p.gelu) sum = SkinnyGeluTanh(sum);
   StoreFloat(p.y, p.y_type, r * p.n + j, sum);
 }
-
-}  // namespace
 
 void StreamGemmEmulation(const StreamGemmParams& p) {
   const int64_t steps = (p.k + kStreamStep - 1) / kStreamStep;
@@ -102,7 +102,7 @@ void StreamGemmEmulation(const StreamGemmParams& p) {
       }
       float out = warp_acc[0];
       for (int w = 1; w < kStreamWarps; ++w) out += warp_acc[w];
-      Finish(p, r, j, out);
+      StreamGemmFinish(p, r, j, out);
     }
   }
 }
@@ -133,7 +133,7 @@ void StreamSplitGemmEmulation(const StreamGemmParams& p, int splits) {
                          StreamSplitFirstStep(steps, splits, q + 1), 0.0f);
         out = q == 0 ? part : out + part;
       }
-      Finish(p, r, j, out);
+      StreamGemmFinish(p, r, j, out);
     }
   }
 }

@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "base/half_float.h"
-#include "kernels/skinny_gemm.h"
 
 namespace h3::kernels {
 
@@ -53,9 +52,7 @@ void TileGemmEmulation(const StreamGemmParams& p, int splits) {
         }
         out = q == 0 ? acc : out + acc;
       }
-      if (p.bias != nullptr) out += LoadFloat(p.bias, p.bias_type, j);
-      if (p.gelu) out = SkinnyGeluTanh(out);
-      StoreFloat(p.y, p.y_type, r * p.n + j, out);
+      StreamGemmFinish(p, r, j, out);
     }
   }
 }

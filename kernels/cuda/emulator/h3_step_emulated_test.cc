@@ -197,6 +197,63 @@ TEST_P(H3StepEmulatedTest, MatchesTheCpuTwinOverSteps) {
   EXPECT_LE(NormalisedError(got_diag, want_diag), kBound) << "diagonal states";
 }
 
+// One way to run H3StepCuda: its kernel and sequences a block (0: the
+// rule).
+struct StepRun {
+  H3StepKernel kernel = H3StepKernel::kAuto;
+  int sequences_per_block = 0;
+};
+
+// Every run of `runs`, each on its own copy of the same drawn states of
+// `batch` sequences from `positions`, over kSteps steps of io `type`, gives
+// the first run's outputs and leaves its states, bit for bit.
+void ExpectTheFirstRunsBits(const H3Shape& shape, int batch, uint32_t seed,
+                            ElementType type, std::vector<int64_t> positions,
+                            const std::vector<StepRun>& runs) {
+  const RandomH3Layer layer(shape, seed);
+  std::mt19937 rng(seed + 1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const RandomStates drawn(shape, batch, rng);
+  std::vector<RandomStates> sides(runs.size(), drawn);
+  const bool f32 = type == ElementType::kF32;
+  const size_t block = size_t{1} * batch * shape.d_model;
+  for (int step = 0; step < kSteps; ++step) {
+    std::vector<float> in(3 * block);
+    for (float& x : in) x = normal(rng);
+    const HalfInput half(in, f32 ? ElementType::kF16 : type);
+    std::vector<std::vector<float>> out(runs.size());
+    std::vector<std::vector<uint16_t>> out_bits(runs.size());
+    for (size_t i = 0; i < runs.size(); ++i) {
+      out[i].resize(f32 ? block : 0);
+      out_bits[i].resize(f32 ? 0 : block);
+      const std::vector<H3State> states = sides[i].Views();
+      H3StepParams p =
+          f32 ? StepParams(layer.weights(), batch, false, in.data(),
+                           sizeof(float), out[i].data(), states.data(),
+                           positions.data())
+              : StepParams(layer.weights(), batch, false, half.bits.data(),
+                           sizeof(uint16_t), out_bits[i].data(), states.data(),
+                           positions.data());
+      p.io_type = type;
+      ASSERT_EQ(H3StepCuda(p, nullptr, LaunchOrder::kAfterPrior, runs[i].kernel,
+                           runs[i].sequences_per_block),
+                cudaSuccess)
+          << emulator::LastRunError();
+      EXPECT_EQ(out[i], out[0]) << "run " << i << ", step " << step;
+      EXPECT_EQ(out_bits[i], out_bits[0]) << "run " << i << ", step " << step;
+    }
+    for (int64_t& pos : positions) ++pos;
+  }
+  for (size_t i = 1; i < runs.size(); ++i) {
+    for (int b = 0; b < batch; ++b) {
+      EXPECT_EQ(sides[i].rings[b], sides[0].rings[b])
+          << "run " << i << ": shift ring of sequence " << b;
+      EXPECT_EQ(sides[i].diags[b], sides[0].diags[b])
+          << "run " << i << ": diagonal state of sequence " << b;
+    }
+  }
+}
+
 // kAuto's instance for N 64 (its 16 lanes at compile time, ExactShiftStep)
 // against the same kernel with its lanes at run time (kRuntimeLanes): the
 // same slots in the same order, so the same bits, over kSteps steps from
@@ -209,52 +266,9 @@ TEST_P(H3StepExactLanesTest, GivesTheRuntimeLanesBits) {
   const auto [type, backward] = GetParam();
   const emulator::ScopedOrder order(backward ? emulator::Order::kBackward
                                              : emulator::Order::kForward);
-  const H3Shape shape{40, 1, 64};
-  const int batch = 9;
-  const RandomH3Layer layer(shape, 43);
-  std::mt19937 rng(44);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  // [kernel]: the two kernels' own copies of the same states.
-  const RandomStates drawn(shape, batch, rng);
-  RandomStates sides[2] = {drawn, drawn};
-  const std::vector<H3State> states[2] = {sides[0].Views(), sides[1].Views()};
-  std::vector<int64_t> positions = {0, 1, 3, 5, 60, 62, 63, 64, 70001};
-  const size_t block = size_t{1} * batch * shape.d_model;
-  for (int step = 0; step < kSteps; ++step) {
-    std::vector<float> in(3 * block);
-    for (float& x : in) x = normal(rng);
-    const HalfInput half(in,
-                         type == ElementType::kF32 ? ElementType::kF16 : type);
-    std::vector<uint16_t> out_bits[2];
-    std::vector<float> out[2];
-    for (int k = 0; k < 2; ++k) {
-      const bool f32 = type == ElementType::kF32;
-      out[k].resize(f32 ? block : 0);
-      out_bits[k].resize(f32 ? 0 : block);
-      H3StepParams p =
-          f32 ? StepParams(layer.weights(), batch, false, in.data(),
-                           sizeof(float), out[k].data(), states[k].data(),
-                           positions.data())
-              : StepParams(layer.weights(), batch, false, half.bits.data(),
-                           sizeof(uint16_t), out_bits[k].data(),
-                           states[k].data(), positions.data());
-      p.io_type = type;
-      ASSERT_EQ(H3StepCuda(
-                    p, nullptr, LaunchOrder::kAfterPrior,
-                    k == 0 ? H3StepKernel::kAuto : H3StepKernel::kRuntimeLanes),
-                cudaSuccess)
-          << emulator::LastRunError();
-    }
-    EXPECT_EQ(out[0], out[1]) << "step " << step;
-    EXPECT_EQ(out_bits[0], out_bits[1]) << "step " << step;
-    for (int64_t& pos : positions) ++pos;
-  }
-  for (int b = 0; b < batch; ++b) {
-    EXPECT_EQ(sides[0].rings[b], sides[1].rings[b])
-        << "shift ring of sequence " << b;
-    EXPECT_EQ(sides[0].diags[b], sides[1].diags[b])
-        << "diagonal state of sequence " << b;
-  }
+  ExpectTheFirstRunsBits(
+      {40, 1, 64}, 9, 43, type, {0, 1, 3, 5, 60, 62, 63, 64, 70001},
+      {{H3StepKernel::kAuto}, {H3StepKernel::kRuntimeLanes}});
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -268,45 +282,15 @@ INSTANTIATE_TEST_SUITE_P(
 // staged in shared memory, the rest from the arrays) give the rule's bits
 // over kSteps steps of 37 sequences.
 TEST(H3StepSequencesPerBlockTest, GiveTheRulesBits) {
-  const H3Shape shape{40, 1, 64};
   const int batch = 37;
-  const RandomH3Layer layer(shape, 47);
-  std::mt19937 rng(48);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const RandomStates drawn(shape, batch, rng);
-  const std::vector<int> counts = {0, 1, 5, 16, 20};  // 0: the rule
-  std::vector<RandomStates> sides(counts.size(), drawn);
   std::vector<int64_t> positions(batch);
   for (int b = 0; b < batch; ++b) positions[b] = 3 * b;
-  const size_t block = size_t{1} * batch * shape.d_model;
-  for (int step = 0; step < kSteps; ++step) {
-    std::vector<float> in(3 * block);
-    for (float& x : in) x = normal(rng);
-    const HalfInput half(in, ElementType::kF16);
-    std::vector<std::vector<uint16_t>> out(counts.size(),
-                                           std::vector<uint16_t>(block));
-    for (size_t i = 0; i < counts.size(); ++i) {
-      const std::vector<H3State> states = sides[i].Views();
-      H3StepParams p = StepParams(
-          layer.weights(), batch, false, half.bits.data(), sizeof(uint16_t),
-          out[i].data(), states.data(), positions.data());
-      p.io_type = ElementType::kF16;
-      ASSERT_EQ(H3StepCuda(p, nullptr, LaunchOrder::kAfterPrior,
-                           H3StepKernel::kAuto, counts[i]),
-                cudaSuccess)
-          << emulator::LastRunError();
-      EXPECT_EQ(out[i], out[0]) << counts[i] << " a block, step " << step;
-    }
-    for (int64_t& pos : positions) ++pos;
+  std::vector<StepRun> runs;
+  for (const int count : {0, 1, 5, 16, 20}) {  // 0: the rule
+    runs.push_back({H3StepKernel::kAuto, count});
   }
-  for (size_t i = 1; i < counts.size(); ++i) {
-    for (int b = 0; b < batch; ++b) {
-      EXPECT_EQ(sides[i].rings[b], sides[0].rings[b])
-          << counts[i] << " a block: shift ring of sequence " << b;
-      EXPECT_EQ(sides[i].diags[b], sides[0].diags[b])
-          << counts[i] << " a block: diagonal state of sequence " << b;
-    }
-  }
+  ExpectTheFirstRunsBits({40, 1, 64}, batch, 47, ElementType::kF16, positions,
+                         runs);
 }
 
 std::vector<StepCase> Cases() {
