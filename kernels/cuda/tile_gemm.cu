@@ -43,6 +43,7 @@
 #include <optional>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/device_major.h"
 #include "kernels/cuda/kernel_image.h"
 #include "kernels/cuda/launch_order.cuh"
 #include "kernels/cuda/mma_half.cuh"
@@ -285,25 +286,33 @@ const void* KernelId() {
 }
 
 // Host-side attributes, not stream operations, so they may be set during
-// graph capture. Every instance asks for the largest carveout, so that the
-// blocks its occupancy counts fit a multiprocessor (4 of 48 KiB at 64 rows:
-// left to the driver, the carveout may hold fewer); above the 48 KiB every
-// kernel gets, shared memory needs an opt-in too.
+// graph capture; set once per device and instance. Every instance asks for
+// the largest carveout, so that the blocks its occupancy counts fit a
+// multiprocessor (4 of 48 KiB at 64 rows: left to the driver, the carveout
+// may hold fewer); above the 48 KiB every kernel gets, shared memory needs
+// an opt-in too.
 template <typename T, int kRowTiles>
 cudaError_t OptIn() {
-  constexpr size_t kShared = Stage<kRowTiles>::kShared;
-  if constexpr (kShared > 48 * 1024) {
-    if (const cudaError_t err =
-            cudaFuncSetAttribute(KernelId<T, kRowTiles>(),
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(kShared));
-        err != cudaSuccess) {
-      return err;
-    }
-  }
-  return cudaFuncSetAttribute(KernelId<T, kRowTiles>(),
-                              cudaFuncAttributePreferredSharedMemoryCarveout,
-                              cudaSharedmemCarveoutMaxShared);
+  int set = 0;
+  return CachedPerDevice(
+      [](int, int* done) {
+        constexpr size_t kShared = Stage<kRowTiles>::kShared;
+        if constexpr (kShared > 48 * 1024) {
+          if (const cudaError_t err = cudaFuncSetAttribute(
+                  KernelId<T, kRowTiles>(),
+                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                  static_cast<int>(kShared));
+              err != cudaSuccess) {
+            return err;
+          }
+        }
+        *done = 1;
+        return cudaFuncSetAttribute(
+            KernelId<T, kRowTiles>(),
+            cudaFuncAttributePreferredSharedMemoryCarveout,
+            cudaSharedmemCarveoutMaxShared);
+      },
+      &set);
 }
 
 // The 64-row fp16 instance: what TileGemmShapeFor is asked for, whatever
