@@ -52,6 +52,27 @@ __device__ __forceinline__ void CopyAsync(void* shared, const void* global) {
 #endif
 }
 
+// 16 bytes from `global` to `shared` as CopyAsync<16>, or where `copy` is
+// false 16 zero bytes, in the same group and at the same wait (PTX
+// cp.async's src-size 0: `global` is then not read, and may point past
+// its buffer). One instruction either way, with no branch.
+__device__ __forceinline__ void CopyAsync16OrZeros(void* shared,
+                                                   const void* global,
+                                                   bool copy) {
+#if defined(H3_CUDA_EMULATOR)
+  alignas(16) static const unsigned char kZeros[16] = {};
+  ::h3::emulator::AsyncCopy(shared, copy ? global : kZeros, 16);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst),
+               "l"(global), "r"(copy ? 16u : 0u)
+               : "memory");
+#else
+  *static_cast<uint4*>(shared) =
+      copy ? *static_cast<const uint4*>(global) : make_uint4(0, 0, 0, 0);
+#endif
+}
+
 // Closes the thread's copies since the last call into one group (which may
 // be empty: a pipeline commits one a step so that its wait count stays
 // fixed).

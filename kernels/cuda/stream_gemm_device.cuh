@@ -134,6 +134,57 @@ __device__ inline void Finish(const StreamGemmParams& p, int64_t row,
   io::StoreAs(p.y, p.y_type, row * p.n + col, v);
 }
 
+// y[row, col + c] for the c < live (1 .. 4) of a quad whose first element
+// is at y: one store of the 4 when they are all there and aligned for it.
+template <typename T>
+__device__ __forceinline__ void StoreQuad(T* y, const float (&v)[4], int live) {
+  struct alignas(4 * sizeof(T)) Quad {
+    T e[4];
+  };
+  if (live == 4 && reinterpret_cast<uintptr_t>(y) % sizeof(Quad) == 0) {
+    Quad q;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) q.e[c] = io::FromFloat<T>(v[c]);
+    *reinterpret_cast<Quad*>(y) = q;
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    if (c < live) y[c] = io::FromFloat<T>(v[c]);
+  }
+}
+
+// Finish of the 4 outputs (row, col + c), c = 0..3, those inside n: the
+// same arithmetic and roundings as four Finish calls, with the types
+// dispatched once and, where the 4 are whole and aligned, one store.
+__device__ __forceinline__ void FinishQuad(const StreamGemmParams& p,
+                                           int64_t row, int64_t col,
+                                           float4 sum) {
+  if (row >= p.rows || col >= p.n) return;
+  const int live = p.n - col < 4 ? static_cast<int>(p.n - col) : 4;
+  float v[4] = {sum.x, sum.y, sum.z, sum.w};
+  if (p.bias != nullptr) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      if (c < live) {
+        v[c] = __fadd_rn(v[c], io::LoadAs(p.bias, p.bias_type, col + c));
+      }
+    }
+  }
+  if (p.gelu) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) v[c] = SkinnyGeluTanh(v[c]);
+  }
+  const int64_t at = row * p.n + col;
+  if (p.y_type == ElementType::kF16) {
+    StoreQuad(static_cast<__half*>(p.y) + at, v, live);
+  } else if (p.y_type == ElementType::kBF16) {
+    StoreQuad(static_cast<__nv_bfloat16*>(p.y) + at, v, live);
+  } else {
+    StoreQuad(static_cast<float*>(p.y) + at, v, live);
+  }
+}
+
 // One block's share of the product: its kStreamCols outputs of every row.
 // load_x(r, e): the 8 elements [e, e + 8) of the x row that lane group
 // g = lane / 4 takes in row tile r (row 8 r + g), as 4 fragment registers;

@@ -28,7 +28,8 @@
 // share of the outputs over the splits in split order from the blocks'
 // shared memory (distributed shared memory), each thread 4 consecutive
 // columns of a row at a time (one 16-byte read a split), consecutive
-// threads consecutive quads, then finishes them (bias, GELU, y's type);
+// threads consecutive quads, then finishes them (bias, GELU, y's type:
+// FinishQuad, one store of a quad);
 // a second barrier keeps every block's partials until all have been read.
 //
 // Launched with LaunchOrder::kOverlapPrior, the block copies its first
@@ -99,42 +100,70 @@ struct Stage {
       kStagesBytes > kPartialBytes ? kStagesBytes : kPartialBytes;
 };
 
-// The thread's copies of step s into `stage`: vector threadIdx % kChunks of
-// rows threadIdx / kChunks + 16 i. W's rows first (its columns col0 + row),
-// then (with `x`) x's; zeros past n, past the rows and past k (k % 8 == 0:
-// a vector is wholly inside k or wholly past it).
+// A thread's copies of every step, addressed once: vector `chunk` =
+// threadIdx % kChunks of the stage's rows row0 + kRowStep c (row0 =
+// threadIdx / kChunks), W's kTileCols rows (its columns col0 + row) and
+// then x's kXRows; zeros past n, past the rows and past k (k % 8 == 0: a
+// vector is wholly inside k or wholly past it). A step's copies are then an
+// add and a cp.async each (the loop's address arithmetic was most of its
+// instructions: ncu, eb5e768).
 template <typename T, int kRowTiles>
-__device__ __forceinline__ void CopyStep(const StreamGemmParams& p,
-                                         int64_t col0, int64_t s, bool x,
-                                         uint4* stage) {
-  constexpr int kRowStep = kThreads / kChunks;
-  const int chunk = static_cast<int>(threadIdx.x) % kChunks;
-  const int row0 = static_cast<int>(threadIdx.x) / kChunks;
-  const int64_t e = s * kTileStep + 8 * chunk;
-  if (!x) {
+struct StepCopies {
+  static constexpr int kRowStep = kThreads / kChunks;
+  static constexpr int kW = kTileCols / kRowStep;
+  static constexpr int kX = Stage<kRowTiles>::kXRows / kRowStep;
+  // Row kRowStep c's vectors in a stage: Slot(row0 + kRowStep c, chunk) is
+  // Slot(row0, chunk) + kRowStep kChunks c, since kRowStep % 8 == 0.
+  static_assert(kRowStep % 8 == 0 && kTileCols % 8 == 0);
+
+  const T* w[kW];  // the split's first step's vectors (row 0's past n)
+  const T* x[kX];  // (row 0's past the rows)
+  bool w_in[kW];   // row c inside n
+  bool x_in[kX];   // inside the rows
+  int64_t k_left;  // elements of k from the first step's vector on
+  int slot;        // Slot(row0, chunk)
+
+  __device__ StepCopies(const StreamGemmParams& p, int64_t col0,
+                        int64_t first) {
+    const int chunk = static_cast<int>(threadIdx.x) % kChunks;
+    const int row0 = static_cast<int>(threadIdx.x) / kChunks;
+    const int64_t e = first * kTileStep + 8 * chunk;
+    k_left = p.k - e;
+    slot = Slot(row0, chunk);
 #pragma unroll
-    for (int i = 0; i < kTileCols / kRowStep; ++i) {
-      const int row = row0 + kRowStep * i;
-      uint4* const dst = stage + Slot(row, chunk);
-      if (col0 + row < p.n && e < p.k) {
-        CopyAsync<16>(dst, static_cast<const T*>(p.w) + (col0 + row) * p.k + e);
-      } else {
-        *dst = make_uint4(0, 0, 0, 0);
+    for (int c = 0; c < kW; ++c) {
+      const int64_t row = col0 + row0 + kRowStep * c;
+      w_in[c] = row < p.n;
+      w[c] = static_cast<const T*>(p.w) + (w_in[c] ? row : 0) * p.k + e;
+    }
+#pragma unroll
+    for (int c = 0; c < kX; ++c) {
+      const int64_t row = row0 + kRowStep * c;
+      x_in[c] = row < p.rows;
+      x[c] = static_cast<const T*>(p.x) + (x_in[c] ? row : 0) * p.k + e;
+    }
+  }
+
+  // Step first + i's copies into `stage`: W's rows, or (with `of_x`) x's.
+  __device__ __forceinline__ void Copy(int i, bool of_x, uint4* stage) const {
+    constexpr int kRowVectors = kRowStep * kChunks;
+    const int64_t at = int64_t{i} * kTileStep;
+    const bool in_k = at < k_left;
+    if (!of_x) {
+#pragma unroll
+      for (int c = 0; c < kW; ++c) {
+        CopyAsync16OrZeros(stage + slot + kRowVectors * c, w[c] + at,
+                           in_k && w_in[c]);
       }
+      return;
     }
-    return;
-  }
 #pragma unroll
-  for (int i = 0; i < Stage<kRowTiles>::kXRows / kRowStep; ++i) {
-    const int row = row0 + kRowStep * i;
-    uint4* const dst = stage + Slot(kTileCols + row, chunk);
-    if (row < p.rows && e < p.k) {
-      CopyAsync<16>(dst, static_cast<const T*>(p.x) + row * p.k + e);
-    } else {
-      *dst = make_uint4(0, 0, 0, 0);
+    for (int c = 0; c < kX; ++c) {
+      CopyAsync16OrZeros(stage + slot + kTileCols * kChunks + kRowVectors * c,
+                         x[c] + at, in_k && x_in[c]);
     }
   }
-}
+};
 
 // A warp's share of a block with kRowTiles row tiles: kCols columns (kCols
 // / 16 W tiles) and kRows = 8 kTiles rows; warp w takes columns kCols (w %
@@ -155,33 +184,56 @@ struct WarpTile {
   }
 };
 
+// Where a lane's ldmatrix of each j (0..3, 16 elements each) reads in a
+// stage: W's A fragments at a[j] + 16 kChunks h for W tile h, x's B
+// fragments at b[j] + 16 kChunks i for row tiles 2 i and 2 i + 1. A stage's
+// row `row` keeps its vectors at Slot(row, .), whose swizzle depends on
+// row % 8 only, and the tiles are 16 rows apart: so the offsets, set once,
+// hold for every tile and step.
+struct LaneSlots {
+  int a[4];
+  int b[4];
+};
+
+template <int kRowTiles>
+__device__ __forceinline__ LaneSlots LaneSlotsOf(int warp, int lane) {
+  using WT = WarpTile<kRowTiles>;
+  const int m = lane / 8, r = lane % 8;
+  const int w_row = WT::Col0(warp) + r + 8 * (m % 2);
+  const int x_row = kTileCols + WT::Row0(warp) + r + 8 * (m / 2);
+  LaneSlots s;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    s.a[j] = Slot(w_row, 2 * j + m / 2);
+    s.b[j] = Slot(x_row, 2 * j + m % 2);
+  }
+  return s;
+}
+
 // One step from `stage` into the warp's accumulators acc[W tile][row
 // tile]: for j = 0..3 the MMAs of elements 16 j .. 16 j + 15. W's A
 // fragment of a tile: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7),
 // (rows 0-7, k 8-15), (rows 8-15, k 8-15); x's B fragments of row tiles
 // 2 i and 2 i + 1: matrices (tile 2 i, k 0-7), (2 i, k 8-15), (2 i + 1,
-// k 0-7), (2 i + 1, k 8-15).
+// k 0-7), (2 i + 1, k 8-15) (LaneSlotsOf).
 template <typename T, int kRowTiles>
 __device__ __forceinline__ void StepMmas(
-    const uint4* stage, int warp, int lane,
+    const uint4* stage, const LaneSlots& slots,
     float (
         &acc)[WarpTile<kRowTiles>::kWTiles][WarpTile<kRowTiles>::kTiles][4]) {
   using WT = WarpTile<kRowTiles>;
-  const int m = lane / 8, r = lane % 8;
-  const int col0 = WT::Col0(warp), row0 = kTileCols + WT::Row0(warp);
+  constexpr int kTileVectors = 16 * kChunks;  // 16 rows of a stage
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     uint32_t a[WT::kWTiles][4];
 #pragma unroll
     for (int h = 0; h < WT::kWTiles; ++h) {
-      LdMatrixX4(stage + Slot(col0 + 16 * h + r + 8 * (m % 2), 2 * j + m / 2),
-                 a[h]);
+      LdMatrixX4(stage + slots.a[j] + kTileVectors * h, a[h]);
     }
 #pragma unroll
     for (int i = 0; i < WT::kTiles / 2; ++i) {
       uint32_t b[4];
-      LdMatrixX4(stage + Slot(row0 + 16 * i + r + 8 * (m / 2), 2 * j + m % 2),
-                 b);
+      LdMatrixX4(stage + slots.b[j] + kTileVectors * i, b);
 #pragma unroll
       for (int h = 0; h < WT::kWTiles; ++h) {
         HalfOps<T>::Mma(acc[h][2 * i], a[h], b[0], b[1]);
@@ -207,34 +259,39 @@ __global__ void __launch_bounds__(kThreads)
   LetNextKernelStart();
 
   const int64_t first = StreamSplitFirstStep(steps, splits, split);
-  const int64_t count = StreamSplitFirstStep(steps, splits, split + 1) - first;
-  const auto stage = [&](int64_t i) {
-    return shared + static_cast<int>(i % S::kCount) * S::kVectors;
-  };
+  const int count =
+      static_cast<int>(StreamSplitFirstStep(steps, splits, split + 1) - first);
+  const StepCopies<T, kRowTiles> copies(p, col0, first);
+  const auto stage = [&](int index) { return shared + index * S::kVectors; };
   // The first kCount - 1 steps: W before the wait, x after it; one group
   // of copies a step (the first holds every W copy of them).
   for (int i = 0; i < S::kCount - 1 && i < count; ++i) {
-    CopyStep<T, kRowTiles>(p, col0, first + i, false, stage(i));
+    copies.Copy(i, false, stage(i));
   }
   WaitForPriorKernel();  // x is the kernel before's output
   for (int i = 0; i < S::kCount - 1; ++i) {
-    if (i < count) CopyStep<T, kRowTiles>(p, col0, first + i, true, stage(i));
+    if (i < count) copies.Copy(i, true, stage(i));
     CommitCopies();
   }
 
   using WT = WarpTile<kRowTiles>;
+  const LaneSlots slots = LaneSlotsOf<kRowTiles>(warp, lane);
   float acc[WT::kWTiles][WT::kTiles][4] = {};
-  for (int64_t i = 0; i < count; ++i) {
+  // Step i's stage, and step i + kCount - 1's (the one step i - 1 used).
+  int read = 0, write = S::kCount - 1;
+  for (int i = 0; i < count; ++i) {
     WaitCopies<S::kCount - 2>();  // step i's copies are in
     // Every thread's copies of step i are visible, and every warp is done
     // with step i - 1, whose stage the copies below overwrite.
     __syncthreads();
-    if (const int64_t next = i + S::kCount - 1; next < count) {
-      CopyStep<T, kRowTiles>(p, col0, first + next, false, stage(next));
-      CopyStep<T, kRowTiles>(p, col0, first + next, true, stage(next));
+    if (const int next = i + S::kCount - 1; next < count) {
+      copies.Copy(next, false, stage(write));
+      copies.Copy(next, true, stage(write));
     }
     CommitCopies();  // possibly empty: the wait's count stays fixed
-    StepMmas<T, kRowTiles>(stage(i), warp, lane, acc);
+    StepMmas<T, kRowTiles>(stage(read), slots, acc);
+    write = read;
+    read = read + 1 == S::kCount ? 0 : read + 1;
   }
 
   __syncthreads();  // the partials go where the stages were
@@ -267,12 +324,7 @@ __global__ void __launch_bounds__(kThreads)
         cluster,
         reinterpret_cast<const float4*>(partial + row * kPartialStride + col),
         splits);
-    // Not unrolled: Finish's epilogue (types, bias, GELU) once in the code.
-#pragma unroll 1
-    for (int c = 0; c < 4 && col0 + col + c < p.n; ++c) {
-      const float v = c == 0 ? sum.x : c == 1 ? sum.y : c == 2 ? sum.z : sum.w;
-      stream_gemm::Finish(p, row, col0 + col + c, v);
-    }
+    stream_gemm::FinishQuad(p, row, col0 + col, sum);
   }
   cluster.sync();  // no block leaves while another still reads its partials
 #else
