@@ -15,12 +15,20 @@
 // values sit in one quad of lanes), P is rounded and repacked, without
 // leaving registers, into the A fragments of O += P V (the C layout of
 // m16n8 and the A layout of m16n8k16 agree row for row), and V's B
-// fragments come from ldmatrix.trans.
+// fragments come from ldmatrix.trans, K's from ldmatrix (one for two k16
+// steps, where 32-bit loads took four). The causal mask is applied only to
+// the tiles that reach past a warp's first row.
 //
 // From a 16-bit cache (half activations) the K and V tiles are cp.async
-// copies, all of a tile's in flight at once. Not done yet
-// (docs/cuda-engine.md): double buffering of the K/V tiles, wgmma on
-// sm_90a, larger query tiles per warp.
+// copies, K's and V's in separate groups: S = Q K^T waits for K alone, and
+// the next tile's K is copied during this tile's softmax and P V, its V
+// during the next S (one buffer each: the copies are issued once every
+// warp is done with the buffer). ptxas (sm_90a, CUDA 13.0): 205 registers
+// at head_dim 128 with fp16 operands (190 before the pipelining), 173 with
+// bf16; so 2 blocks an SM by registers, as before. Forcing 3
+// (`__launch_bounds__(128, 3)`) spills 64 to 104 bytes; not timed. Not
+// done yet (docs/cuda-engine.md): wgmma on sm_90a, larger query tiles per
+// warp.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -45,7 +53,7 @@ namespace h3::kernels::flash {
 // as ldmatrix and the 8-byte stores need.
 template <int kHeadDim>
 struct Traits {
-  static_assert(kHeadDim % 16 == 0, "k16 steps over the head dim");
+  static_assert(kHeadDim % 32 == 0, "k16 steps over the head dim, in pairs");
   static constexpr int kStride = kHeadDim + 8;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kDimSteps = kHeadDim / 16;  // k16 steps of Q K^T
@@ -194,40 +202,62 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
 
   const int64_t keys = seq.start + q0 + rows;  // the last row sees keys < this
   const bool f32_cache = seq.cache.type == ElementType::kF32;  // else T
-  for (int64_t k0 = 0; k0 < keys; k0 += kKeyTile) {
-    __syncthreads();  // the previous tile is consumed
+  // Key tile k0's K (or V) into k_s (v_s): rows past the keys are zeros.
+  const auto fetch = [&](const void* cache, int64_t k0, T* dst) {
     const int valid =
         static_cast<int>(attention_detail::MinI64(kKeyTile, keys - k0));
-    const int64_t off = k0 * d + h * kHeadDim;
-    CacheTile<T, kHeadDim>(seq.cache.k, f32_cache, off, d, kKeyTile, valid,
-                           k_s);
-    CacheTile<T, kHeadDim>(seq.cache.v, f32_cache, off, d, kKeyTile, valid,
-                           v_s);
-    CommitCopies();  // a 16-bit cache's tiles (none from an fp32 one)
-    WaitCopies<0>();
+    CacheTile<T, kHeadDim>(cache, f32_cache, k0 * d + h * kHeadDim, d, kKeyTile,
+                           valid, dst);
+  };
+  // K and V in two groups of copies (a 16-bit cache's; none, and the tiles
+  // already stored, from an fp32 one), so that S = Q K^T needs only K: the
+  // next tile's K is copied during this tile's softmax and P V, its V during
+  // the next S. Every step commits both groups, empty past the last tile,
+  // so that the waits' counts stay fixed.
+  fetch(seq.cache.k, 0, k_s);
+  CommitCopies();
+  fetch(seq.cache.v, 0, v_s);
+  CommitCopies();
+  // A key tile from k0 needs the causal mask where its last key lies past
+  // the position of the warp's first row (the least of its rows'): so from
+  // k0 > last_whole on; the tiles before are whole for every row of the
+  // warp (and lie inside the keys).
+  const int64_t last_whole = seq.start + q0 + warp * 16 - (kKeyTile - 1);
+  for (int64_t k0 = 0; k0 < keys; k0 += kKeyTile) {
+    const bool more = k0 + kKeyTile < keys;
+    WaitCopies<1>();  // K's tile is in (V's may not be)
     __syncthreads();
 
     // S = Q K^T: n8 tile n holds keys k0 + 8n ..; B fragment of key g.
+    // ldmatrix of 8 key rows at 4 dim offsets gives two k16 steps' B
+    // fragments (b0, b1 of step kk, then of kk + 1).
     float s[Tr::kKeyTiles8][4];
     for (int n = 0; n < Tr::kKeyTiles8; ++n) {
       for (int c = 0; c < 4; ++c) s[n][c] = 0.0f;
-      const T* kr = k_s + (8 * n + g) * Tr::kStride + 2 * t4;
-      for (int kk = 0; kk < Tr::kDimSteps; ++kk) {
-        Ops::Mma(s[n], qf[kk], Load32(kr + 16 * kk), Load32(kr + 16 * kk + 8));
+      const T* kr = k_s + (8 * n + lane % 8) * Tr::kStride + 8 * (lane / 8);
+      for (int kk = 0; kk < Tr::kDimSteps; kk += 2) {
+        uint32_t b[4];
+        LdMatrixX4(kr + 16 * kk, b);
+        Ops::Mma(s[n], qf[kk], b[0], b[1]);
+        Ops::Mma(s[n], qf[kk + 1], b[2], b[3]);
       }
     }
+    __syncthreads();  // every warp is done with k_s
+    if (more) fetch(seq.cache.k, k0 + kKeyTile, k_s);
+    CommitCopies();
 
     // Scale to base 2, mask, and each row's max over the tile: c0, c1 are
     // row g at keys 8n + 2 t4 + {0, 1}; c2, c3 row g + 8. A row's 64 keys
     // are spread over the 4 lanes of its quad.
     float tile_max[2] = {-INFINITY, -INFINITY};
+    const bool masked = k0 > last_whole;
     for (int n = 0; n < Tr::kKeyTiles8; ++n) {
       for (int c = 0; c < 4; ++c) {
-        const int64_t key = k0 + 8 * n + 2 * t4 + (c & 1);
         const int rr = c / 2;
-        const float x = key <= pos0 + 8 * rr
-                            ? __fmul_rn(s[n][c], args.scale_log2)
-                            : -INFINITY;
+        float x = __fmul_rn(s[n][c], args.scale_log2);
+        if (masked && k0 + 8 * n + 2 * t4 + (c & 1) > pos0 + 8 * rr) {
+          x = -INFINITY;
+        }
         s[n][c] = x;
         tile_max[rr] = fmaxf(tile_max[rr], x);
       }
@@ -268,6 +298,8 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
 
     // O += P V. ldmatrix.trans of 32 key rows (two k16 steps) at dims
     // 8n .. 8n + 7 gives both steps' B fragments.
+    WaitCopies<1>();  // V's tile is in (the next K's may not be)
+    __syncthreads();
     for (int n = 0; n < Tr::kOutTiles8; ++n) {
       for (int j = 0; j < Tr::kKeySteps; j += 2) {
         uint32_t b[4];
@@ -276,6 +308,9 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads)
         Ops::Mma(o[n], pf[j + 1], b[2], b[3]);
       }
     }
+    __syncthreads();  // every warp is done with v_s
+    if (more) fetch(seq.cache.v, k0 + kKeyTile, v_s);
+    CommitCopies();
   }
 
   // Each lane summed its own keys' weights: add the quad's.
