@@ -20,9 +20,11 @@
 // split across a thread-block cluster, x read once per 128 columns), and with
 // half activations "tile" (and "tile_pdl") times TileGemmCuda
 // (kernels/tile_gemm.h: W and x through shared memory in 64 x 64 tiles; its
-// records say the product's "splits"; with --tile-splits 1,2,4,8 also
-// "tile_s1" ... at each of those split counts, launched as --pdl launches,
-// "_pdl" then, to find the best count per product). With half
+// records say the product's "splits" and block width "cols"; with
+// --tile-splits 1,2,4,8 also "tile_s1" ... at each of those split counts,
+// launched as --pdl launches, "_pdl" then, to find the best count per
+// product; with --tile-cols 64,128 too, "tile_c64_s1" ... at each block
+// width and split count instead: TileGemmCudaCut). With half
 // activations and at most kNormStreamMaxRows rows, qkv and fc1 are also timed
 // with the norm before them: "norm+stream" (AddLayerNormCuda, then
 // StreamGemmCuda: what a decode step runs), "fused_norm"
@@ -34,6 +36,7 @@
 //
 //   h3_linear_bench [--types fp16,bf16] [--rows 1,8,64] [--vocab 50264]
 //       [--activations fp32,half,half-fp32-bias] [--tile-splits 1,2,4,8]
+//       [--tile-cols 64,128]
 //       [--reps 50] [--rounds 3] [--rotate-mib 512] [--copy-mib 1024]
 //       [--device 0] [--out FILE]
 //
@@ -87,6 +90,7 @@ struct Flags : TimingFlags {
   std::vector<std::string> activations = {"fp32", "half", "half-fp32-bias"};
   int64_t vocab = 50264;         // the random H3-1.3B's padded vocabulary
   std::vector<int> tile_splits;  // also "tile_s<N>": TileGemmCudaSplits
+  std::vector<int> tile_cols;    // "tile_c<W>_s<N>" instead: TileGemmCudaCut
 };
 
 struct Product {
@@ -261,8 +265,8 @@ int Run(const Flags& f) {
           // Times `launch` (a call on stream_params, whose W the rounds
           // rotate) as record `name`; where its first call fails, a warning,
           // and the record is left out rather than ending the run.
-          // The tile records' split counts, by name.
-          std::map<std::string, int> tile_splits;
+          // The tile records' block widths and split counts, by name.
+          std::map<std::string, std::pair<int, int>> tile_cuts;
           const auto time_if_it_launches = [&](const std::string& name,
                                                const auto& launch) {
             stream_params.w = w[0].get();
@@ -299,20 +303,31 @@ int Run(const Flags& f) {
               kernels::TileGemmCudaShape(p.n, p.k, &tile_shape) == cudaSuccess;
           for (const auto order : tiled ? orders : decltype(orders){}) {
             const std::string name = std::string("tile") + suffix(order);
-            tile_splits[name] = tile_shape.splits;
+            tile_cuts[name] = {tile_shape.cols, tile_shape.splits};
             time_if_it_launches(name, [&] {
               return kernels::TileGemmCuda(stream_params, stream, order);
             });
           }
-          for (const int splits : tiled ? f.tile_splits : std::vector<int>{}) {
-            const auto order = orders.back();  // as the engine launches
-            const std::string name =
-                "tile_s" + std::to_string(splits) + suffix(order);
-            tile_splits[name] = splits;
-            time_if_it_launches(name, [&] {
-              return kernels::TileGemmCudaSplits(stream_params, splits, stream,
-                                                 order);
-            });
+          // Each split count asked for, at the chosen width, or at each
+          // width asked for (0: the chosen one).
+          const std::vector<int> widths =
+              f.tile_cols.empty() ? std::vector<int>{0} : f.tile_cols;
+          for (const int cols : tiled ? widths : std::vector<int>{}) {
+            for (const int splits : f.tile_splits) {
+              const auto order = orders.back();  // as the engine launches
+              const std::string name =
+                  (cols > 0 ? "tile_c" + std::to_string(cols) + "_s"
+                            : std::string("tile_s")) +
+                  std::to_string(splits) + suffix(order);
+              tile_cuts[name] = {cols > 0 ? cols : tile_shape.cols, splits};
+              time_if_it_launches(name, [&] {
+                return cols > 0
+                           ? kernels::TileGemmCudaCut(stream_params, cols,
+                                                      splits, stream, order)
+                           : kernels::TileGemmCudaSplits(stream_params, splits,
+                                                         stream, order);
+              });
+            }
           }
           const std::vector<double> cublas = time_lt(*lt);
           const std::vector<double> cublas_pinned = time_lt(*pinned);
@@ -409,9 +424,9 @@ int Run(const Flags& f) {
                                {"gb_per_s", gbps},
                                {"fraction_of_copy", gbps * 1e9 / bw.measured}});
             if (name == "cublaslt_tuned") records.back()["tuning"] = tuning;
-            if (const auto it = tile_splits.find(name);
-                it != tile_splits.end()) {
-              records.back()["splits"] = it->second;
+            if (const auto it = tile_cuts.find(name); it != tile_cuts.end()) {
+              records.back()["cols"] = it->second.first;
+              records.back()["splits"] = it->second.second;
             }
             if (fp32_bias || with_norm) continue;  // two products: no step
             const std::string key = type_name + "_rows" + std::to_string(rows) +
@@ -468,6 +483,11 @@ int main(int argc, char** argv) {
                  "capability 9.0+)")
       ->delimiter(',')
       ->check(CLI::Range(1, 8));
+  app.add_option("--tile-cols", f.tile_cols,
+                 "time the --tile-splits counts at each of these block "
+                 "widths instead of the chosen one (records tile_c<W>_s<N>)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({64, 128}));
   app.add_option("--vocab", f.vocab, "rows of the LM head")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

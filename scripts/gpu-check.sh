@@ -77,8 +77,9 @@
 #                     cluster kernel (stream_split) on sm_90 and later
 #   tile       90/20  h3_linear_bench on the tile product alone: fp16,
 #                     half activations, rows 8, 16, 32, 64, each product at
-#                     its chosen split count and at 1, 2, 3, 4, 6 and 8
-#                     (--tile-splits), against cuBLASLt
+#                     its chosen width and split count, and at 2, 4, 6 and
+#                     8 splits in blocks 64 and 128 wide (--tile-splits,
+#                     --tile-cols), against cuBLASLt
 #   step       60/15  h3_step_bench: the decode step's kernels (auto, the
 #                     float4 kernel; runtime_lanes) at the H3-1.3B
 #                     layer shape, fp16, batch 1, 8 and 64, against the copy
@@ -462,11 +463,13 @@ elif kind == "tile":
                 next((c["ms"] for c in mine if c["kernel"] == "cublaslt"), None)
             tile = next((c for c in mine if c["kernel"] == "tile_pdl"), None) or \
                 next((c for c in mine if c["kernel"] == "tile"), None)
-            best = min((c for c in mine if c["kernel"].startswith("tile_s")),
+            best = min((c for c in mine if c["kernel"].startswith(("tile_s", "tile_c"))),
                        key=lambda c: c["ms"], default=None)
             if tile and lt:
-                items.append(f"{prod} {1000 * tile['ms']:.1f} us s{tile['splits']}" +
-                             (f" (best s{best['splits']} {1000 * best['ms']:.1f})" if best else "") +
+                items.append(f"{prod} {1000 * tile['ms']:.1f} us "
+                             f"c{tile.get('cols', 64)} s{tile['splits']}" +
+                             (f" (best c{best.get('cols', 64)} s{best['splits']} "
+                              f"{1000 * best['ms']:.1f})" if best else "") +
                              f" vs {1000 * lt:.1f}")
         if items:
             parts.append(f"rows {rows}: " + ", ".join(items))
@@ -737,7 +740,8 @@ phase_tile() {
     status=skipped; detail="no h3_linear_bench in this build"; return
   fi
   bounded "$bench_log" "$shim/bench/h3_linear_bench" --types fp16 \
-    --activations half --rows 8,16,32,64 --tile-splits 1,2,3,4,6,8 \
+    --activations half --rows 8,16,32,64 --tile-splits 2,4,6,8 \
+    --tile-cols 64,128 \
     --reps 20 --rounds 3 --out "$res/tile.json"
   bench_result $? tile
 }

@@ -10,9 +10,10 @@
 namespace h3::kernels {
 
 TileGemmShape TileGemmShapeFor(int64_t n, int64_t k,
-                               const TileGemmDevice& device) {
+                               const TileGemmDevice& device, int cols) {
   TileGemmShape shape;
-  shape.col_blocks = (n + kTileCols - 1) / kTileCols;
+  shape.cols = cols;
+  shape.col_blocks = (n + cols - 1) / cols;
   shape.steps = (k + kTileStep - 1) / kTileStep;
   for (int s = kTileMaxSplits; s > 1; --s) {
     if (shape.steps >= int64_t{s} * kTileMinSteps &&
@@ -23,6 +24,18 @@ TileGemmShape TileGemmShapeFor(int64_t n, int64_t k,
     }
   }
   return shape;
+}
+
+TileGemmShape TileGemmChooseShape(int64_t n, int64_t k,
+                                  const TileGemmDevice& narrow,
+                                  const TileGemmDevice& wide) {
+  const TileGemmShape a = TileGemmShapeFor(n, k, narrow, kTileCols);
+  const TileGemmShape b = TileGemmShapeFor(n, k, wide, kTileWideCols);
+  const auto first_wave_warps = [](const TileGemmShape& s,
+                                   const TileGemmDevice& d) {
+    return std::min(s.col_blocks * s.splits, d.blocks) * (s.cols / 16);
+  };
+  return first_wave_warps(b, wide) > first_wave_warps(a, narrow) ? b : a;
 }
 
 const char* TileGemmCheck(const StreamGemmParams& p, bool check_alignment) {

@@ -122,5 +122,46 @@ TEST(TileGemmShapeTest, FewerSplitsWhereTheClustersDoNotFit) {
   EXPECT_EQ(TileGemmShapeFor(2048, 2048, none).splits, 1);
 }
 
+// The H3-1.3B products on 132 multiprocessors, 4 blocks 64 wide or 3
+// blocks 128 wide each (their shared memory at 64 rows), every cluster size
+// filling it.
+TEST(TileGemmShapeTest, TheWidthWhoseFirstWaveHoldsMoreWarps) {
+  TileGemmDevice narrow, wide;
+  narrow.blocks = 4 * 132;
+  wide.blocks = 3 * 132;
+  for (int s = 2; s <= kTileMaxSplits; ++s) {
+    narrow.clusters[s] = narrow.blocks / s;
+    wide.clusters[s] = wide.blocks / s;
+  }
+  // q|k|v: 384 wide blocks of 8 warps against 480 narrow ones of 4.
+  const TileGemmShape qkv = TileGemmChooseShape(6144, 2048, narrow, wide);
+  EXPECT_EQ(qkv.cols, kTileWideCols);
+  EXPECT_EQ(qkv.col_blocks, 48);
+  EXPECT_EQ(qkv.steps, 32);
+  EXPECT_EQ(qkv.splits, 8);
+  const TileGemmShape fc1 = TileGemmChooseShape(8192, 2048, narrow, wide);
+  EXPECT_EQ(fc1.cols, kTileWideCols);  // 384 x 8 warps against 512 x 4
+  EXPECT_EQ(fc1.splits, 6);
+  // out and fc2: 1,024 warps either way; the narrow blocks at a tie.
+  for (const int64_t k : {2048, 8192}) {
+    const TileGemmShape s = TileGemmChooseShape(2048, k, narrow, wide);
+    EXPECT_EQ(s.cols, kTileCols) << k;
+    EXPECT_EQ(s.col_blocks, 32) << k;
+    EXPECT_EQ(s.splits, 8) << k;
+  }
+  // The LM head: one split either way; 393 wide blocks fit one wave.
+  const TileGemmShape head = TileGemmChooseShape(50264, 2048, narrow, wide);
+  EXPECT_EQ(head.cols, kTileWideCols);
+  EXPECT_EQ(head.col_blocks, 393);
+  EXPECT_EQ(head.splits, 1);
+  // A device that holds nothing: the narrow blocks, one split.
+  const TileGemmShape none =
+      TileGemmChooseShape(6144, 2048, TileGemmDevice{}, TileGemmDevice{});
+  EXPECT_EQ(none.cols, kTileCols);
+  EXPECT_EQ(none.splits, 1);
+  // TileGemmShapeFor at the wide width alone.
+  EXPECT_EQ(TileGemmShapeFor(300, 1096, wide, kTileWideCols).col_blocks, 3);
+}
+
 }  // namespace
 }  // namespace h3::kernels

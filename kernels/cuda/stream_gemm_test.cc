@@ -34,9 +34,11 @@ using h3::testing::StreamOperands;
 
 enum class Kernel { kStream, kSplit, kTile };
 
-// y's bytes for case c (c.rows rows of o.x) from the device.
+// y's bytes for case c (c.rows rows of o.x) from the device; the tile
+// kernel with blocks `tile_cols` wide where that is positive (at the split
+// count it chose).
 void RunOnDevice(Kernel kernel, const StreamCase& c, const StreamOperands& o,
-                 std::vector<uint8_t>* y) {
+                 std::vector<uint8_t>* y, int tile_cols = 0) {
   const ElementType y_type = h3::testing::YType(c);
   DeviceBuffer dx, dw, db, dy;
   ASSERT_CUDA_OK(dx.Reserve(o.x.size()));
@@ -53,10 +55,16 @@ void RunOnDevice(Kernel kernel, const StreamCase& c, const StreamOperands& o,
   ASSERT_CUDA_OK(cudaMemset(dy.get(), 0xff, y->size()));  // NaNs
   const StreamGemmParams params =
       h3::testing::StreamParams(c, dx.get(), dw.get(), db.get(), dy.get());
-  ASSERT_CUDA_OK(kernel == Kernel::kStream ? StreamGemmCuda(params, nullptr)
-                 : kernel == Kernel::kSplit
-                     ? StreamSplitGemmCuda(params, nullptr)
-                     : TileGemmCuda(params, nullptr));
+  if (kernel == Kernel::kTile && tile_cols > 0) {
+    TileGemmShape shape;
+    ASSERT_CUDA_OK(TileGemmCudaShape(c.n, c.k, &shape));
+    ASSERT_CUDA_OK(TileGemmCudaCut(params, tile_cols, shape.splits, nullptr));
+  } else {
+    ASSERT_CUDA_OK(kernel == Kernel::kStream ? StreamGemmCuda(params, nullptr)
+                   : kernel == Kernel::kSplit
+                       ? StreamSplitGemmCuda(params, nullptr)
+                       : TileGemmCuda(params, nullptr));
+  }
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
   ASSERT_CUDA_OK(
       cudaMemcpy(y->data(), dy.get(), y->size(), cudaMemcpyDeviceToHost));
@@ -179,6 +187,39 @@ INSTANTIATE_TEST_SUITE_P(
                                                     : "tile_") +
              h3::testing::StreamCaseName(std::get<1>(info.param));
     });
+
+// The tile kernel's two widths (kTileCols, kTileWideCols) at the split
+// count it chose give the same bits: an output's sums depend on the splits
+// alone. Every case the tile kernel takes.
+class TileWidthsGpuTest : public h3::testing::GpuTestWithParam<StreamCase> {};
+
+TEST_P(TileWidthsGpuTest, GiveTheSameBits) {
+  int major = 0;
+  ASSERT_CUDA_OK(CurrentDeviceMajor(&major));
+  if (major < 9) {
+    GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  }
+  const StreamCase& c = GetParam();
+  const StreamOperands o = h3::testing::MakeStreamOperands(c, 13);
+  std::vector<uint8_t> narrow, wide;
+  RunOnDevice(Kernel::kTile, c, o, &narrow, kTileCols);
+  RunOnDevice(Kernel::kTile, c, o, &wide, kTileWideCols);
+  EXPECT_EQ(narrow, wide);
+}
+
+std::vector<StreamCase> TileCases() {
+  std::vector<StreamCase> cases;
+  for (const StreamCase& c : GpuCases()) {
+    if (c.half_x) cases.push_back(c);
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, TileWidthsGpuTest,
+                         ::testing::ValuesIn(TileCases()),
+                         [](const ::testing::TestParamInfo<StreamCase>& info) {
+                           return h3::testing::StreamCaseName(info.param);
+                         });
 
 // For the split kernel from 17 rows: its shared-x kernel (16-bit x,
 // stream_split_shared_x.cu) gives its L1 kernel's bits (the same values as

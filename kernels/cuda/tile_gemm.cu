@@ -1,24 +1,31 @@
 // TileGemmCuda: the algorithm of kernels/tile_gemm.h.
 //
-// A block of 4 warps owns 64 output columns and every row (up to 64: 2, 4
-// or 8 row tiles of 8), and one split of k; the splits of a column block
-// form a cluster. Its steps go through shared memory in a pipeline of 4
-// stages (3 at 64 rows): each stage holds the step's 64 rows of W and 8 x
-// kRowTiles rows of x, 128 contiguous bytes a row, copied by cp.async
-// (past L1) so that a warp's copy instruction covers four whole rows (a
-// lane's 16 bytes each), 3 steps (2) in flight while the block multiplies
-// the next. A warp takes a tile of the block's outputs (WarpTile): up to
-// 32 rows, each warp every row tile and 16 columns; at 64 rows, 32 columns
-// and 32 rows, which needs a fifth fewer ldmatrix per MMA (shared memory's
-// bandwidth, not the tensor cores, bounds a stage at 64 rows, by count;
-// measured, the kernel is short of warps). Per 16 elements a warp loads
-// one ldmatrix of W per 16 columns (A fragments) and one of x per 16 rows
-// (B fragments of two row tiles), then runs one MMA per pair. So W is read
-// from memory once per call, and x from L2 once per 64 columns: at 64
-// rows as many bytes of x as of W (the stream kernel reads 4 of x per byte
-// of W there; the split kernel lost half its time to a second wave of
-// clusters, which TileGemmShapeFor's rule avoids).
-//
+// A block of a warp per 16 columns owns kCols output columns (64: 4 warps,
+// or 128: 8 warps; TileGemmChooseShape picks per product) and every row
+// (up to 64: 2, 4 or 8 row tiles of 8), and one split of k; the splits of
+// a column block form a cluster. Its steps go through shared memory in a
+// pipeline of 3 or 4 stages (Stage): each stage holds the step's kCols
+// rows of W and 8 x kRowTiles rows of x, 128 contiguous bytes a row,
+// copied by cp.async (past L1) so that a warp's copy instruction covers
+// four whole rows (a lane's 16 bytes each), 2 or 3 steps in flight while
+// the block multiplies the next. Each thread's copies are addressed once
+// (StepCopies) and its ldmatrix offsets too (LaneSlots). A warp takes a
+// tile of the block's outputs (WarpTile): up to 32 rows, each warp every
+// row tile and 16 columns; at 64 rows, 32 columns and 32 rows, which needs
+// a fifth fewer ldmatrix per MMA. Per 16 elements a warp loads one
+// ldmatrix of W per 16 columns (A fragments) and one of x per 16 rows (B
+// fragments of two row tiles), then runs one MMA per pair. So W is read
+// from memory once per call, and x from L2 once per kCols columns: at 64
+// rows as many bytes of x as of W in 64-wide blocks, half as many in
+// 128-wide ones (the stream kernel reads 4 of x per byte of W there; the
+// split kernel lost half its time to a second wave of clusters, which
+// TileGemmShapeFor's rule avoids). On an H200 (eb5e768, 64 wide, 4
+// stages at 64 rows) ncu found the kernel short of warps (0.6 of a wave,
+// 12 warps a multiprocessor) and issuing some 7,300 instructions a warp for
+// 16 steps; since then: 3 stages at 64 rows, the loop's addresses set once
+// (PTX of the 64-row loop: about 150 instructions a step, from 265), and
+// the 128-wide blocks (24 warps a multiprocessor). Not yet timed.
+
 // Each row of a stage keeps its 8 vectors XOR-swizzled by row % 8, so the
 // 8 rows an ldmatrix matrix reads, and the 8 vectors of a row that 8
 // threads copy, fall in 8 different bank groups.
@@ -74,47 +81,60 @@ using tile_gemm::Slot;
 
 namespace cg = cooperative_groups;
 
-constexpr int kWarps = kTileCols / 16;  // a W tile of 16 columns each
-constexpr int kThreads = kWarps * 32;
-// Floats a row of partials: 4 more than the columns, so that the 4 lanes
-// of a quad (rows 2 t + c % 2) store to different banks.
-constexpr int kPartialStride = kTileCols + 4;
-static_assert(kThreads % kChunks == 0, "a thread copies one vector a row");
+// A block kCols wide (kTileCols or kTileWideCols): a warp per 16 columns.
+template <int kCols>
+struct Width {
+  static constexpr int kWarps = kCols / 16;
+  static constexpr int kThreads = kWarps * 32;
+  // Floats a row of partials: 4 more than the columns, so that the 4 lanes
+  // of a quad (rows 2 t + c % 2) store to different banks.
+  static constexpr int kPartialStride = kCols + 4;
+  static_assert(kThreads % kChunks == 0, "a thread copies one vector a row");
+};
 
-// A stage: W's kTileCols rows, then x's 8 kRowTiles rows, kChunks vectors
+// A stage: W's kCols rows, then x's 8 kRowTiles rows, kChunks vectors
 // each. kCount stages: kCount - 1 steps in flight while the block
-// multiplies one; 3 at 64 rows (48 KiB a block, so 4 blocks, 16 warps, a
-// multiprocessor: ncu found the 4-stage kernel's 3 blocks short of warps,
-// eb5e768), 4 below (40 and 48 KiB). kShared, the block's shared memory:
-// the stages, or the partials after the loop, whichever is larger.
-template <int kRowTiles>
+// multiplies one. 64 wide: 3 at 64 rows (48 KiB a block, so 4 blocks, 16
+// warps, a multiprocessor: ncu found the 4-stage kernel's 3 blocks short of
+// warps, eb5e768), 4 below (40 and 48 KiB). 128 wide: 3 from 32 rows (72
+// and 60 KiB), 4 at 16 (72 KiB): 3 blocks, 24 warps, a multiprocessor.
+// kShared, the block's shared memory: the stages, or the partials after
+// the loop, whichever is larger.
+template <int kCols, int kRowTiles>
 struct Stage {
   static_assert(kRowTiles % 2 == 0, "x's fragments come two tiles at a time");
-  static constexpr int kCount = kRowTiles == 8 ? 3 : 4;
+  static constexpr int kCount =
+      kRowTiles == 8 || (kCols == kTileWideCols && kRowTiles == 4) ? 3 : 4;
   static constexpr int kXRows = 8 * kRowTiles;
-  static constexpr int kVectors = (kTileCols + kXRows) * kChunks;
+  static constexpr int kVectors = (kCols + kXRows) * kChunks;
   static constexpr size_t kStagesBytes = size_t{kCount} * kVectors * 16;
   static constexpr size_t kPartialBytes =
-      size_t{kXRows} * kPartialStride * sizeof(float);
+      size_t{kXRows} * Width<kCols>::kPartialStride * sizeof(float);
   static constexpr size_t kShared =
       kStagesBytes > kPartialBytes ? kStagesBytes : kPartialBytes;
 };
 
 // A thread's copies of every step, addressed once: vector `chunk` =
 // threadIdx % kChunks of the stage's rows row0 + kRowStep c (row0 =
-// threadIdx / kChunks), W's kTileCols rows (its columns col0 + row) and
+// threadIdx / kChunks), W's kCols rows (its columns col0 + row) and
 // then x's kXRows; zeros past n, past the rows and past k (k % 8 == 0: a
 // vector is wholly inside k or wholly past it). A step's copies are then an
 // add and a cp.async each (the loop's address arithmetic was most of its
 // instructions: ncu, eb5e768).
-template <typename T, int kRowTiles>
+template <typename T, int kCols, int kRowTiles>
 struct StepCopies {
-  static constexpr int kRowStep = kThreads / kChunks;
-  static constexpr int kW = kTileCols / kRowStep;
-  static constexpr int kX = Stage<kRowTiles>::kXRows / kRowStep;
+  static constexpr int kRowStep = Width<kCols>::kThreads / kChunks;
+  static constexpr int kW = kCols / kRowStep;
+  static constexpr int kXRows = Stage<kCols, kRowTiles>::kXRows;
+  // x's rows a thread copies; fewer rows than kRowStep (16 rows in a
+  // 128-wide block): only the threads of the first kXRows rows copy.
+  static constexpr int kX = (kXRows + kRowStep - 1) / kRowStep;
+  static constexpr bool kEveryThreadX = kXRows % kRowStep == 0;
   // Row kRowStep c's vectors in a stage: Slot(row0 + kRowStep c, chunk) is
   // Slot(row0, chunk) + kRowStep kChunks c, since kRowStep % 8 == 0.
-  static_assert(kRowStep % 8 == 0 && kTileCols % 8 == 0);
+  static_assert(kRowStep % 8 == 0 && kCols % 8 == 0);
+  static_assert(kW * kRowStep == kCols, "whole rows of W a copy");
+  static_assert(kEveryThreadX || kX == 1, "x: whole rows, or under one");
 
   const T* w[kW];  // the split's first step's vectors (row 0's past n)
   const T* x[kX];  // (row 0's past the rows)
@@ -122,6 +142,7 @@ struct StepCopies {
   bool x_in[kX];   // inside the rows
   int64_t k_left;  // elements of k from the first step's vector on
   int slot;        // Slot(row0, chunk)
+  bool copies_x;   // the thread has a row of x
 
   __device__ StepCopies(const StreamGemmParams& p, int64_t col0,
                         int64_t first) {
@@ -130,6 +151,7 @@ struct StepCopies {
     const int64_t e = first * kTileStep + 8 * chunk;
     k_left = p.k - e;
     slot = Slot(row0, chunk);
+    copies_x = kEveryThreadX || row0 < kXRows;
 #pragma unroll
     for (int c = 0; c < kW; ++c) {
       const int64_t row = col0 + row0 + kRowStep * c;
@@ -157,9 +179,10 @@ struct StepCopies {
       }
       return;
     }
+    if (!copies_x) return;
 #pragma unroll
     for (int c = 0; c < kX; ++c) {
-      CopyAsync16OrZeros(stage + slot + kTileCols * kChunks + kRowVectors * c,
+      CopyAsync16OrZeros(stage + slot + kCols * kChunks + kRowVectors * c,
                          x[c] + at, in_k && x_in[c]);
     }
   }
@@ -168,13 +191,15 @@ struct StepCopies {
 // A warp's share of a block with kRowTiles row tiles: kCols columns (kCols
 // / 16 W tiles) and kRows = 8 kTiles rows; warp w takes columns kCols (w %
 // kColWarps) and rows kRows (w / kColWarps) of the block's.
-template <int kRowTiles>
+template <int kBlockCols, int kRowTiles>
 struct WarpTile {
+  static constexpr int kWarps = Width<kBlockCols>::kWarps;
   static constexpr int kCols = kRowTiles == 8 ? 32 : 16;
-  static constexpr int kColWarps = kTileCols / kCols;
+  static constexpr int kColWarps = kBlockCols / kCols;
   static constexpr int kWTiles = kCols / 16;
   static constexpr int kTiles = kRowTiles * kColWarps / kWarps;
-  static_assert(kColWarps * (kRowTiles / kTiles) == kWarps, "4 warps a block");
+  static_assert(kColWarps * (kRowTiles / kTiles) == kWarps,
+                "every warp a tile");
   static_assert(kTiles % 2 == 0, "x's fragments come two tiles at a time");
   static __device__ __forceinline__ int Col0(int warp) {
     return kCols * (warp % kColWarps);
@@ -195,12 +220,12 @@ struct LaneSlots {
   int b[4];
 };
 
-template <int kRowTiles>
+template <int kCols, int kRowTiles>
 __device__ __forceinline__ LaneSlots LaneSlotsOf(int warp, int lane) {
-  using WT = WarpTile<kRowTiles>;
+  using WT = WarpTile<kCols, kRowTiles>;
   const int m = lane / 8, r = lane % 8;
   const int w_row = WT::Col0(warp) + r + 8 * (m % 2);
-  const int x_row = kTileCols + WT::Row0(warp) + r + 8 * (m / 2);
+  const int x_row = kCols + WT::Row0(warp) + r + 8 * (m / 2);
   LaneSlots s;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -216,12 +241,10 @@ __device__ __forceinline__ LaneSlots LaneSlotsOf(int warp, int lane) {
 // (rows 0-7, k 8-15), (rows 8-15, k 8-15); x's B fragments of row tiles
 // 2 i and 2 i + 1: matrices (tile 2 i, k 0-7), (2 i, k 8-15), (2 i + 1,
 // k 0-7), (2 i + 1, k 8-15) (LaneSlotsOf).
-template <typename T, int kRowTiles>
+template <typename T, typename WT>
 __device__ __forceinline__ void StepMmas(
     const uint4* stage, const LaneSlots& slots,
-    float (
-        &acc)[WarpTile<kRowTiles>::kWTiles][WarpTile<kRowTiles>::kTiles][4]) {
-  using WT = WarpTile<kRowTiles>;
+    float (&acc)[WT::kWTiles][WT::kTiles][4]) {
   constexpr int kTileVectors = 16 * kChunks;  // 16 rows of a stage
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -243,25 +266,30 @@ __device__ __forceinline__ void StepMmas(
   }
 }
 
-template <typename T, int kRowTiles>
-__global__ void __launch_bounds__(kThreads)
+template <typename T, int kCols, int kRowTiles>
+// 128 wide: at most 80 registers (79 at 64 rows, ptxas sm_90a), so that 3
+// blocks of 256 threads fit a multiprocessor as their shared memory does.
+__global__ void __launch_bounds__(Width<kCols>::kThreads,
+                                  kCols == kTileWideCols ? 3 : 1)
     TileGemmKernel(StreamGemmParams p, int64_t steps, int splits) {
 #if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || \
     defined(H3_CUDA_EMULATOR)
-  using S = Stage<kRowTiles>;
+  using S = Stage<kCols, kRowTiles>;
+  constexpr int kThreads = Width<kCols>::kThreads;
+  constexpr int kPartialStride = Width<kCols>::kPartialStride;
   // Read by the cluster's other blocks at the end.
   H3_DYNAMIC_SHARED(uint4, shared, 128);
   const cg::cluster_group cluster = cg::this_cluster();
   const int split = static_cast<int>(cluster.block_rank());
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int64_t col0 = int64_t{blockIdx.y} * kTileCols;
+  const int64_t col0 = int64_t{blockIdx.y} * kCols;
   LetNextKernelStart();
 
   const int64_t first = StreamSplitFirstStep(steps, splits, split);
   const int count =
       static_cast<int>(StreamSplitFirstStep(steps, splits, split + 1) - first);
-  const StepCopies<T, kRowTiles> copies(p, col0, first);
+  const StepCopies<T, kCols, kRowTiles> copies(p, col0, first);
   const auto stage = [&](int index) { return shared + index * S::kVectors; };
   // The first kCount - 1 steps: W before the wait, x after it; one group
   // of copies a step (the first holds every W copy of them).
@@ -274,8 +302,8 @@ __global__ void __launch_bounds__(kThreads)
     CommitCopies();
   }
 
-  using WT = WarpTile<kRowTiles>;
-  const LaneSlots slots = LaneSlotsOf<kRowTiles>(warp, lane);
+  using WT = WarpTile<kCols, kRowTiles>;
+  const LaneSlots slots = LaneSlotsOf<kCols, kRowTiles>(warp, lane);
   float acc[WT::kWTiles][WT::kTiles][4] = {};
   // Step i's stage, and step i + kCount - 1's (the one step i - 1 used).
   int read = 0, write = S::kCount - 1;
@@ -289,7 +317,7 @@ __global__ void __launch_bounds__(kThreads)
       copies.Copy(next, true, stage(write));
     }
     CommitCopies();  // possibly empty: the wait's count stays fixed
-    StepMmas<T, kRowTiles>(stage(read), slots, acc);
+    StepMmas<T, WT>(stage(read), slots, acc);
     write = read;
     read = read + 1 == S::kCount ? 0 : read + 1;
   }
@@ -313,7 +341,7 @@ __global__ void __launch_bounds__(kThreads)
   cluster.sync();  // every split's partials are in place
   // Outputs in quads of 4 consecutive columns of a row (16 bytes of
   // partials: one read a split), block q the q-th share of them.
-  constexpr int kRowQuads = kTileCols / 4;
+  constexpr int kRowQuads = kCols / 4;
   constexpr int kQuads = S::kXRows * kRowQuads;
   const int end = kQuads * (split + 1) / splits;
   for (int q = kQuads * split / splits + static_cast<int>(threadIdx.x); q < end;
@@ -332,9 +360,9 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
-template <typename T, int kRowTiles>
+template <typename T, int kCols, int kRowTiles>
 const void* KernelId() {
-  return reinterpret_cast<const void*>(&TileGemmKernel<T, kRowTiles>);
+  return reinterpret_cast<const void*>(&TileGemmKernel<T, kCols, kRowTiles>);
 }
 
 // Host-side attributes, not stream operations, so they may be set during
@@ -343,16 +371,16 @@ const void* KernelId() {
 // multiprocessor (4 of 48 KiB at 64 rows: left to the driver, the carveout
 // may hold fewer); above the 48 KiB every kernel gets, shared memory needs
 // an opt-in too.
-template <typename T, int kRowTiles>
+template <typename T, int kCols, int kRowTiles>
 cudaError_t OptIn() {
   int set = 0;
   return CachedPerDevice(
       [](int, int* done) {
-        constexpr size_t kShared = Stage<kRowTiles>::kShared;
+        constexpr size_t kShared = Stage<kCols, kRowTiles>::kShared;
+        const void* const kernel = KernelId<T, kCols, kRowTiles>();
         if constexpr (kShared > 48 * 1024) {
           if (const cudaError_t err = cudaFuncSetAttribute(
-                  KernelId<T, kRowTiles>(),
-                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                  kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                   static_cast<int>(kShared));
               err != cudaSuccess) {
             return err;
@@ -360,29 +388,31 @@ cudaError_t OptIn() {
         }
         *done = 1;
         return cudaFuncSetAttribute(
-            KernelId<T, kRowTiles>(),
-            cudaFuncAttributePreferredSharedMemoryCarveout,
+            kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
             cudaSharedmemCarveoutMaxShared);
       },
       &set);
 }
 
-// The 64-row fp16 instance: what TileGemmShapeFor is asked for, whatever
-// the rows and type of the call (the answer must not depend on the rows).
+// The 64-row fp16 instance of a width: what TileGemmShapeFor is asked
+// for, whatever the rows and type of the call (the answer must not depend
+// on the rows).
 constexpr int kShapeRowTiles = 8;
 using ShapeType = __half;
 
-// What device `id` (the current one) holds of that instance at once: the
-// blocks a multiprocessor takes times the multiprocessors, and for each
-// cluster size the clusters (0 for a size the runtime will not describe: one
-// not to use, rather than a reason to fail the product).
+// What device `id` (the current one) holds at once of that instance kCols
+// wide: the blocks a multiprocessor takes times the multiprocessors, and
+// for each cluster size the clusters (0 for a size the runtime will not
+// describe: one not to use, rather than a reason to fail the product).
+template <int kCols>
 cudaError_t AskTileDevice(int id, TileGemmDevice* device) {
-  if (const cudaError_t err = OptIn<ShapeType, kShapeRowTiles>();
+  if (const cudaError_t err = OptIn<ShapeType, kCols, kShapeRowTiles>();
       err != cudaSuccess) {
     return err;
   }
-  const void* const kernel = KernelId<ShapeType, kShapeRowTiles>();
-  constexpr size_t kShared = Stage<kShapeRowTiles>::kShared;
+  const void* const kernel = KernelId<ShapeType, kCols, kShapeRowTiles>();
+  constexpr size_t kShared = Stage<kCols, kShapeRowTiles>::kShared;
+  constexpr int kThreads = Width<kCols>::kThreads;
   int multiprocessors = 0, per_multiprocessor = 0;
   if (const cudaError_t err = cudaDeviceGetAttribute(
           &multiprocessors, cudaDevAttrMultiProcessorCount, id);
@@ -420,51 +450,73 @@ cudaError_t AskTileDevice(int id, TileGemmDevice* device) {
   return cudaSuccess;
 }
 
-// AskTileDevice's answer for the current device, asked once per device (a
-// launch reads it back; CachedPerDevice keeps one positive int, and a
-// cluster size may answer 0). Thread-safe.
-cudaError_t CurrentTileDevice(TileGemmDevice* device) {
+// What the current device holds of each width (AskTileDevice), asked once
+// per device (a launch reads it back; CachedPerDevice keeps one positive
+// int, and a cluster size may answer 0). Thread-safe.
+struct TileDevices {
+  TileGemmDevice narrow, wide;  // kTileCols, kTileWideCols
+};
+cudaError_t AskTileDevices(int id, TileDevices* devices) {
+  if (const cudaError_t err = AskTileDevice<kTileCols>(id, &devices->narrow);
+      err != cudaSuccess) {
+    return err;
+  }
+  return AskTileDevice<kTileWideCols>(id, &devices->wide);
+}
+cudaError_t CurrentTileDevices(TileDevices* devices) {
   constexpr int kCached = 64;  // devices past this are asked every time
   static std::mutex mu;
-  static std::optional<TileGemmDevice> known[kCached];
+  static std::optional<TileDevices> known[kCached];
   int id = 0;
   if (const cudaError_t err = cudaGetDevice(&id); err != cudaSuccess) {
     return err;
   }
-  if (id < 0 || id >= kCached) return AskTileDevice(id, device);
+  if (id < 0 || id >= kCached) return AskTileDevices(id, devices);
   const std::lock_guard<std::mutex> lock(mu);
   if (!known[id]) {
-    TileGemmDevice asked;
-    if (const cudaError_t err = AskTileDevice(id, &asked); err != cudaSuccess) {
+    TileDevices asked;
+    if (const cudaError_t err = AskTileDevices(id, &asked);
+        err != cudaSuccess) {
       return err;
     }
     known[id] = asked;
   }
-  *device = *known[id];
+  *devices = *known[id];
   return cudaSuccess;
 }
 
-template <typename T, int kRowTiles>
+template <typename T, int kCols, int kRowTiles>
 cudaError_t Launch(const StreamGemmParams& p, const TileGemmShape& shape,
                    cudaStream_t stream, LaunchOrder order) {
   if (shape.col_blocks > 65535) return cudaErrorInvalidValue;  // grid.y
-  if (const cudaError_t err = OptIn<T, kRowTiles>(); err != cudaSuccess) {
+  if (const cudaError_t err = OptIn<T, kCols, kRowTiles>();
+      err != cudaSuccess) {
     return err;
   }
   return LaunchClustersInOrder(order, static_cast<unsigned>(shape.splits),
-                               TileGemmKernel<T, kRowTiles>,
+                               TileGemmKernel<T, kCols, kRowTiles>,
                                dim3(static_cast<unsigned>(shape.splits),
                                     static_cast<unsigned>(shape.col_blocks)),
-                               dim3(kThreads), Stage<kRowTiles>::kShared,
-                               stream, p, shape.steps, shape.splits);
+                               dim3(Width<kCols>::kThreads),
+                               Stage<kCols, kRowTiles>::kShared, stream, p,
+                               shape.steps, shape.splits);
+}
+
+template <typename T, int kCols>
+cudaError_t LaunchForRows(const StreamGemmParams& p, const TileGemmShape& shape,
+                          cudaStream_t stream, LaunchOrder order) {
+  if (p.rows <= 16) return Launch<T, kCols, 2>(p, shape, stream, order);
+  if (p.rows <= 32) return Launch<T, kCols, 4>(p, shape, stream, order);
+  return Launch<T, kCols, 8>(p, shape, stream, order);
 }
 
 template <typename T>
-cudaError_t LaunchForRows(const StreamGemmParams& p, const TileGemmShape& shape,
-                          cudaStream_t stream, LaunchOrder order) {
-  if (p.rows <= 16) return Launch<T, 2>(p, shape, stream, order);
-  if (p.rows <= 32) return Launch<T, 4>(p, shape, stream, order);
-  return Launch<T, 8>(p, shape, stream, order);
+cudaError_t LaunchForWidth(const StreamGemmParams& p,
+                           const TileGemmShape& shape, cudaStream_t stream,
+                           LaunchOrder order) {
+  return shape.cols == kTileWideCols
+             ? LaunchForRows<T, kTileWideCols>(p, shape, stream, order)
+             : LaunchForRows<T, kTileCols>(p, shape, stream, order);
 }
 
 }  // namespace
@@ -472,52 +524,62 @@ cudaError_t LaunchForRows(const StreamGemmParams& p, const TileGemmShape& shape,
 cudaError_t TileGemmCudaShape(int64_t n, int64_t k, TileGemmShape* shape) {
   // Thread-block clusters: a 9.0 device, and our kernels built for it.
   if (!CurrentImageTakesSm90()) return cudaErrorNotSupported;
-  TileGemmDevice device;
-  if (const cudaError_t err = CurrentTileDevice(&device); err != cudaSuccess) {
+  TileDevices devices;
+  if (const cudaError_t err = CurrentTileDevices(&devices);
+      err != cudaSuccess) {
     return err;
   }
-  *shape = TileGemmShapeFor(n, k, device);
+  *shape = TileGemmChooseShape(n, k, devices.narrow, devices.wide);
   return cudaSuccess;
 }
 
 namespace {
 
-// `p` cut by `shape` (of TileGemmShapeFor's n and k), or by `splits`
-// instead of its split count where that is positive.
-cudaError_t Run(const StreamGemmParams& p, int splits, cudaStream_t stream,
-                LaunchOrder order) {
+// `p` cut by TileGemmChooseShape's shape, with blocks `cols` wide instead
+// where that is positive and k in `splits` shares where that is.
+cudaError_t Run(const StreamGemmParams& p, int cols, int splits,
+                cudaStream_t stream, LaunchOrder order) {
   if (TileGemmCheck(p, true)[0] != '\0') return cudaErrorInvalidValue;
-  // The sizes of TileGemmShapeFor's shape (one split on a device that holds
-  // nothing), its split count the caller's where given.
-  TileGemmShape shape = TileGemmShapeFor(p.n, p.k, TileGemmDevice{});
-  if (splits > kTileMaxSplits || splits > shape.steps) {
+  if (cols != 0 && cols != kTileCols && cols != kTileWideCols) {
     return cudaErrorInvalidValue;
   }
+  // The step count (the same at any width), for the check of `splits`.
+  const int64_t steps = TileGemmShapeFor(p.n, p.k, TileGemmDevice{}).steps;
+  if (splits > kTileMaxSplits || splits > steps) return cudaErrorInvalidValue;
   if (p.rows == 0 || p.n == 0) return cudaSuccess;
-  if (splits > 0) {
-    if (!CurrentImageTakesSm90()) return cudaErrorNotSupported;
-    shape.splits = splits;
-  } else if (const cudaError_t err = TileGemmCudaShape(p.n, p.k, &shape);
-             err != cudaSuccess) {
+  TileGemmShape shape;
+  if (const cudaError_t err = TileGemmCudaShape(p.n, p.k, &shape);
+      err != cudaSuccess) {
     return err;
   }
-  if (p.w_type == ElementType::kBF16) {
-    return LaunchForRows<__nv_bfloat16>(p, shape, stream, order);
+  if (cols > 0) {
+    shape.cols = cols;
+    shape.col_blocks = (p.n + cols - 1) / cols;
   }
-  return LaunchForRows<__half>(p, shape, stream, order);
+  if (splits > 0) shape.splits = splits;
+  if (p.w_type == ElementType::kBF16) {
+    return LaunchForWidth<__nv_bfloat16>(p, shape, stream, order);
+  }
+  return LaunchForWidth<__half>(p, shape, stream, order);
 }
 
 }  // namespace
 
 cudaError_t TileGemmCuda(const StreamGemmParams& p, cudaStream_t stream,
                          LaunchOrder order) {
-  return Run(p, 0, stream, order);
+  return Run(p, 0, 0, stream, order);
 }
 
 cudaError_t TileGemmCudaSplits(const StreamGemmParams& p, int splits,
                                cudaStream_t stream, LaunchOrder order) {
   if (splits < 1) return cudaErrorInvalidValue;
-  return Run(p, splits, stream, order);
+  return Run(p, 0, splits, stream, order);
+}
+
+cudaError_t TileGemmCudaCut(const StreamGemmParams& p, int cols, int splits,
+                            cudaStream_t stream, LaunchOrder order) {
+  if (cols < 1 || splits < 1) return cudaErrorInvalidValue;
+  return Run(p, cols, splits, stream, order);
 }
 
 }  // namespace h3::kernels

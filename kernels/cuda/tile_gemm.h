@@ -22,12 +22,14 @@ cudaError_t TileGemmCuda(const StreamGemmParams& params, cudaStream_t stream,
                          LaunchOrder order = LaunchOrder::kAfterPrior);
 
 // The shape TileGemmCuda gives a product of n columns and depth k on the
-// current device (kernels/tile_gemm.h), for benchmarks and tests;
+// current device (kernels/tile_gemm.h: TileGemmChooseShape, each width's
+// device asked once), for benchmarks and tests;
 // cudaErrorNotSupported before 9.0.
 cudaError_t TileGemmCudaShape(int64_t n, int64_t k, TileGemmShape* shape);
 
 // TileGemmCuda with k cut into `splits` shares instead of
-// TileGemmShapeFor's (other bits, as the specification's at that count),
+// TileGemmChooseShape's, at its width (other bits, as the specification's
+// at that count),
 // for benchmarks that time the split counts and tests that check them.
 // cudaErrorInvalidValue, with nothing enqueued, unless 1 <= splits <=
 // kTileMaxSplits and splits <= ceil(k / kTileStep); a launch error where
@@ -35,6 +37,15 @@ cudaError_t TileGemmCudaShape(int64_t n, int64_t k, TileGemmShape* shape);
 cudaError_t TileGemmCudaSplits(const StreamGemmParams& params, int splits,
                                cudaStream_t stream,
                                LaunchOrder order = LaunchOrder::kAfterPrior);
+
+// TileGemmCuda with blocks `cols` wide (kTileCols or kTileWideCols) and k
+// cut into `splits` shares: for benchmarks that time the widths side by
+// side, and tests that run both. The specification's bits at that split
+// count, whatever the width. cudaErrorInvalidValue, with nothing enqueued,
+// for another width or TileGemmCudaSplits's bad split counts.
+cudaError_t TileGemmCudaCut(const StreamGemmParams& params, int cols,
+                            int splits, cudaStream_t stream,
+                            LaunchOrder order = LaunchOrder::kAfterPrior);
 
 }  // namespace h3::kernels
 

@@ -186,11 +186,11 @@ class FakeMachine:
                    'echo \'{"results": ['
                    '{"product": "qkv", "rows": 64, "kernel": "cublaslt", "ms": 0.0104}, '
                    '{"product": "qkv", "rows": 64, "kernel": "tile_pdl", "ms": 0.0071, '
-                   '"splits": 4}, '
-                   '{"product": "qkv", "rows": 64, "kernel": "tile_s2_pdl", "ms": 0.0069, '
-                   '"splits": 2}, '
-                   '{"product": "qkv", "rows": 64, "kernel": "tile_s8_pdl", "ms": 0.0090, '
-                   '"splits": 8}]}\' > "$2"; else echo \'{"step_ms": '
+                   '"cols": 128, "splits": 4}, '
+                   '{"product": "qkv", "rows": 64, "kernel": "tile_c64_s2_pdl", "ms": 0.0069, '
+                   '"cols": 64, "splits": 2}, '
+                   '{"product": "qkv", "rows": 64, "kernel": "tile_c128_s8_pdl", "ms": 0.0090, '
+                   '"cols": 128, "splits": 8}]}\' > "$2"; else echo \'{"step_ms": '
                    '{"fp16_rows1_skinny": 0.9, "fp16_rows1_cublaslt": 1.2, '
                    '"fp16_rows1_cublaslt_pinned": 1.3}}\' > "$2"; fi; shift; done\n',
               True)
@@ -309,7 +309,7 @@ class GpuCheckTest(unittest.TestCase):
                       "ctx4096: 2500 GB/s (80% of copy)", m.phases["attention"]["detail"])
         self.assertIn("fp16 rows 1: products of a step 0.900 ms skinny, 1.200 ms cuBLASLt, "
                       "1.300 ms pinned", m.phases["linear"]["detail"])
-        self.assertEqual("rows 64: qkv 7.1 us s4 (best s2 6.9) vs 10.4", m.phases["tile"]["detail"])
+        self.assertEqual("rows 64: qkv 7.1 us c128 s4 (best c64 s2 6.9) vs 10.4", m.phases["tile"]["detail"])
         self.assertEqual("fp16 batch 64 runtime_lanes: 70.0 us (30% of copy)", m.phases["step"]["detail"])
         self.assertEqual(m.check["commit"], "0123456789ab")
         self.assertTrue(os.path.exists(m.model), "the shared model is written once")
