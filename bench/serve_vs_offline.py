@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """h3serve under `h3 bench` against the offline engine on the same work, in
 one run: output tokens/s of each, their ratio, and the served inter-token
-latency (median and p99), with the server's own step statistics.
+latency (median and p99), with the server's own step statistics: among them
+the mean step time, the engine loop's own time per iteration (the device idle
+meanwhile) and that time's fraction of the loop's (host_fraction).
 
   /usr/bin/python3 bench/serve_vs_offline.py [--model MODEL.h3 | --shape h3-125m]
       [--concurrency 16] [--num-prompts 32] [--input-len 256] [--output-len 64]
@@ -127,7 +129,19 @@ def step_stats(before, after):
         mean_prefill_tokens_per_step=(delta("h3_prefill_batch_tokens_sum") / prefill
                                       if prefill else None),
         mean_prefill_sequences_per_step=(delta("h3_prefill_batch_sequences_sum") / prefill
-                                         if prefill else None))
+                                         if prefill else None),
+        # Wall time per step (forward, sampling, the wait for the tokens) and the
+        # engine loop's own time per iteration, the device idle meanwhile.
+        mean_step_ms=(1000 * delta("h3_engine_step_seconds_sum") /
+                      delta("h3_engine_step_seconds_count")
+                      if delta("h3_engine_step_seconds_count") else None),
+        mean_host_ms=(1000 * delta("h3_engine_host_seconds_sum") /
+                      delta("h3_engine_host_seconds_count")
+                      if delta("h3_engine_host_seconds_count") else None),
+        host_fraction=(delta("h3_engine_host_seconds_sum") /
+                       (delta("h3_engine_host_seconds_sum") +
+                        delta("h3_engine_step_seconds_sum"))
+                       if delta("h3_engine_step_seconds_sum") else None))
 
 
 def served(port, metrics, rep):
@@ -172,13 +186,16 @@ def measure(model, budget):
     itl_median = statistics.median(r["served"]["itl_ms"]["median"] for r in runs)
     itl_p99 = statistics.median(r["served"]["itl_ms"]["p99"] for r in runs)
     ttft_median = statistics.median(r["served"]["ttft_ms"]["median"] for r in runs)
+    host = [r["served"]["server"]["host_fraction"] for r in runs
+            if r["served"]["server"]["host_fraction"] is not None]
     return dict(prefill_tokens=budget, server_command=" ".join(command[1:]),
                 summary=dict(served_tokens_per_s=served_tps,
                              offline_tokens_per_s=offline_tps,
                              served_over_offline=served_tps / offline_tps,
                              itl_median_ms=itl_median, itl_p99_ms=itl_p99,
                              itl_p99_over_median=itl_p99 / itl_median,
-                             ttft_median_ms=ttft_median),
+                             ttft_median_ms=ttft_median,
+                             host_fraction=statistics.median(host) if host else None),
                 runs=runs)
 
 

@@ -478,7 +478,9 @@ elif kind.startswith("serve"):
     print("; ".join(
         f"prefill-tokens {b['prefill_tokens']}: served {f(s['served_tokens_per_s'])} tok/s, "
         f"{s['served_over_offline']:.2f} of offline, ITL p50 {s['itl_median_ms']:.1f} ms "
-        f"p99 {s['itl_p99_ms']:.1f} ms"
+        f"p99 {s['itl_p99_ms']:.1f} ms" +
+        (f", host {100 * s['host_fraction']:.0f}% of the loop"
+         if s.get("host_fraction") is not None else "")
         for b in r.get("budgets", []) for s in [b["summary"]]))
 else:
     cases = r.get("cases", [])

@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <vector>
@@ -101,6 +102,18 @@ Metrics::Metrics()
       decode_batch_(NewHistogram(*registry_, "h3_decode_batch_size",
                                  "Sequences per batched decode step",
                                  {1, 2, 4, 8, 16, 32, 64, 128, 256})),
+      step_seconds_(NewHistogram(
+          *registry_, "h3_engine_step_seconds",
+          "Per engine iteration with a step: the step's forward, sampling "
+          "and wait for its tokens",
+          {0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+           1})),
+      host_seconds_(NewHistogram(
+          *registry_, "h3_engine_host_seconds",
+          "Per engine iteration: the loop's own time around the step "
+          "(admission, planning, handing out tokens), the device idle",
+          {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+           0.005, 0.01})),
       running_(NewGauge(*registry_, "h3_requests_running",
                         "Requests holding a slot")),
       waiting_(NewGauge(*registry_, "h3_requests_waiting",
@@ -184,6 +197,8 @@ void Metrics::OnIteration(const engine::IterationReport& r) {
     prefill_batch_sequences_.Observe(r.prefill_sequences);
   }
   if (r.decode_batch > 0) decode_batch_.Observe(r.decode_batch);
+  if (r.step_seconds > 0) step_seconds_.Observe(r.step_seconds);
+  host_seconds_.Observe(std::max(0.0, r.iteration_seconds - r.step_seconds));
   for (double s : r.inter_token_seconds) inter_token_.Observe(s);
   running_.Set(r.running);
   waiting_.Set(r.waiting);

@@ -83,6 +83,8 @@ class Metrics : public engine::SchedulerObserver {
   prometheus::Histogram& prefill_batch_tokens_;
   prometheus::Histogram& prefill_batch_sequences_;
   prometheus::Histogram& decode_batch_;
+  prometheus::Histogram& step_seconds_;
+  prometheus::Histogram& host_seconds_;
   prometheus::Gauge& running_;
   prometheus::Gauge& waiting_;
   prometheus::Gauge& slots_used_;

@@ -205,6 +205,14 @@ TEST_F(ServingTest, MetricsMoveWithRequests) {
   EXPECT_EQ(moved("h3_decode_batch_size_count"), 6);
   EXPECT_EQ(moved("h3_prefill_batch_tokens_sum"), 5);
   EXPECT_GT(after["h3_engine_iterations_total"], 0);
+  // The 7 steps' times (and any tail's), and the loop's own time at every
+  // iteration.
+  EXPECT_GE(moved("h3_engine_step_seconds_count"), 7);
+  EXPECT_LE(moved("h3_engine_step_seconds_count"),
+            moved("h3_engine_iterations_total"));
+  EXPECT_GT(moved("h3_engine_step_seconds_sum"), 0);
+  EXPECT_EQ(moved("h3_engine_host_seconds_count"),
+            moved("h3_engine_iterations_total"));
   EXPECT_EQ(after["h3_slots_free"], 2);
   EXPECT_EQ(after["h3_requests_waiting"], 0);
   EXPECT_GT(after["h3_start_time_seconds"], 0);

@@ -26,6 +26,13 @@ struct IterationReport {
   // For every token sampled after a sequence's first: the seconds since
   // that sequence's previous token.
   std::vector<double> inter_token_seconds;
+  // Wall time of the step's Runner::Execute (the forward, sampling and the
+  // wait for the sampled ids), 0 without a step; and of the whole
+  // iteration (ending expired requests, admission, planning, the step,
+  // handing out the tokens, retiring): what is not the step is the engine
+  // loop's own time, during which the device idles.
+  double step_seconds = 0;
+  double iteration_seconds = 0;
   int running = 0;  // in slots, after retiring
   int waiting = 0;
   int free_slots = 0;

@@ -272,6 +272,7 @@ void Scheduler::Loop() {
 }
 
 void Scheduler::Step() {
+  const SteadyTime start = std::chrono::steady_clock::now();
   report_ = {};
   EndExpired();
   Admit();
@@ -288,6 +289,9 @@ void Scheduler::Step() {
     report_.prefix_cache = prefix_cache_stats_ =
         runner_->prefix_cache().stats();
   }
+  report_.iteration_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   if (options_.observer != nullptr) options_.observer->OnIteration(report_);
 }
 
@@ -414,8 +418,12 @@ absl::Status Scheduler::RunStep() {
     report_.prefill_tokens += n;
   }
   if (plan_.sequences.empty()) return absl::OkStatus();
+  const SteadyTime before = std::chrono::steady_clock::now();
   const absl::Status executed =
       bound_.ok() ? runner_->Execute(plan_, &result_) : bound_;
+  report_.step_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - before)
+          .count();
   for (const Tail& t : tails_) {
     // The request has ended: a failed snapshot costs only the cache (and
     // after a failed step the slot's memory is not worth one).

@@ -230,6 +230,12 @@ class RecordingObserver : public SchedulerObserver {
       max_decode_batch = std::max(max_decode_batch, r.decode_batch);
       chunks.insert(chunks.end(), r.prompt_chunks.begin(),
                     r.prompt_chunks.end());
+      // A step's time where the iteration fed tokens, inside the
+      // iteration's.
+      const bool fed = r.prefill_tokens > 0 || r.decode_batch > 0;
+      if (fed != (r.step_seconds > 0) || r.iteration_seconds < r.step_seconds) {
+        ++bad_times;
+      }
       last = r;
     }
     if (hold_first && !held.HasBeenNotified()) {
@@ -243,7 +249,7 @@ class RecordingObserver : public SchedulerObserver {
     EXPECT_GE(usage.total_seconds, usage.first_token_seconds);
   }
   std::mutex mu;
-  int64_t prefill_tokens = 0, generated = 0, gaps = 0;
+  int64_t prefill_tokens = 0, generated = 0, gaps = 0, bad_times = 0;
   int max_decode_batch = 0;
   std::vector<IterationReport::PromptChunk> chunks;
   IterationReport last;
@@ -289,6 +295,8 @@ TEST_F(SchedulerTest, TheObserverSeesEveryTokenAndEveryEnd) {
   EXPECT_EQ(observer.generated, 1 + 5 + 6 + 7);
   EXPECT_EQ(observer.gaps, 5 + 6 + 7 - 3);  // all but each first token
   EXPECT_EQ(observer.max_decode_batch, 3);
+  EXPECT_EQ(observer.bad_times, 0);
+  EXPECT_GT(observer.last.iteration_seconds, 0);
   EXPECT_EQ(observer.finished,
             std::vector<FinishReason>(4, FinishReason::kLength));
   EXPECT_EQ(observer.last.running, 0);
