@@ -223,6 +223,10 @@ class Backend {
   virtual absl::StatusOr<Staging> AllocateStaging(int64_t bytes) = 0;
   // Enqueues the copy of staging's first `bytes` from host to device.
   virtual absl::Status Upload(const Staging& staging, int64_t bytes) = 0;
+  // Enqueues the copy of staging's first `bytes` from device to host (a
+  // captured graph repeats it); the host side holds them after
+  // Synchronize. InvalidArgument past the staging area.
+  virtual absl::Status Download(const Staging& staging, int64_t bytes) = 0;
 
   // out[i] = table[ids[i]] as fp32 for i < n; ids (backend memory, e.g. a
   // Staging's device side) in [0, table.rows()): the caller checks them.

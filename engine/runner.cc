@@ -77,7 +77,8 @@ absl::StatusOr<std::unique_ptr<Runner>> Runner::Create(
   const loader::ModelConfig& c = r->model_->config();
   H3_ASSIGN_OR_RETURN(
       r->logits_, backend.Allocate(r->head_capacity_ * c.padded_vocab_size));
-  H3_ASSIGN_OR_RETURN(r->sampled_, backend.Allocate(2 * r->head_capacity_));
+  H3_ASSIGN_OR_RETURN(r->sampled_, backend.AllocateStaging(
+                                       2 * r->head_capacity_ * sizeof(float)));
   H3_RETURN_IF_ERROR(
       r->Reserve(std::min(options.max_step_tokens, r->head_capacity_)));
   PrefixCacheOptions cache = options.prefix_cache;
@@ -319,18 +320,18 @@ absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
   result->logprobs.assign(n, 0.0f);
   result->logits_row.assign(n, -1);
   result->padded_vocab = vocab;
-  // sampled_'s ids and the logprobs after them in one copy (a copy back
-  // waits for the step: one round trip instead of two).
-  std::vector<float> sampled(head_capacity_ + head);
+  // sampled_'s ids and the logprobs after them, which the step copied to
+  // its host side: there once the step is done.
   std::vector<int32_t> drawn(head);
+  std::vector<float> logprobs(head);
   if (sample) {
     static_assert(sizeof(int32_t) == sizeof(float));
-    ProfileRange range(backend.profiler(), "ids_to_host");
-    H3_RETURN_IF_ERROR(backend.CopyToHost(
-        sampled_.data(), static_cast<int64_t>(sampled.size()), sampled.data()));
-    std::memcpy(drawn.data(), sampled.data(), head * sizeof(int32_t));
+    H3_RETURN_IF_ERROR(backend.Synchronize());
+    const auto* host = static_cast<const unsigned char*>(sampled_.host());
+    std::memcpy(drawn.data(), host, head * sizeof(int32_t));
+    std::memcpy(logprobs.data(), host + head_capacity_ * sizeof(float),
+                head * sizeof(float));
   }
-  const float* logprobs = sampled.data() + head_capacity_;
   int logits_rows = 0;
   for (size_t i = 0; i < n; ++i) logits_rows += plan.sequences[i].logits;
   result->logits.resize(logits_rows * vocab);
@@ -409,10 +410,15 @@ absl::Status Runner::HeadAndSample(int64_t head_rows, bool sample) {
   p.logits = logits_.data();
   p.rows = OnDevice<kernels::SamplingRow>(staging_, layout_->sampling);
   p.histories = OnDevice<kernels::TokenHistory>(staging_, layout_->histories);
-  p.ids = reinterpret_cast<int32_t*>(sampled_.data());
-  p.logprobs = sampled_.data() + head_capacity_;
-  return TimeOp(model_->backend().profiler(), "sample", "model",
-                [&] { return model_->backend().Sample(p); });
+  p.ids = static_cast<int32_t*>(sampled_.device());
+  p.logprobs = static_cast<float*>(sampled_.device()) + head_capacity_;
+  Backend& backend = model_->backend();
+  H3_RETURN_IF_ERROR(TimeOp(backend.profiler(), "sample", "model",
+                            [&] { return backend.Sample(p); }));
+  // The ids and logprobs back to the host within the step (and its graph).
+  return TimeOp(backend.profiler(), "ids_to_host", "model", [&] {
+    return backend.Download(sampled_, 2 * head_capacity_ * sizeof(float));
+  });
 }
 
 }  // namespace h3::engine

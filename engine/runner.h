@@ -122,8 +122,10 @@ class Runner {
   std::unique_ptr<SequenceMemory> pad_;  // padding rows' slot 0
   int64_t head_capacity_ = 0;            // LM-head rows: Bucket(slots)
   Activations act_;
-  Buffer logits_;   // [head_capacity_, padded_vocab]
-  Buffer sampled_;  // int32 ids [head_capacity_], then logprobs
+  Buffer logits_;  // [head_capacity_, padded_vocab]
+  // The sampler's output: int32 ids [head_capacity_], then the logprobs;
+  // copied to its host side by the step itself (in its graph).
+  Staging sampled_;
   Staging staging_;
   std::unique_ptr<Layout> layout_;
   bool use_graphs_ = false;

@@ -84,6 +84,12 @@ class CpuBackend final : public Backend {
   absl::Status Upload(const Staging&, int64_t) override {
     return absl::OkStatus();  // the host side is the device side
   }
+  absl::Status Download(const Staging& staging, int64_t bytes) override {
+    if (bytes > staging.bytes()) {
+      return absl::InvalidArgumentError("download beyond the staging area");
+    }
+    return absl::OkStatus();  // the host side is the device side
+  }
 
   absl::Status CopyFromHost(const float* host, int64_t n, float* dst) override {
     std::memcpy(dst, host, n * sizeof(float));

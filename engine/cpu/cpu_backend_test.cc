@@ -182,6 +182,10 @@ TEST(CpuBackendMemoryTest, AllocateFillCopyAndEmbed) {
   ASSERT_TRUE(backend->CopyToHost(out->data(), 6, got.data()).ok());
   EXPECT_EQ(got, (std::vector<float>{30, 31, 32, 10, 11, 12}));
   EXPECT_FALSE(backend->Allocate(-1).ok());
+  // Downloads stay inside the staging area, as uploads do.
+  EXPECT_TRUE(backend->Download(*ids, 2 * sizeof(int32_t)).ok());
+  EXPECT_EQ(backend->Download(*ids, 3 * sizeof(int32_t)).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CpuBackendMemoryTest, OpsRefuseBrokenContracts) {

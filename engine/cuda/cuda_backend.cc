@@ -181,6 +181,18 @@ class CudaBackend final : public Backend {
                                             stream_));
     return absl::OkStatus();
   }
+  absl::Status Download(const Staging& staging, int64_t bytes) override {
+    if (bytes > staging.bytes()) {
+      return absl::InvalidArgumentError("download beyond the staging area");
+    }
+    // Pinned memory: a plain asynchronous copy, which a graph captures as a
+    // node (pageable memory took a driver bounce and a capture cannot hold
+    // it).
+    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.host(), staging.device(),
+                                            bytes, cudaMemcpyDeviceToHost,
+                                            stream_));
+    return absl::OkStatus();
+  }
 
   absl::Status Embedding(const int32_t* ids, int64_t n, const Matrix& table,
                          float* out) override {

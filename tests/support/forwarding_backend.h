@@ -51,6 +51,10 @@ class ForwardingBackend : public engine::Backend {
   absl::Status Upload(const engine::Staging& staging, int64_t bytes) override {
     return inner_->Upload(staging, bytes);
   }
+  absl::Status Download(const engine::Staging& staging,
+                        int64_t bytes) override {
+    return inner_->Download(staging, bytes);
+  }
   absl::Status Embedding(const int32_t* ids, int64_t n,
                          const engine::Matrix& table, float* out) override {
     return inner_->Embedding(ids, n, table, out);
