@@ -649,6 +649,7 @@ triage_cases=(
   "stream-split kernels_cuda_test StreamSplitGpuTest.*"
   "tile kernels_cuda_test *StreamGemmGpuTest.*/tile_*"
   "tile kernels_cuda_test *LaunchOrderGpuTest.*tile*"
+  "tile kernels_cuda_test *TileWidthsGpuTest.*"
   "pdl kernels_cuda_test *LaunchOrderGpuTest.*-*tile*"
   "pdl engine_cuda_test CudaPdlTest.*"
 )

@@ -368,6 +368,7 @@ class GpuCheckTest(unittest.TestCase):
                          "stream-split: status 139, no gtest summary; "
                          "stream-split: 3 passed, 0 skipped; "
                          "tile: 3 passed, 0 skipped; tile: 3 passed, 0 skipped; "
+                         "tile: 3 passed, 0 skipped; "
                          "pdl: 3 passed, 0 skipped; pdl: 3 passed, 0 skipped; "
                          "the benchmarks run with H3_CUDA_FALLBACKS=rows,stream-split")
         self.assertIn("fallbacks: the benchmarks run with H3_CUDA_FALLBACKS=rows,stream-split "
@@ -386,7 +387,8 @@ class GpuCheckTest(unittest.TestCase):
         # a path the caller turned off is not tested.
         m.run("--phases", "triage,tests,table4", env={env: "pdl"})
         self.assertIn("stream-split: 3 passed, 0 skipped; tile: 3 passed, 0 skipped; "
-                      "tile: 3 passed, 0 skipped; pdl: off (H3_CUDA_FALLBACKS); "
+                      "tile: 3 passed, 0 skipped; tile: 3 passed, 0 skipped; "
+                      "pdl: off (H3_CUDA_FALLBACKS); "
                       "pdl: off (H3_CUDA_FALLBACKS)", m.phases["triage"]["detail"])
         self.assertIn("the benchmarks run with H3_CUDA_FALLBACKS=pdl,rows,stream-split",
                       m.phases["triage"]["detail"])
