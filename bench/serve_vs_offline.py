@@ -123,6 +123,10 @@ def step_stats(before, after):
     steps = delta("h3_engine_iterations_total")
     decode = delta("h3_decode_batch_size_count")
     prefill = delta("h3_prefill_batch_tokens_count")
+    # Wall time per step (forward, sampling, the wait for the tokens) and the
+    # engine loop's own time per iteration, the device idle meanwhile.
+    step_s, step_n = delta("h3_engine_step_seconds_sum"), delta("h3_engine_step_seconds_count")
+    host_s, host_n = delta("h3_engine_host_seconds_sum"), delta("h3_engine_host_seconds_count")
     return dict(
         engine_steps=steps,
         mean_decode_batch=delta("h3_decode_batch_size_sum") / decode if decode else None,
@@ -130,18 +134,9 @@ def step_stats(before, after):
                                       if prefill else None),
         mean_prefill_sequences_per_step=(delta("h3_prefill_batch_sequences_sum") / prefill
                                          if prefill else None),
-        # Wall time per step (forward, sampling, the wait for the tokens) and the
-        # engine loop's own time per iteration, the device idle meanwhile.
-        mean_step_ms=(1000 * delta("h3_engine_step_seconds_sum") /
-                      delta("h3_engine_step_seconds_count")
-                      if delta("h3_engine_step_seconds_count") else None),
-        mean_host_ms=(1000 * delta("h3_engine_host_seconds_sum") /
-                      delta("h3_engine_host_seconds_count")
-                      if delta("h3_engine_host_seconds_count") else None),
-        host_fraction=(delta("h3_engine_host_seconds_sum") /
-                       (delta("h3_engine_host_seconds_sum") +
-                        delta("h3_engine_step_seconds_sum"))
-                       if delta("h3_engine_step_seconds_sum") else None))
+        mean_step_ms=1000 * step_s / step_n if step_n else None,
+        mean_host_ms=1000 * host_s / host_n if host_n else None,
+        host_fraction=host_s / (host_s + step_s) if step_s else None)
 
 
 def served(port, metrics, rep):

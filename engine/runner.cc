@@ -321,17 +321,12 @@ absl::Status Runner::Execute(const StepPlan& plan, StepResult* result) {
   result->logits_row.assign(n, -1);
   result->padded_vocab = vocab;
   // sampled_'s ids and the logprobs after them, which the step copied to
-  // its host side: there once the step is done.
-  std::vector<int32_t> drawn(head);
-  std::vector<float> logprobs(head);
-  if (sample) {
-    static_assert(sizeof(int32_t) == sizeof(float));
-    H3_RETURN_IF_ERROR(backend.Synchronize());
-    const auto* host = static_cast<const unsigned char*>(sampled_.host());
-    std::memcpy(drawn.data(), host, head * sizeof(int32_t));
-    std::memcpy(logprobs.data(), host + head_capacity_ * sizeof(float),
-                head * sizeof(float));
-  }
+  // its host side: there once the step is done, read in place.
+  static_assert(sizeof(int32_t) == sizeof(float));
+  const auto* drawn = static_cast<const int32_t*>(sampled_.host());
+  const float* logprobs =
+      static_cast<const float*>(sampled_.host()) + head_capacity_;
+  if (sample) H3_RETURN_IF_ERROR(backend.Synchronize());
   int logits_rows = 0;
   for (size_t i = 0; i < n; ++i) logits_rows += plan.sequences[i].logits;
   result->logits.resize(logits_rows * vocab);

@@ -173,24 +173,24 @@ class CudaBackend final : public Backend {
     return Staging(host, device, bytes, &FreePinned, &FreeDevice);
   }
   absl::Status Upload(const Staging& staging, int64_t bytes) override {
-    if (bytes > staging.bytes()) {
-      return absl::InvalidArgumentError("upload beyond the staging area");
-    }
-    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.device(), staging.host(),
-                                            bytes, cudaMemcpyHostToDevice,
-                                            stream_));
-    return absl::OkStatus();
+    return CopyStaging(staging, bytes, cudaMemcpyHostToDevice);
   }
   absl::Status Download(const Staging& staging, int64_t bytes) override {
+    return CopyStaging(staging, bytes, cudaMemcpyDeviceToHost);
+  }
+  // The first `bytes` of a staging area from one side to the other, enqueued.
+  // Pinned memory: a plain asynchronous copy, which a graph captures as a
+  // node (pageable memory took a driver bounce and a capture cannot hold it).
+  absl::Status CopyStaging(const Staging& staging, int64_t bytes,
+                           cudaMemcpyKind kind) {
+    const bool up = kind == cudaMemcpyHostToDevice;
     if (bytes > staging.bytes()) {
-      return absl::InvalidArgumentError("download beyond the staging area");
+      return absl::InvalidArgumentError(
+          absl::StrCat(up ? "upload" : "download", " beyond the staging area"));
     }
-    // Pinned memory: a plain asynchronous copy, which a graph captures as a
-    // node (pageable memory took a driver bounce and a capture cannot hold
-    // it).
-    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.host(), staging.device(),
-                                            bytes, cudaMemcpyDeviceToHost,
-                                            stream_));
+    H3_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        up ? staging.device() : staging.host(),
+        up ? staging.host() : staging.device(), bytes, kind, stream_));
     return absl::OkStatus();
   }
 

@@ -125,13 +125,19 @@ __device__ __forceinline__ void StepMmas(const uint4 (&wv)[kW][2][2],
   }
 }
 
+// The epilogue of column col's sum v, in fp32: the bias, then GELU.
+__device__ __forceinline__ float Epilogue(const StreamGemmParams& p,
+                                          int64_t col, float v) {
+  if (p.bias != nullptr) v = __fadd_rn(v, io::LoadAs(p.bias, p.bias_type, col));
+  if (p.gelu) v = SkinnyGeluTanh(v);
+  return v;
+}
+
 // y[row, col] = epilogue(v), rounded once to y_type.
 __device__ inline void Finish(const StreamGemmParams& p, int64_t row,
                               int64_t col, float v) {
   if (row >= p.rows || col >= p.n) return;
-  if (p.bias != nullptr) v = __fadd_rn(v, io::LoadAs(p.bias, p.bias_type, col));
-  if (p.gelu) v = SkinnyGeluTanh(v);
-  io::StoreAs(p.y, p.y_type, row * p.n + col, v);
+  io::StoreAs(p.y, p.y_type, row * p.n + col, Epilogue(p, col, v));
 }
 
 // y[row, col + c] for the c < live (1 .. 4) of a quad whose first element
@@ -163,17 +169,9 @@ __device__ __forceinline__ void FinishQuad(const StreamGemmParams& p,
   if (row >= p.rows || col >= p.n) return;
   const int live = p.n - col < 4 ? static_cast<int>(p.n - col) : 4;
   float v[4] = {sum.x, sum.y, sum.z, sum.w};
-  if (p.bias != nullptr) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      if (c < live) {
-        v[c] = __fadd_rn(v[c], io::LoadAs(p.bias, p.bias_type, col + c));
-      }
-    }
-  }
-  if (p.gelu) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) v[c] = SkinnyGeluTanh(v[c]);
+  for (int c = 0; c < 4; ++c) {
+    if (c < live) v[c] = Epilogue(p, col + c, v[c]);
   }
   const int64_t at = row * p.n + col;
   if (p.y_type == ElementType::kF16) {
